@@ -1,0 +1,134 @@
+"""ChangeSet: the one shape every writing operation produces, and its commit message."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+OPS = (
+    "extract",
+    "dream",
+    "forget",
+    "remember",
+    "undo",
+    "restore",
+    "snapshot",
+    "edit",
+    "merge",
+    "recover",
+    "index",
+)
+
+_TRAILER = re.compile(r"^(Qmem-[A-Za-z]+): ?(.*)$")
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    """Files to write (relative path -> text) and delete, plus what the commit says about them.
+
+    MEMORY.md is never listed here: ``store`` regenerates it in the same commit.
+    """
+
+    op: str
+    subject: str
+    writes: Mapping[str, str] = field(default_factory=dict)
+    deletes: tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()
+    added: int = 0
+    removed: int = 0
+    session: str | None = None
+    trailers: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.writes and not self.deletes
+
+    def paths(self) -> list[str]:
+        return sorted({*self.writes, *self.deletes})
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One changed path in a commit: status ``A`` (added), ``M`` (modified) or ``D`` (deleted)."""
+
+    status: str
+    path: str
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What a qmem commit message says, read back from its subject, file lines and trailers."""
+
+    subject: str
+    op: str | None
+    session: str | None = None
+    host: str | None = None
+    topics: tuple[str, ...] = ()
+    added: int = 0
+    removed: int = 0
+    changes: tuple[FileChange, ...] = ()
+    trailers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(change.path for change in self.changes)
+
+
+def render_commit_message(cs: ChangeSet, host: str, changes: list[FileChange]) -> str:
+    """Subject, blank line, ``<status> <path>`` lines, blank line, trailers (ARCHITECTURE §4)."""
+    lines = [f"{cs.op}: {_one_line(cs.subject)}", ""]
+    if changes:
+        lines += [f"{c.status} {c.path}" for c in changes]
+        lines.append("")
+    trailers: list[tuple[str, str]] = [("Qmem-Op", cs.op)]
+    if cs.session:
+        trailers.append(("Qmem-Session", _one_line(cs.session)))
+    trailers += [
+        ("Qmem-Host", _one_line(host)),
+        ("Qmem-Topics", ",".join(cs.topics)),
+        ("Qmem-Added", str(cs.added)),
+        ("Qmem-Removed", str(cs.removed)),
+    ]
+    trailers += [(key, _one_line(value)) for key, value in cs.trailers]
+    lines += [f"{key}: {value}".rstrip() for key, value in trailers]
+    return "\n".join(lines) + "\n"
+
+
+def parse_commit_message(message: str) -> CommitInfo:
+    """Inverse of :func:`render_commit_message`; tolerant of commits made by other tools."""
+    lines = message.splitlines()
+    subject = lines[0] if lines else ""
+    trailers: list[tuple[str, str]] = []
+    changes: list[FileChange] = []
+    for line in lines[1:]:
+        match = _TRAILER.match(line)
+        if match:
+            trailers.append((match.group(1), match.group(2).strip()))
+        elif len(line) > 2 and line[0] in "AMD" and line[1] == " ":
+            changes.append(FileChange(line[0], line[2:]))
+    values = dict(trailers)
+    topics = tuple(t for t in values.get("Qmem-Topics", "").split(",") if t)
+    return CommitInfo(
+        subject=subject,
+        op=values.get("Qmem-Op"),
+        session=values.get("Qmem-Session"),
+        host=values.get("Qmem-Host"),
+        topics=topics,
+        added=_int(values.get("Qmem-Added")),
+        removed=_int(values.get("Qmem-Removed")),
+        changes=tuple(changes),
+        trailers=tuple(trailers),
+    )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        return 0

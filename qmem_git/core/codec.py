@@ -1,0 +1,108 @@
+"""Memory documents: parse and render the frontmatter + body format (spec §4.1, §4.2, §4.4).
+
+This is the lenient line-based reader that Qwen Code itself uses; the strict YAML check lives
+in :mod:`qmem_git.core.validate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from qmem_git.core.model import Document, MemoryType, is_memory_type
+
+FENCE = "---\n"
+
+
+@dataclass(frozen=True)
+class Split:
+    """A document split at its frontmatter fences; ``body`` is the raw (untrimmed) body."""
+
+    frontmatter: str
+    body: str
+    body_start_line: int
+
+
+def split_frontmatter(text: str) -> Split | None:
+    """Split ``---\\n<fm>\\n---[\\n]<body>``; None when the text is not fenced (spec §4.2 step 2)."""
+    text = text.replace("\r\n", "\n")
+    if not text.startswith(FENCE):
+        return None
+    end = text.find("\n---", len(FENCE) - 1)
+    if end < 0:
+        return None
+    frontmatter = text[len(FENCE) : end]
+    if not frontmatter.strip():
+        return None
+    rest = end + len("\n---")
+    if text.startswith("\n", rest):
+        rest += 1
+    return Split(frontmatter, text[rest:], text.count("\n", 0, rest) + 1)
+
+
+def frontmatter_field(frontmatter: str, key: str) -> str | None:
+    """First line starting with ``key:`` (column 0); value trimmed, quotes kept, empty = absent."""
+    prefix = key + ":"
+    for line in frontmatter.split("\n"):
+        if line.startswith(prefix):
+            value = line[len(prefix) :].strip()
+            return value or None
+    return None
+
+
+def parse_document(text: str, relative_path: str, mtime_ms: float) -> Document | None:
+    """Parse a memory document, or None when the text is not one (spec §4.2)."""
+    split = split_frontmatter(text)
+    if split is None:
+        return None
+    kind = frontmatter_field(split.frontmatter, "type")
+    if kind is None or not is_memory_type(kind):
+        return None
+    title = (
+        frontmatter_field(split.frontmatter, "name")
+        or frontmatter_field(split.frontmatter, "title")
+        or kind
+    )
+    return Document(
+        type=_as_type(kind),
+        relative_path=relative_path,
+        title=title,
+        description=frontmatter_field(split.frontmatter, "description") or "",
+        body=split.body.strip(),
+        mtime_ms=mtime_ms,
+        frontmatter=split.frontmatter,
+    )
+
+
+def _as_type(kind: str) -> MemoryType:
+    if kind == "user":
+        return "user"
+    if kind == "feedback":
+        return "feedback"
+    if kind == "project":
+        return "project"
+    return "reference"
+
+
+def render_document(name: str, description: str, kind: MemoryType, body: str) -> str:
+    """The file a new memory is written as (spec §7.7), ending with one newline."""
+    return f"---\nname: {name}\ndescription: {description}\ntype: {kind}\n---\n\n{body}\n"
+
+
+def render_with_frontmatter(frontmatter: str, body: str) -> str:
+    """Rewrite a file keeping its frontmatter text verbatim (spec §11.3)."""
+    return f"---\n{frontmatter}\n---\n\n{body}\n"
+
+
+def replace_body(text: str, old_body: str, new_body: str) -> str:
+    """Replace the first literal occurrence of the trimmed old body (spec §4.4)."""
+    text = text.replace("\r\n", "\n")
+    old = old_body.strip()
+    if not old:
+        split = split_frontmatter(text)
+        if split is None:
+            return text
+        return render_with_frontmatter(split.frontmatter, new_body)
+    index = text.find(old)
+    if index < 0:
+        return text
+    return text[:index] + new_body + text[index + len(old) :]

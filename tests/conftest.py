@@ -1,0 +1,63 @@
+"""Shared fixtures: every test runs with HOME, XDG dirs and git identity pinned to tmp."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared"
+
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HOME, XDG and git config point into a fresh tmp dir; no QWEN/QMEM/GIT env leaks in."""
+    home = tmp_path_factory.mktemp("home")
+    for key in list(os.environ):
+        if key.startswith(("QWEN_", "QMEM_", "GIT_", "CLAUDE_", "XDG_")):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    for key, value in _GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("QMEM_TELEMETRY", "0")
+    return home
+
+
+@pytest.fixture(autouse=True)
+def _guard_real_home(isolated_home: Path) -> Iterator[None]:
+    """Fail any test that wrote into the real user's agent folders."""
+    real = Path(os.path.expanduser("~root")) if os.geteuid() == 0 else None
+    watched = [p for p in ((real / ".qwen"), (real / ".claude")) if real] if real else []
+    before = {p: _mtime(p) for p in watched}
+    yield
+    for path in watched:
+        assert _mtime(path) == before[path], f"test touched the real {path}"
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+@pytest.fixture
+def git_exe() -> str:
+    exe = shutil.which("git")
+    assert exe, "C git is required by the test suite (apt-get install git)"
+    return exe
