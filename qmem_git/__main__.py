@@ -1,0 +1,129 @@
+"""Entry point. ``recall`` runs before every prompt, so it is served without importing click.
+
+Anything the fast path does not understand (``--help``, odd flags) falls through to the
+full click CLI, which implements the same commands.
+"""
+
+from __future__ import annotations
+
+import sys
+
+_GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir"}
+_GLOBAL_FLAG = {"--json": "json", "-q": "quiet", "--quiet": "quiet", "-v": "verbose"}
+_GLOBAL_FLAG["--verbose"] = "verbose"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    fast = _parse_recall(args)
+    if fast is not None:
+        return _fast_recall(fast)
+    from qmem_git.cli import run
+
+    return run(args)
+
+
+def _parse_recall(args: list[str]) -> dict[str, object] | None:
+    """Parse ``[globals] recall QUERY [--limit N] [--exclude P]...``; None = let click do it."""
+    opts: dict[str, object] = {"exclude": [], "limit": 5}
+    rest = _take_globals(args, opts)
+    if not rest or rest[0] != "recall":
+        return None
+    positional: list[str] = []
+    i = 1
+    while i < len(rest):
+        arg = rest[i]
+        if arg in ("--limit", "--exclude") and i + 1 < len(rest):
+            if arg == "--limit":
+                if not rest[i + 1].lstrip("-").isdigit():
+                    return None
+                opts["limit"] = int(rest[i + 1])
+            else:
+                excluded = opts["exclude"]
+                assert isinstance(excluded, list)
+                excluded.append(rest[i + 1])
+            i += 2
+        elif arg.startswith("-") and arg != "-":
+            return None
+        else:
+            positional.append(arg)
+            i += 1
+    if len(positional) != 1:
+        return None
+    opts["query"] = positional[0]
+    return opts
+
+
+def _take_globals(args: list[str], opts: dict[str, object]) -> list[str]:
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in _GLOBAL_FLAG:
+            opts[_GLOBAL_FLAG[arg]] = True
+            i += 1
+        elif arg in _GLOBAL_VALUE and i + 1 < len(args):
+            opts[_GLOBAL_VALUE[arg]] = args[i + 1]
+            i += 2
+        else:
+            return args[i:]
+    return []
+
+
+def _fast_recall(opts: dict[str, object]) -> int:
+    limit = opts.get("limit")
+    excluded = opts.get("exclude")
+    return run_recall(
+        project=_str(opts.get("project")),
+        memory_dir=_str(opts.get("memory_dir")),
+        query=str(opts.get("query", "")),
+        limit=limit if isinstance(limit, int) else 5,
+        exclude=[str(p) for p in excluded] if isinstance(excluded, list) else [],
+        as_json=bool(opts.get("json")),
+    )
+
+
+def run_recall(
+    *,
+    project: str | None,
+    memory_dir: str | None,
+    query: str,
+    limit: int,
+    exclude: list[str],
+    as_json: bool,
+) -> int:
+    """Print the Relevant memory block (or JSON) for ``query``; shared with the click command."""
+    import os
+    import time
+
+    from qmem_git.errors import QmemError
+    from qmem_git.ops.recall import recall, result_to_json
+    from qmem_git.settings import build_settings
+
+    try:
+        settings = build_settings(os.environ, project=project, memory_dir=memory_dir)
+        result = recall(
+            settings.layout.memory_root,
+            settings.layout.state_dir,
+            query,
+            int(time.time() * 1000),
+            limit=limit,
+            excluded=tuple(exclude),
+        )
+    except QmemError as exc:
+        sys.stderr.write(f"Error: {exc}\n")
+        return exc.exit_code
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps(result_to_json(result), ensure_ascii=False, indent=2) + "\n")
+    else:
+        sys.stdout.write(result.prompt)
+    return 0
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Run one writing operation: lock, recover, plan under the lock, apply as one commit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from qmem_git.core.changes import ChangeSet
+from qmem_git.settings import Settings
+from qmem_git.store.recovery import RecoveryReport
+from qmem_git.store.repo import ApplyResult, identity_from_git_config, run_writer
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a writing command did: the ChangeSet it planned and the commit it made (if any)."""
+
+    changeset: ChangeSet
+    commit: str | None
+    recovery: RecoveryReport | None
+    applied: ApplyResult | None = None
+
+
+def execute(
+    settings: Settings,
+    plan: Callable[[], ChangeSet],
+    now: datetime,
+    *,
+    dry_run: bool = False,
+) -> Outcome:
+    """Plan and (unless ``dry_run``) commit; ``plan`` runs under the writer lock."""
+    if dry_run:
+        return Outcome(plan(), None, None)
+    result = run_writer(
+        settings.layout,
+        plan,
+        identity=identity_from_git_config(settings.host),
+        host=settings.host,
+        now=now,
+        lock_timeout=settings.lock_timeout,
+    )
+    commit = result.applied.commit if result.applied else None
+    return Outcome(result.changeset, commit, result.recovery, result.applied)

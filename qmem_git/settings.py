@@ -1,0 +1,64 @@
+"""Settings built once from the environment by the CLI and passed down (ARCHITECTURE §2)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from qmem_git.core.paths import Layout, chats_dir, explicit_layout, resolve_layout
+
+DEFAULT_LOCK_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything an operation needs to know about where it runs."""
+
+    layout: Layout
+    host: str
+    home: str
+    cwd: str
+    env: Mapping[str, str]
+    telemetry: bool = True
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+
+    @property
+    def chats_dir(self) -> str:
+        return chats_dir(self.layout.project_root or self.cwd, self.env, self.home, self.cwd)
+
+
+def build_settings(
+    env: Mapping[str, str],
+    *,
+    project: str | None = None,
+    memory_dir: str | None = None,
+    cwd: str | None = None,
+    home: str | None = None,
+) -> Settings:
+    """Resolve the layout from flags and env (``--memory-dir`` > spec §2 resolution)."""
+    cwd = cwd or os.getcwd()
+    home = home or env.get("HOME") or os.path.expanduser("~")
+    if memory_dir:
+        layout = explicit_layout(memory_dir, home, cwd)
+        if project:
+            layout = Layout(layout.memory_root, layout.state_dir, layout.mode, project)
+    else:
+        layout = resolve_layout(project or cwd, env, home, cwd, os.path.lexists)
+    return Settings(
+        layout=layout,
+        host=env.get("QMEM_HOST") or socket.gethostname() or "localhost",
+        home=home,
+        cwd=cwd,
+        env=dict(env),
+        telemetry=env.get("QMEM_TELEMETRY", "1") != "0",
+        lock_timeout=_float(env.get("QMEM_LOCK_TIMEOUT"), DEFAULT_LOCK_TIMEOUT),
+    )
+
+
+def _float(value: str | None, default: float) -> float:
+    try:
+        return float(value) if value else default
+    except ValueError:
+        return default

@@ -1,0 +1,86 @@
+"""Machine-local state files next to the memory root: scaffold, meta.json, cursor (spec §3)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from datetime import datetime
+from typing import Any
+
+from qmem_git.core.index import build_index
+from qmem_git.core.paths import Layout
+from qmem_git.core.statefile import EPOCH_ISO, dumps_state, initial_cursor, initial_meta, iso_ms
+from qmem_git.errors import InvalidMemoryFile
+from qmem_git.store.workdir import atomic_write, index_path
+
+META = "meta.json"
+CURSOR = "extract-cursor.json"
+
+
+def ensure_scaffold(layout: Layout, now: datetime) -> list[str]:
+    """Create the memory root, an empty MEMORY.md, meta.json and the cursor; never overwrite."""
+    os.makedirs(layout.memory_root, exist_ok=True)
+    created = []
+    files = {
+        index_path(layout.memory_root): build_index([]).text,
+        layout.state_file(META): dumps_state(initial_meta(now)),
+        layout.state_file(CURSOR): dumps_state(initial_cursor(now)),
+    }
+    for path, text in files.items():
+        if _create_exclusive(path, text.encode("utf-8")):
+            created.append(path)
+    return created
+
+
+def _create_exclusive(path: str, data: bytes) -> bool:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return True
+
+
+def read_meta(layout: Layout) -> dict[str, Any] | None:
+    """meta.json as a dict; None when missing or corrupt (metadata is best effort, spec §3.2)."""
+    try:
+        with open(layout.state_file(META), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def update_meta(layout: Layout, changes: dict[str, Any], now: datetime) -> None:
+    """Merge ``changes`` into meta.json, bumping ``updatedAt``; silently skipped when corrupt."""
+    meta = read_meta(layout)
+    if meta is None:
+        return
+    meta.update(changes)
+    meta["updatedAt"] = iso_ms(now)
+    with contextlib.suppress(OSError):
+        atomic_write(layout.state_file(META), dumps_state(meta).encode("utf-8"))
+
+
+def read_cursor(layout: Layout) -> dict[str, Any]:
+    """The extraction cursor; missing reads as the epoch, malformed JSON is an error (§3.3)."""
+    path = layout.state_file(CURSOR)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return {"updatedAt": EPOCH_ISO}
+    except (OSError, ValueError) as exc:
+        raise InvalidMemoryFile(
+            f"{path}: extraction cursor is not valid JSON ({exc})",
+            "delete the file to restart extraction from the beginning of the session",
+        ) from exc
+    if not isinstance(data, dict):
+        raise InvalidMemoryFile(f"{path}: extraction cursor is not a JSON object", "delete it")
+    return data
+
+
+def write_cursor(layout: Layout, cursor: dict[str, Any]) -> None:
+    atomic_write(layout.state_file(CURSOR), dumps_state(cursor).encode("utf-8"))
