@@ -23,7 +23,7 @@ class Split:
 
 
 def split_frontmatter(text: str) -> Split | None:
-    """Split ``---\\n<fm>\\n---[\\n]<body>``; None when the text is not fenced (spec §4.2 step 2)."""
+    """Split ``---\\n<fm>\\n---[\\n]<body>``; None when not fenced (spec §4.2 step 2)."""
     text = text.replace("\r\n", "\n")
     if not text.startswith(FENCE):
         return None
@@ -94,15 +94,20 @@ def render_with_frontmatter(frontmatter: str, body: str) -> str:
 
 
 def replace_body(text: str, old_body: str, new_body: str) -> str:
-    """Replace the first literal occurrence of the trimmed old body (spec §4.4)."""
+    """Replace the first literal occurrence of the trimmed old body *in the body* (spec §4.4).
+
+    Qwen Code searches the whole file, which hits the ``name:``/``description:`` lines when
+    they repeat the summary (they usually do); searching after the closing fence avoids that.
+    """
     text = text.replace("\r\n", "\n")
+    split = split_frontmatter(text)
+    if split is None:
+        return text
+    start = len(text) - len(split.body)
     old = old_body.strip()
     if not old:
-        split = split_frontmatter(text)
-        if split is None:
-            return text
         return render_with_frontmatter(split.frontmatter, new_body)
-    index = text.find(old)
+    index = text.find(old, start)
     if index < 0:
         return text
     return text[:index] + new_body + text[index + len(old) :]

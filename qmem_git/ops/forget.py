@@ -1,0 +1,100 @@
+"""Forget: select entries by query or explicit ids and plan their removal as one ChangeSet (§11)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from qmem_git.core.changes import ChangeSet
+from qmem_git.core.forget import (
+    Candidate,
+    ForgetPlan,
+    list_candidates,
+    plan_forget,
+    select_by_ids,
+    select_heuristic,
+)
+from qmem_git.core.statefile import iso_ms
+from qmem_git.errors import UsageError
+from qmem_git.store.workdir import read_text, scan_documents
+
+SUBJECT_QUERY_CHARS = 60
+"""Queries are cut in the subject: it is one line, and a query may hold something private."""
+
+
+@dataclass(frozen=True)
+class ForgetOpPlan:
+    """The forget's commit (None when nothing matched or nothing changed) and what it reports."""
+
+    changeset: ChangeSet | None
+    matches: tuple[Candidate, ...]
+    removed_count: int
+    system_message: str | None
+    removed: tuple[Candidate, ...] = ()
+    meta_updates: dict[str, Any] = field(default_factory=dict)
+
+
+def list_forget_candidates(memory_root: str) -> list[Candidate]:
+    """Every entry with its forget id, for listing and ``--dry-run``."""
+    return list_candidates(scan_documents(memory_root))
+
+
+def plan_forget_op(
+    memory_root: str,
+    *,
+    query: str | None,
+    ids: Sequence[str],
+    now: datetime,
+    limit: int | None = None,
+    session_id: str | None = None,
+) -> ForgetOpPlan:
+    """Select by ``ids`` or by heuristic ``query`` (unlimited by default) and plan the removal."""
+    if ids and query and query.strip():
+        raise UsageError("give either a query or --id, not both", "drop the query or the ids")
+    docs = scan_documents(memory_root)
+    candidates = list_candidates(docs)
+    if ids:
+        matches = select_by_ids(candidates, ids)
+    else:
+        matches = select_heuristic(candidates, (query or "").strip(), limit)
+    if not matches:
+        return ForgetOpPlan(None, (), 0, None)
+    plan = plan_forget(docs, matches, lambda rel: read_text(os.path.join(memory_root, rel)))
+    return ForgetOpPlan(
+        changeset=forget_changeset(plan, forget_subject(plan, query, ids), session_id),
+        matches=tuple(matches),
+        removed_count=plan.removed_count,
+        system_message=plan.system_message,
+        removed=tuple(plan.removed),
+        meta_updates={"updatedAt": iso_ms(now)} if plan.touched_topics else {},
+    )
+
+
+def forget_changeset(plan: ForgetPlan, subject: str, session_id: str | None) -> ChangeSet | None:
+    if plan.is_empty:
+        return None
+    return ChangeSet(
+        op="forget",
+        subject=subject,
+        writes=dict(plan.writes),
+        deletes=tuple(plan.deletes),
+        topics=tuple(plan.touched_topics),
+        removed=plan.entries_removed,
+        session=session_id,
+    )
+
+
+def forget_subject(plan: ForgetPlan, query: str | None, ids: Sequence[str]) -> str:
+    """``forgot 2 entries matching "terse"`` or ``forgot 1 entry by id``."""
+    count = plan.entries_removed
+    what = f"forgot {count} {'entry' if count == 1 else 'entries'}"
+    if ids:
+        return f"{what} by id"
+    return f'{what} matching "{shorten(" ".join((query or "").split()))}"'
+
+
+def shorten(text: str, limit: int = SUBJECT_QUERY_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
