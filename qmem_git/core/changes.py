@@ -20,7 +20,8 @@ OPS = (
     "index",
 )
 
-_TRAILER = re.compile(r"^(Qmem-[A-Za-z]+): ?(.*)$")
+_TRAILER = re.compile(r"^(Qmem-[A-Za-z][A-Za-z0-9-]*): ?(.*)$")
+_CHANGE = re.compile(r"^[AMD] .")
 
 
 @dataclass(frozen=True)
@@ -78,13 +79,14 @@ class CommitInfo:
 
 def render_commit_message(cs: ChangeSet, host: str, changes: list[FileChange]) -> str:
     """Subject, blank line, ``<status> <path>`` lines, blank line, trailers (ARCHITECTURE §4)."""
-    lines = [f"{cs.op}: {_one_line(cs.subject)}", ""]
+    lines = [f"{cs.op}: {_one_line(cs.subject)}".rstrip(), ""]
     if changes:
         lines += [f"{c.status} {c.path}" for c in changes]
         lines.append("")
     trailers: list[tuple[str, str]] = [("Qmem-Op", cs.op)]
-    if cs.session:
-        trailers.append(("Qmem-Session", _one_line(cs.session)))
+    session = _one_line(cs.session or "")
+    if session:
+        trailers.append(("Qmem-Session", session))
     trailers += [
         ("Qmem-Host", _one_line(host)),
         ("Qmem-Topics", ",".join(cs.topics)),
@@ -98,17 +100,23 @@ def render_commit_message(cs: ChangeSet, host: str, changes: list[FileChange]) -
 
 def parse_commit_message(message: str) -> CommitInfo:
     """Inverse of :func:`render_commit_message`; tolerant of commits made by other tools."""
-    lines = message.splitlines()
-    subject = lines[0] if lines else ""
+    lines = message.replace("\r\n", "\n").split("\n")
+    subject = lines[0]
     trailers: list[tuple[str, str]] = []
     changes: list[FileChange] = []
-    for line in lines[1:]:
-        match = _TRAILER.match(line)
-        if match:
-            trailers.append((match.group(1), match.group(2).strip()))
-        elif len(line) > 2 and line[0] in "AMD" and line[1] == " ":
-            changes.append(FileChange(line[0], line[2:]))
+    for paragraph in _paragraphs(lines[1:]):
+        # File lines count only as a block of their own in a message that has our trailers:
+        # prose from other tools ("A fix for ...") must not be read as a change.
+        if all(_CHANGE.match(line) for line in paragraph):
+            changes += [FileChange(line[0], line[2:]) for line in paragraph]
+            continue
+        for line in paragraph:
+            match = _TRAILER.match(line)
+            if match:
+                trailers.append((match.group(1), match.group(2).strip()))
     values = dict(trailers)
+    if "Qmem-Op" not in values:
+        changes = []
     topics = tuple(t for t in values.get("Qmem-Topics", "").split(",") if t)
     return CommitInfo(
         subject=subject,
@@ -121,6 +129,17 @@ def parse_commit_message(message: str) -> CommitInfo:
         changes=tuple(changes),
         trailers=tuple(trailers),
     )
+
+
+def _paragraphs(lines: list[str]) -> list[list[str]]:
+    """Runs of non-blank lines."""
+    paragraphs: list[list[str]] = [[]]
+    for line in lines:
+        if line.strip():
+            paragraphs[-1].append(line)
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    return [paragraph for paragraph in paragraphs if paragraph]
 
 
 def _one_line(text: str) -> str:

@@ -9,7 +9,11 @@ from qmem_git.core.text import normalize_space
 
 EMPTY_BODY = "_No entries yet._"
 
-_NESTED = re.compile(r"^[ \t]{2,}(?:[-*]\s+)?(why|how to apply|how_to_apply):\s*(\S.*)$", re.I)
+# G1 files also carry a nested ``  - Stability: stable|working`` line; it is accepted (so it does
+# not become an entry of its own) and its value ignored (spec §4.3).
+_NESTED = re.compile(
+    r"^[ \t]{2,}(?:[-*]\s+)?(why|how to apply|how_to_apply|stability):\s*(\S.*)$", re.I
+)
 _DETAIL = re.compile(r"^(?:\*\*)?(why|how to apply|how_to_apply)(?:\*\*:|:\*\*|:)\s*(\S.*)$", re.I)
 _BULLET = re.compile(r"^[-*]\s+(.*)$")
 
@@ -38,6 +42,8 @@ def parse_entries(body: str) -> list[Entry]:
 
 def _with_detail(entry: Entry, key: str, value: str) -> Entry:
     value = normalize_space(value)
+    if key.lower() == "stability":
+        return entry
     if key.lower() == "why":
         return Entry(entry.summary, value, entry.how_to_apply)
     return Entry(entry.summary, entry.why, value)

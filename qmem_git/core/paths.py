@@ -25,8 +25,16 @@ class Layout:
 
 
 def sanitize(path: str, windows: bool = False) -> str:
-    """Every character outside ASCII letters and digits becomes ``-``, one for one."""
-    return _NOT_ALNUM.sub("-", path.lower() if windows else path)
+    """Every character outside ASCII letters and digits becomes ``-``, one for one.
+
+    "Character" is a UTF-16 code unit, as in the host's JavaScript regex: a character outside
+    the BMP (an emoji) becomes ``--``, so both tools name the same project folder.
+    """
+    return _NOT_ALNUM.sub(_dashes, path.lower() if windows else path)
+
+
+def _dashes(match: re.Match[str]) -> str:
+    return "--" if ord(match.group()) > 0xFFFF else "-"
 
 
 def expand_dir(value: str, home: str, cwd: str) -> str:

@@ -6,7 +6,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from qmem_git.core.codec import parse_document
@@ -31,7 +31,7 @@ class FileInfo:
 
 
 def atomic_write(path: str, data: bytes, mtime_ns: int | None = None) -> None:
-    """Temp file in the same dir, fsync, replace, fsync the dir; optional mtime set before replace."""
+    """Temp file in the same dir, fsync, replace, fsync the dir; mtime (optional) set first."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TEMP_MARKER, dir=directory)
@@ -60,7 +60,11 @@ def fsync_dir(directory: str) -> None:
 
 
 def iter_memory_files(root: str) -> Iterator[FileInfo]:
-    """Regular ``*.md`` files under root, except MEMORY.md, dot-dirs, symlinks and big files."""
+    """Regular ``*.md`` files under root, except MEMORY.md, dot-dirs, symlinks and big files.
+
+    Dot-*files* ending in ``.md`` are listed: spec §5 lists every ``*.md`` file, and Qwen Code
+    indexes them, so skipping them would make our MEMORY.md differ from its.
+    """
     stack = [("", root)]
     while stack:
         prefix, directory = stack.pop()
@@ -70,15 +74,19 @@ def iter_memory_files(root: str) -> Iterator[FileInfo]:
             continue
         for entry in entries:
             name = entry.name
-            if name.startswith(".") or entry.is_symlink():
+            if entry.is_symlink():
                 continue
             rel = prefix + name
             if entry.is_dir(follow_symlinks=False):
-                stack.append((rel + "/", entry.path))
+                if not name.startswith("."):
+                    stack.append((rel + "/", entry.path))
                 continue
             if not name.endswith(".md") or name == INDEX_NAME:
                 continue
-            info = entry.stat(follow_symlinks=False)
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:  # removed by a concurrent writer between listing and stat
+                continue
             if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE_BYTES:
                 yield FileInfo(rel, entry.path, info.st_mtime_ns, info.st_size)
 
@@ -99,9 +107,20 @@ def load_document(info: FileInfo) -> Document | None:
     return parse_document(text, info.relative_path, info.mtime_ns / 1_000_000)
 
 
-def scan_documents(root: str, limit: int = MAX_SCANNED_DOCUMENTS) -> list[Document]:
-    """Newest ``limit`` valid documents in scan order; parses only as many files as needed."""
-    files = sorted(iter_memory_files(root), key=lambda f: (-f.mtime_ns, f.filename, f.relative_path))
+def scan_documents(
+    root: str, limit: int = MAX_SCANNED_DOCUMENTS, files: Iterable[FileInfo] | None = None
+) -> list[Document]:
+    """Newest ``limit`` valid documents in scan order; parses only as many files as needed.
+
+    ``files`` (same filter as :func:`iter_memory_files`) spares a writer that already scanned
+    the tree a second ``lstat`` pass (~10,000 syscalls at 10,000 files).
+    """
+    # Same key as core.index.scan_order_key (float milliseconds): two files whose nanosecond
+    # mtimes differ but collapse to one float must not be ordered differently here than there.
+    files = sorted(
+        iter_memory_files(root) if files is None else files,
+        key=lambda f: (-(f.mtime_ns / 1_000_000), f.filename, f.relative_path),
+    )
     docs: list[Document] = []
     for info in files:
         doc = load_document(info)
@@ -112,9 +131,9 @@ def scan_documents(root: str, limit: int = MAX_SCANNED_DOCUMENTS) -> list[Docume
     return order_documents(docs, limit)
 
 
-def render_index(root: str) -> IndexResult:
-    """The MEMORY.md text for the documents on disk now."""
-    return build_index(scan_documents(root))
+def render_index(root: str, files: Iterable[FileInfo] | None = None) -> IndexResult:
+    """The MEMORY.md text for the documents on disk now (``files``: see scan_documents)."""
+    return build_index(scan_documents(root, files=files))
 
 
 def index_path(root: str) -> str:

@@ -1,0 +1,248 @@
+"""MEMORY.md generation (spec §6, checklist 25-29) and scan order (spec §5)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from qmem_git.core.index import (
+    MAX_BYTES,
+    MAX_LINE_CHARS,
+    MAX_LINES,
+    WARNING,
+    IndexResult,
+    build_index,
+    index_line,
+    order_documents,
+    scan_order_key,
+)
+from qmem_git.core.model import Document, MemoryType
+
+SPEC_WARNING = (
+    "> WARNING: MEMORY.md is too large; only part of it was written. "
+    "Keep index entries concise and move detail into topic files."
+)
+
+
+def doc(
+    path: str,
+    title: str = "T",
+    description: str = "",
+    kind: MemoryType = "user",
+    mtime_ms: float = 0.0,
+) -> Document:
+    return Document(kind, path, title, description, "body", mtime_ms)
+
+
+def test_constants_match_spec() -> None:
+    assert (MAX_LINE_CHARS, MAX_LINES, MAX_BYTES) == (150, 200, 25_000)
+    assert WARNING == SPEC_WARNING
+
+
+def test_25_single_document_exact_text() -> None:
+    result = build_index([doc("user/terse.md", "User Memory", "User profile")])
+    assert result == IndexResult("- [User Memory](user/terse.md) — User profile", ())
+
+
+def test_spec_6_example_two_documents() -> None:
+    docs = [
+        doc(
+            "project/release-freeze.md",
+            "Release freeze",
+            "Merge freeze begins 2026-03-05 for mobile release",
+            "project",
+        ),
+        doc("reference/latency-dashboard.md", "Latency Dashboard", "", "reference"),
+    ]
+    assert build_index(docs).text == (
+        "- [Release freeze](project/release-freeze.md) — "
+        "Merge freeze begins 2026-03-05 for mobile release\n"
+        "- [Latency Dashboard](reference/latency-dashboard.md) — reference"
+    )
+
+
+def test_26_empty_description_ends_with_type() -> None:
+    assert index_line(doc("feedback/x.md", "X", "", "feedback")).endswith(" — feedback")
+
+
+def test_separator_is_space_em_dash_space() -> None:
+    assert "\u2014" in index_line(doc("a.md", "A", "d"))
+    assert index_line(doc("a.md", "A", "d")) == "- [A](a.md) \u2014 d"
+
+
+def test_zero_documents_give_empty_file() -> None:
+    assert build_index([]) == IndexResult("", ())
+
+
+def test_27_long_line_truncated_to_150_with_ellipsis() -> None:
+    line = index_line(doc("user/long.md", "Long", "x" * 400))
+    full = "- [Long](user/long.md) — " + "x" * 400
+    assert len(full) >= 400
+    assert len(line) <= 150
+    assert line == full[:149].rstrip() + "…"
+    assert line.endswith("x…") and len(line) == 150
+
+
+def test_truncation_right_trims_before_ellipsis() -> None:
+    prefix = "- [T](a.md) — "
+    description = "y" * (149 - len(prefix) - 3) + "   " + "z" * 50  # char 149 falls in spaces
+    line = index_line(doc("a.md", "T", description))
+    assert line == prefix + "y" * (149 - len(prefix) - 3) + "…"
+    assert len(line) < 150
+
+
+def test_line_of_exactly_150_chars_is_kept() -> None:
+    prefix = "- [T](a.md) — "
+    exact = index_line(doc("a.md", "T", "d" * (150 - len(prefix))))
+    assert len(exact) == 150 and not exact.endswith("…")
+    over = index_line(doc("a.md", "T", "d" * (151 - len(prefix))))
+    assert len(over) == 150 and over.endswith("…")
+
+
+def test_truncation_counts_characters_not_bytes() -> None:
+    line = index_line(doc("a.md", "T", "é" * 140))
+    assert len(line) == 150 and len(line.encode()) > 150
+
+
+def test_29_250_records_give_exactly_200_lines_then_warning() -> None:
+    docs = [doc(f"user/m{i:03d}.md", f"M{i}", "short") for i in range(250)]
+    result = build_index(docs)
+    head, sep, warning = result.text.rpartition("\n\n")
+    assert sep and warning == SPEC_WARNING
+    lines = head.split("\n")
+    assert len(lines) == 200
+    assert lines == [index_line(d) for d in docs[:200]]
+    assert result.dropped == tuple(f"user/m{i:03d}.md" for i in range(200, 250))
+
+
+def test_200_records_fit_without_warning() -> None:
+    docs = [doc(f"user/m{i:03d}.md", f"M{i}", "short") for i in range(200)]
+    result = build_index(docs)
+    assert WARNING not in result.text
+    assert result.text.count("\n") == 199
+    assert result.dropped == ()
+
+
+def _wide_docs(count: int, char: str = "w") -> list[Document]:
+    return [doc(f"user/w{i:03d}.md", f"W{i}", char * 200) for i in range(count)]
+
+
+def test_28_over_25000_bytes_cut_at_line_boundary_with_warning() -> None:
+    docs = _wide_docs(190, "é")  # each line 150 chars, mostly 2-byte -> ~290 bytes
+    lines = [index_line(d) for d in docs]
+    assert len("\n".join(lines).encode()) > MAX_BYTES
+    result = build_index(docs)
+    assert result.text.endswith("\n\n" + SPEC_WARNING)
+    kept_text = result.text[: -len("\n\n" + SPEC_WARNING)]
+    kept = kept_text.split("\n")
+    assert kept == lines[: len(kept)]  # every kept line is complete and in order
+    assert len(kept_text.encode()) <= MAX_BYTES
+    # greedy: one more line would not have fit
+    assert len("\n".join(lines[: len(kept) + 1]).encode()) > MAX_BYTES
+    assert result.dropped == tuple(d.relative_path for d in docs[len(kept) :])
+
+
+def _docs_joined_to(count: int, total_bytes: int) -> list[Document]:
+    """``count`` ASCII-description docs whose index lines joined by "\\n" are ``total_bytes``."""
+    prefix_bytes = len("- [T](p000.md) — ".encode())
+    per_line, extra = divmod(total_bytes - (count - 1), count)
+    docs = [
+        doc(f"p{i:03d}.md", "T", "d" * (per_line + (i < extra) - prefix_bytes))
+        for i in range(count)
+    ]
+    joined = "\n".join(index_line(d) for d in docs)
+    assert len(joined.encode()) == total_bytes
+    assert all(len(index_line(d)) <= MAX_LINE_CHARS for d in docs)
+    return docs
+
+
+def test_byte_limit_exactly_25000_keeps_everything() -> None:
+    docs = _docs_joined_to(198, MAX_BYTES)
+    assert build_index(docs) == IndexResult("\n".join(index_line(d) for d in docs), ())
+
+
+def test_line_ending_exactly_at_byte_boundary_is_kept() -> None:
+    # The first 198 lines end exactly at byte 25,000; byte 25,001 is the "\n" before line 199.
+    docs = [*_docs_joined_to(198, MAX_BYTES), doc("z.md", "Z", "tail")]
+    result = build_index(docs)
+    assert result.text == "\n".join(index_line(d) for d in docs[:198]) + "\n\n" + SPEC_WARNING
+    assert result.dropped == ("z.md",)
+
+
+def test_one_byte_over_drops_the_partial_line() -> None:
+    docs = _docs_joined_to(198, MAX_BYTES + 1)
+    result = build_index(docs)
+    assert result.text == "\n".join(index_line(d) for d in docs[:197]) + "\n\n" + SPEC_WARNING
+    assert result.dropped == (docs[197].relative_path,)
+
+
+def test_line_limit_and_byte_limit_together() -> None:
+    docs = _wide_docs(260, "é")
+    result = build_index(docs)
+    kept = result.text.split("\n\n")[0].split("\n")
+    assert len(kept) < 200
+    assert len(result.dropped) == 260 - len(kept)
+    assert result.text.endswith(SPEC_WARNING)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.text(min_size=1, max_size=80).filter(lambda t: "\n" not in t), st.integers(0, 3)
+        ),
+        max_size=260,
+    )
+)
+def test_index_limits_property(items: list[tuple[str, int]]) -> None:
+    kinds: list[MemoryType] = ["user", "feedback", "project", "reference"]
+    docs = [doc(f"d/{i}.md", title, title * 3, kinds[k]) for i, (title, k) in enumerate(items)]
+    result = build_index(docs)
+    if result.dropped:
+        body, _, warning = result.text.rpartition("\n\n")
+        assert warning == SPEC_WARNING
+    else:
+        body = result.text
+        assert WARNING not in body or not docs
+    lines = body.split("\n") if body else []
+    assert len(lines) <= MAX_LINES
+    assert len(body.encode()) <= MAX_BYTES
+    assert all(len(line) <= MAX_LINE_CHARS for line in lines)
+    assert lines == [index_line(d) for d in docs[: len(lines)]]
+    assert result.dropped == tuple(d.relative_path for d in docs[len(lines) :])
+
+
+# --- scan order ------------------------------------------------------------------------------
+
+
+def test_14_newest_first_then_basename_then_path() -> None:
+    docs = [
+        doc("user/old.md", mtime_ms=1000),
+        doc("user/b.md", mtime_ms=2000),
+        doc("reference/a.md", mtime_ms=2000),
+        doc("project/a.md", mtime_ms=2000),
+    ]
+    ordered = order_documents(docs)
+    assert [d.relative_path for d in ordered] == [
+        "project/a.md",
+        "reference/a.md",
+        "user/b.md",
+        "user/old.md",
+    ]
+    assert scan_order_key(docs[0]) == (-1000, "old.md", "user/old.md")
+
+
+def test_order_documents_keeps_newest_limit() -> None:
+    docs = [doc(f"user/{i:03d}.md", mtime_ms=i) for i in range(250)]
+    ordered = order_documents(docs)
+    assert len(ordered) == 200
+    assert ordered[0].mtime_ms == 249 and ordered[-1].mtime_ms == 50
+    assert len(order_documents(docs, limit=3)) == 3
+
+
+def test_hard_cut_without_newline_stays_on_a_character_boundary() -> None:
+    from qmem_git.core.index import _cut_to_bytes
+
+    text = "a" + "é" * 12_500  # byte 25,000 falls inside an "é"; no "\n" anywhere
+    cut = _cut_to_bytes(text.encode())
+    assert cut == "a" + "é" * 12_499
+    assert len(cut.encode()) == 24_999

@@ -1,0 +1,237 @@
+"""Where a project's memory lives (spec §2, checklist 1-6). Pure: the disk is a set of paths."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import pytest
+
+from qmem_git.core.paths import (
+    Layout,
+    base_dir,
+    chats_dir,
+    expand_dir,
+    explicit_layout,
+    find_git_root,
+    is_inside,
+    resolve_layout,
+    sanitize,
+)
+
+HOME = "/home/alice"
+CWD = "/work/cwd"
+
+
+def probe(*existing: str) -> Callable[[str], bool]:
+    """An ``exists`` probe for a fake disk holding exactly these paths; records every call."""
+    present = set(existing)
+
+    def exists(path: str) -> bool:
+        calls.append(path)
+        return path in present
+
+    calls: list[str] = []
+    exists.calls = calls  # type: ignore[attr-defined]
+    return exists
+
+
+def layout(
+    project: str, env: Mapping[str, str] | None = None, *existing: str, cwd: str = CWD
+) -> Layout:
+    return resolve_layout(project, env or {}, HOME, cwd, probe(*existing))
+
+
+# --- sanitisation (§2.2 table) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "windows", "expected"),
+    [
+        ("/home/alice/proj", False, "-home-alice-proj"),
+        ("/home/alice/my_repo.v2", False, "-home-alice-my-repo-v2"),
+        ("/home/alice/.dotfiles/x y", False, "-home-alice--dotfiles-x-y"),
+        ("C:\\Users\\Bob\\Repo", True, "c--users-bob-repo"),
+        ("/Home/Alice/Proj", False, "-Home-Alice-Proj"),  # no lowercasing off Windows
+        ("/tmp/a--b", False, "-tmp-a--b"),  # no collapsing
+        ("/x/", False, "-x-"),  # no trimming
+        ("/données/é", False, "-donn-es--"),  # non-ASCII letters replaced one for one
+        ("/日本/プロ", False, "------"),
+        ("", False, ""),
+    ],
+)
+def test_sanitize_table(path: str, windows: bool, expected: str) -> None:
+    assert sanitize(path, windows=windows) == expected
+    assert len(sanitize(path, windows=windows)) == len(path)  # one for one, no length limit
+
+
+def _js_sanitize(path: str) -> str:
+    """Model of the host: one ``-`` per UTF-16 code unit that is not ASCII alphanumeric."""
+    raw = path.encode("utf-16-le")
+    units = [int.from_bytes(raw[i : i + 2], "little") for i in range(0, len(raw), 2)]
+    return "".join(chr(u) if chr(u).isascii() and chr(u).isalnum() else "-" for u in units)
+
+
+@pytest.mark.parametrize("path", ["/a/\U0001f600b", "/home/é/日本/x_y", "/𝔘𝔫𝔦/ok"])
+def test_sanitize_counts_utf16_units_like_the_host(path: str) -> None:
+    assert sanitize(path) == _js_sanitize(path)
+    assert sanitize("/a/\U0001f600b") == "-a---b"
+
+
+def test_sanitize_keeps_long_paths_whole() -> None:
+    path = "/" + "a" * 500
+    assert sanitize(path) == "-" + "a" * 500
+
+
+# --- checklist 1-6 ---------------------------------------------------------------------------
+
+
+def test_01_git_root_without_env() -> None:
+    result = layout("/home/alice/my_repo.v2", None, "/home/alice/my_repo.v2/.git")
+    assert result.memory_root == "/home/alice/.qwen/projects/-home-alice-my-repo-v2/memory"
+    assert result.state_dir == "/home/alice/.qwen/projects/-home-alice-my-repo-v2"
+    assert result.mode == "global"
+    assert result.state_file("meta.json") == (
+        "/home/alice/.qwen/projects/-home-alice-my-repo-v2/meta.json"
+    )
+
+
+def test_02_nested_project_maps_to_git_root() -> None:
+    nested = layout("/home/alice/repo/ws/agent", None, "/home/alice/repo/.git")
+    top = layout("/home/alice/repo", None, "/home/alice/repo/.git")
+    assert nested.memory_root == top.memory_root
+    assert nested.memory_root == "/home/alice/.qwen/projects/-home-alice-repo/memory"
+    assert nested.project_root == "/home/alice/repo/ws/agent"
+
+
+def test_03_no_git_anywhere_uses_project_dir() -> None:
+    exists = probe()
+    result = resolve_layout("/srv/data/notes", {}, HOME, CWD, exists)
+    assert result.memory_root == "/home/alice/.qwen/projects/-srv-data-notes/memory"
+    # it walked every ancestor up to the filesystem root
+    assert exists.calls == [  # type: ignore[attr-defined]
+        "/srv/data/notes/.git",
+        "/srv/data/.git",
+        "/srv/.git",
+        "/.git",
+    ]
+
+
+def test_04_worktree_git_file_is_its_own_root() -> None:
+    # The probe does not distinguish files from dirs: a `.git` *file* counts like a dir.
+    result = layout(
+        "/home/alice/wt/feature/src", None, "/home/alice/wt/feature/.git", "/home/alice/.git"
+    )
+    assert result.memory_root == "/home/alice/.qwen/projects/-home-alice-wt-feature/memory"
+
+
+def test_05_base_dir_override_absolute_and_relative() -> None:
+    absolute = layout("/p", {"QWEN_CODE_MEMORY_BASE_DIR": "/b"}, "/p/.git")
+    assert absolute.memory_root == "/b/projects/-p/memory"
+    relative = layout("/p", {"QWEN_CODE_MEMORY_BASE_DIR": "rel/base"}, "/p/.git", cwd="/cwd")
+    assert relative.memory_root == "/cwd/rel/base/projects/-p/memory"
+
+
+def test_06_local_mode() -> None:
+    exists = probe("/home/alice/repo/.git")
+    result = resolve_layout(
+        "/home/alice/repo/ws", {"QWEN_CODE_MEMORY_LOCAL": "1"}, HOME, CWD, exists
+    )
+    assert result.mode == "local"
+    assert (
+        result.memory_root == "/home/alice/repo/ws/.qwen/memory"
+    )  # project as given, no git search
+    assert result.state_file("meta.json") == "/home/alice/repo/ws/.qwen/meta.json"
+    assert result.state_file("consolidation.lock") == "/home/alice/repo/ws/.qwen/consolidation.lock"
+    assert exists.calls == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("value", ["0", "true", "yes", " 1", "1 ", ""])
+def test_local_mode_only_for_exactly_one(value: str) -> None:
+    result = layout("/p", {"QWEN_CODE_MEMORY_LOCAL": value}, "/p/.git")
+    assert result.mode == "global"
+    assert result.memory_root == "/home/alice/.qwen/projects/-p/memory"
+
+
+# --- base dir ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("~", "/home/alice"),
+        ("~/mem", "/home/alice/mem"),
+        ("~other/x", "/work/cwd/~other/x"),  # only `~` and `~/` are expanded
+        ("rel", "/work/cwd/rel"),
+        ("./a/../b", "/work/cwd/b"),
+        ("/abs//x/", "/abs/x"),
+    ],
+)
+def test_expand_dir(value: str, expected: str) -> None:
+    assert expand_dir(value, HOME, CWD) == expected
+
+
+def test_base_dir_precedence() -> None:
+    both = {"QWEN_CODE_MEMORY_BASE_DIR": "~/m", "QWEN_RUNTIME_DIR": "/rt"}
+    assert base_dir(both, HOME, CWD) == "/home/alice/m"
+    assert base_dir({"QWEN_RUNTIME_DIR": "/rt"}, HOME, CWD) == "/rt"
+    assert base_dir({"QWEN_RUNTIME_DIR": "~/rt"}, HOME, CWD) == "/home/alice/rt"
+    assert base_dir({"QWEN_RUNTIME_DIR": "rt"}, HOME, CWD) == "/work/cwd/rt"
+    assert base_dir({"QWEN_CODE_MEMORY_BASE_DIR": "", "QWEN_RUNTIME_DIR": ""}, HOME, CWD) == (
+        "/home/alice/.qwen"
+    )
+    assert base_dir({}, HOME, CWD) == "/home/alice/.qwen"
+
+
+def test_runtime_dir_moves_memory_root() -> None:
+    result = layout("/p", {"QWEN_RUNTIME_DIR": "/rt"}, "/p/.git")
+    assert result.memory_root == "/rt/projects/-p/memory"
+
+
+def test_relative_and_tilde_project_roots_are_resolved() -> None:
+    rel = layout("proj/sub", None, "/work/cwd/proj/.git")
+    assert rel.memory_root == "/home/alice/.qwen/projects/-work-cwd-proj/memory"
+    tilde = layout("~/code/x/", None, "/home/alice/code/x/.git")
+    assert tilde.memory_root == "/home/alice/.qwen/projects/-home-alice-code-x/memory"
+
+
+def test_find_git_root_normalises_without_resolving_symlinks() -> None:
+    assert find_git_root("/a/b/../c/./d/", probe("/a/c/.git")) == "/a/c"
+    assert find_git_root("/a/b/", probe()) == "/a/b"
+    assert find_git_root("/", probe("/.git")) == "/"
+
+
+def test_explicit_layout() -> None:
+    result = explicit_layout("~/mem/memory", HOME, CWD)
+    assert result == Layout("/home/alice/mem/memory", "/home/alice/mem", "explicit", "")
+    assert explicit_layout("m", HOME, CWD).state_dir == "/work/cwd"
+
+
+def test_chats_dir_uses_project_as_given_and_runtime_dir() -> None:
+    assert chats_dir("/home/alice/repo/ws", {}, HOME, CWD) == (
+        "/home/alice/.qwen/projects/-home-alice-repo-ws/chats"
+    )
+    env = {"QWEN_RUNTIME_DIR": "/rt", "QWEN_CODE_MEMORY_BASE_DIR": "/mem"}
+    assert chats_dir("/p", env, HOME, CWD) == "/rt/projects/-p/chats"
+
+
+# --- is_inside (§2.3) --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "inside"),
+    [
+        ("/m", True),
+        ("/m/", True),
+        ("/m/user/a.md", True),
+        ("/m/user/../a.md", True),
+        ("/m/./x", True),
+        ("/m/../m/x", True),
+        ("/m/..", False),
+        ("/m/../other", False),
+        ("/mx/a.md", False),
+        ("/", False),
+        ("/other/m/a.md", False),
+    ],
+)
+def test_is_inside(target: str, inside: bool) -> None:
+    assert is_inside("/m", target) is inside

@@ -1,0 +1,279 @@
+"""The memory work tree on disk: atomic writes and scanning (spec §5, checklist 13-15)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from qmem_git.core.model import MAX_FILE_BYTES
+from qmem_git.store import workdir
+from qmem_git.store.workdir import (
+    TEMP_MARKER,
+    atomic_write,
+    index_path,
+    iter_memory_files,
+    load_document,
+    read_text,
+    render_index,
+    scan_documents,
+)
+
+BASE_NS = 1_700_000_000_000_000_000
+
+
+def write_doc(
+    root: Path,
+    rel: str,
+    mtime_s: float | None = None,
+    *,
+    kind: str = "user",
+    name: str | None = None,
+    description: str = "d",
+    mtime_ns: int | None = None,
+) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    title = name if name is not None else Path(rel).stem
+    path.write_text(
+        f"---\nname: {title}\ndescription: {description}\ntype: {kind}\n---\n\nBody of {rel}\n"
+    )
+    if mtime_ns is None and mtime_s is not None:
+        mtime_ns = int(mtime_s * 1_000_000_000)
+    if mtime_ns is not None:
+        os.utime(path, ns=(mtime_ns, mtime_ns))
+    return path
+
+
+def rel_paths(root: Path) -> list[str]:
+    return sorted(info.relative_path for info in iter_memory_files(str(root)))
+
+
+# --- atomic_write ----------------------------------------------------------------------------
+
+
+def test_atomic_write_content_mode_and_no_leftovers(tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "dir" / "a.md"
+    old_umask = os.umask(0o077)
+    try:
+        atomic_write(str(target), "héllo\n".encode())
+    finally:
+        os.umask(old_umask)
+    assert target.read_bytes() == "héllo\n".encode()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert os.listdir(target.parent) == ["a.md"]
+
+
+def test_atomic_write_replaces_and_applies_mtime(tmp_path: Path) -> None:
+    target = tmp_path / "a.md"
+    target.write_text("old")
+    atomic_write(str(target), b"new", mtime_ns=BASE_NS + 123)
+    assert target.read_bytes() == b"new"
+    assert target.stat().st_mtime_ns == BASE_NS + 123
+    assert os.listdir(tmp_path) == ["a.md"]
+
+
+def test_atomic_write_without_mtime_uses_now(tmp_path: Path) -> None:
+    target = tmp_path / "a.md"
+    atomic_write(str(target), b"x")
+    assert abs(target.stat().st_mtime - time.time()) < 60
+
+
+def test_atomic_write_failure_cleans_temp_and_keeps_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "a.md"
+    target.write_text("old")
+
+    def boom(src: str, dst: str) -> None:
+        assert TEMP_MARKER in os.path.basename(src)
+        assert os.path.exists(src)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(workdir.os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(str(target), b"new")
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["a.md"]
+
+
+def test_atomic_write_temp_name_is_hidden_and_not_markdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str] = []
+    real_replace = os.replace
+
+    def spy(src: str, dst: str) -> None:
+        seen.append(os.path.basename(src))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(workdir.os, "replace", spy)
+    atomic_write(str(tmp_path / "x.md"), b"x")
+    assert len(seen) == 1
+    assert seen[0].startswith(".") and not seen[0].endswith(".md")  # never scanned as a memory
+
+
+# --- iter_memory_files -----------------------------------------------------------------------
+
+
+def test_iter_skips_what_is_not_a_memory_file(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    write_doc(root, "user/a.md")
+    write_doc(root, "deep/er/b.md")
+    write_doc(root, ".hidden-dir/c.md")
+    write_doc(root, ".git/d.md")
+    write_doc(root, "user/.dotfile.md")  # dot-*files* are listed (spec §5)
+    (root / "MEMORY.md").write_text("- index")
+    write_doc(root, "sub/MEMORY.md")
+    write_doc(root, "user/notes.txt")
+    write_doc(root, "user/readme.MD")
+    (root / "dir.md").mkdir()
+    write_doc(root, "dir.md/inner.md")  # a directory named *.md is not a file, but is walked
+    big = root / "user" / "big.md"
+    big.write_text("---\ntype: user\n---\n" + "x" * MAX_FILE_BYTES)
+    limit = root / "user" / "limit.md"
+    limit.write_bytes(b"x" * MAX_FILE_BYTES)
+    os.symlink(root / "user" / "a.md", root / "user" / "link.md")
+    outside = tmp_path / "outside"
+    write_doc(outside, "o.md")
+    os.symlink(outside, root / "linked-dir")
+    os.mkfifo(root / "user" / "fifo.md")
+    assert rel_paths(root) == [
+        "deep/er/b.md",
+        "dir.md/inner.md",
+        "user/.dotfile.md",
+        "user/a.md",
+        "user/limit.md",
+    ]
+
+
+def test_iter_reports_size_and_mtime(tmp_path: Path) -> None:
+    path = write_doc(tmp_path, "user/a.md", mtime_ns=BASE_NS + 5)
+    [info] = list(iter_memory_files(str(tmp_path)))
+    assert info.path == str(path)
+    assert (info.mtime_ns, info.size, info.filename) == (BASE_NS + 5, path.stat().st_size, "a.md")
+
+
+def test_iter_missing_root_and_file_root(tmp_path: Path) -> None:
+    assert list(iter_memory_files(str(tmp_path / "missing"))) == []
+    afile = tmp_path / "f.md"
+    afile.write_text("x")
+    assert list(iter_memory_files(str(afile))) == []
+
+
+def test_iter_tolerates_file_vanishing_during_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_doc(tmp_path, "a.md")
+    write_doc(tmp_path, "b.md")
+    real_scandir = os.scandir
+
+    def scandir_then_delete(path: str) -> list[os.DirEntry[str]]:
+        entries = list(real_scandir(path))
+        os.unlink(os.path.join(path, "a.md"))
+        return entries
+
+    monkeypatch.setattr(workdir.os, "scandir", scandir_then_delete)
+    assert [info.relative_path for info in iter_memory_files(str(tmp_path))] == ["b.md"]
+
+
+# --- scan_documents (§5) ---------------------------------------------------------------------
+
+
+def test_13_relative_paths_use_slashes_and_index_files_never_scanned(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    write_doc(root, "reference/grafana.md", kind="reference")
+    write_doc(root, "sub/MEMORY.md")
+    write_doc(root, "MEMORY.md")
+    docs = scan_documents(str(root))
+    assert [d.relative_path for d in docs] == ["reference/grafana.md"]
+    assert docs[0].filename == "grafana.md" and docs[0].type == "reference"
+
+
+def test_14_newest_first_and_alphabetical_ties(tmp_path: Path) -> None:
+    write_doc(tmp_path, "user/old.md", 1000)
+    write_doc(tmp_path, "user/new.md", 2000)
+    assert [d.relative_path for d in scan_documents(str(tmp_path))] == [
+        "user/new.md",
+        "user/old.md",
+    ]
+    write_doc(tmp_path, "user/zeta.md", 3000)
+    write_doc(tmp_path, "project/alpha.md", 3000, kind="project")
+    write_doc(tmp_path, "reference/beta.md", 3000, kind="reference")
+    order = [d.relative_path for d in scan_documents(str(tmp_path))]
+    assert order[:3] == ["project/alpha.md", "reference/beta.md", "user/zeta.md"]
+    assert scan_documents(str(tmp_path))[-1].mtime_ms == 1_000_000.0
+
+
+def test_same_basename_ties_break_by_relative_path(tmp_path: Path) -> None:
+    for rel in ["user/x.md", "feedback/x.md", "a/b/x.md"]:
+        write_doc(tmp_path, rel, 500, kind="user")
+    assert [d.relative_path for d in scan_documents(str(tmp_path))] == [
+        "a/b/x.md",
+        "feedback/x.md",
+        "user/x.md",
+    ]
+
+
+def test_15_250_documents_keep_the_200_newest(tmp_path: Path) -> None:
+    for i in range(250):
+        write_doc(tmp_path, f"user/m{i:03d}.md", 1_000_000 + i)
+    docs = scan_documents(str(tmp_path))
+    assert len(docs) == 200
+    assert [d.relative_path for d in docs] == [f"user/m{i:03d}.md" for i in range(249, 49, -1)]
+
+
+def test_invalid_files_do_not_take_a_slot(tmp_path: Path) -> None:
+    for i in range(3):
+        write_doc(tmp_path, f"user/ok{i}.md", 100 + i)
+    (tmp_path / "user" / "bad.md").write_text("no frontmatter")
+    write_doc(tmp_path, "user/misc.md", kind="misc")
+    write_doc(tmp_path, "user/cap.md", kind="Project")
+    (tmp_path / "user" / "latin1.md").write_bytes(b"---\ntype: user\n---\n\xff\xfe")
+    for rel in ["user/bad.md", "user/misc.md", "user/cap.md", "user/latin1.md"]:
+        os.utime(tmp_path / rel, ns=(BASE_NS * 2, BASE_NS * 2))  # newest, yet invalid
+    docs = scan_documents(str(tmp_path), limit=2)
+    assert [d.relative_path for d in docs] == ["user/ok2.md", "user/ok1.md"]
+
+
+def test_nanosecond_mtimes_collapsing_to_one_float_sort_like_the_core(tmp_path: Path) -> None:
+    # Two mtimes 100 ns apart that are the same float millisecond: ties break by name, exactly
+    # as core.index.scan_order_key would order the resulting Documents.
+    base = 1_700_000_000_123_456_700
+    assert base / 1e6 == (base + 100) / 1e6
+    write_doc(tmp_path, "user/b.md", mtime_ns=base + 100)
+    write_doc(tmp_path, "user/a.md", mtime_ns=base)
+    assert [d.relative_path for d in scan_documents(str(tmp_path), limit=1)] == ["user/a.md"]
+
+
+def test_crlf_file_scans_like_lf(tmp_path: Path) -> None:
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "c.md").write_bytes(
+        b"---\r\nname: C\r\ntype: user\r\n---\r\n\r\nA\r\nB\r\n"
+    )
+    [doc] = scan_documents(str(tmp_path))
+    assert (doc.title, doc.body) == ("C", "A\nB")
+
+
+def test_read_text_and_load_document(tmp_path: Path) -> None:
+    assert read_text(str(tmp_path / "missing.md")) is None
+    path = write_doc(tmp_path, "user/a.md", mtime_ns=BASE_NS + 1_500_000)
+    [info] = list(iter_memory_files(str(tmp_path)))
+    doc = load_document(info)
+    assert doc is not None and doc.mtime_ms == (BASE_NS + 1_500_000) / 1e6
+    path.unlink()
+    assert load_document(info) is None
+
+
+def test_render_index_from_disk(tmp_path: Path) -> None:
+    write_doc(tmp_path, "user/terse.md", 2000, name="User Memory", description="User profile")
+    write_doc(tmp_path, "reference/dash.md", 1000, kind="reference", name="Dash", description="")
+    (tmp_path / "MEMORY.md").write_text("stale")
+    result = render_index(str(tmp_path))
+    assert result.text == (
+        "- [User Memory](user/terse.md) — User profile\n- [Dash](reference/dash.md) — reference"
+    )
+    assert index_path(str(tmp_path)) == str(tmp_path / "MEMORY.md")
