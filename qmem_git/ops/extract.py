@@ -1,0 +1,122 @@
+"""Plan one extraction run over a transcript (spec §7.2-§7.9) as a ChangeSet and state updates.
+
+Nothing here writes: the caller applies the ChangeSet (one commit) and, unless the run was
+skipped, writes ``cursor`` to extract-cursor.json and merges ``meta_updates`` into meta.json —
+both machine-local state files outside the commit.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from qmem_git.core.changes import ChangeSet
+from qmem_git.core.extract import (
+    SKIP_MEMORY_TOOL,
+    Message,
+    drop_memory_turns,
+    extraction_meta_updates,
+    next_cursor,
+    skipped_cursor,
+    slice_messages,
+    system_message,
+)
+from qmem_git.core.patches import (
+    Patch,
+    PatchPlan,
+    drop_secret_patches,
+    normalize_patches,
+    plan_patches,
+)
+from qmem_git.core.planner import plan_heuristic
+from qmem_git.integrations.transcripts import Transcript
+from qmem_git.store.workdir import read_text, scan_documents
+
+Planner = Callable[[list[Message]], list[Patch]]
+
+
+@dataclass(frozen=True)
+class ExtractPlan:
+    """What an extraction run would do; ``changeset`` is None when no file changes."""
+
+    changeset: ChangeSet | None
+    patches: list[Patch]
+    touched_topics: list[str]
+    skipped_reason: str | None
+    cursor: dict[str, Any]
+    meta_updates: dict[str, Any]
+    system_message: str | None = None
+    dropped_secrets: list[str] = field(default_factory=list)
+    bad_lines: int = 0
+
+
+def plan_extract(
+    memory_root: str,
+    transcript: Transcript,
+    session_id: str | None,
+    cursor: Mapping[str, Any],
+    now: datetime,
+    *,
+    planner: Planner = plan_heuristic,
+) -> ExtractPlan:
+    """Slice the transcript at the cursor, plan patches, and plan the files they change."""
+    session = session_id or transcript.session_id
+    selected, next_offset = slice_messages(transcript.messages, cursor, session)
+    eligible, all_wrote_memory = drop_memory_turns(selected)
+    if all_wrote_memory:
+        return ExtractPlan(
+            changeset=None,
+            patches=[],
+            touched_topics=[],
+            skipped_reason=SKIP_MEMORY_TOOL,
+            cursor=skipped_cursor(session, now),
+            meta_updates={},
+            bad_lines=transcript.bad_lines,
+        )
+    patches, dropped = drop_secret_patches(normalize_patches(planner(eligible)))
+    plan = plan_patches(
+        scan_documents(memory_root),
+        patches,
+        read_text=lambda rel: read_text(os.path.join(memory_root, rel)) or "",
+        path_taken=lambda rel: os.path.lexists(os.path.join(memory_root, rel)),
+        now_ms=int(now.timestamp() * 1000),
+    )
+    return ExtractPlan(
+        changeset=extract_changeset(plan, session),
+        patches=patches,
+        touched_topics=plan.touched_topics,
+        skipped_reason=None,
+        cursor=next_cursor(session, next_offset, now),
+        meta_updates=extraction_meta_updates(plan.touched_topics, session, now),
+        system_message=system_message(plan.touched_topics),
+        dropped_secrets=dropped,
+        bad_lines=transcript.bad_lines,
+    )
+
+
+def extract_changeset(plan: PatchPlan, session: str | None) -> ChangeSet | None:
+    """One ``extract`` commit for the planned writes, or None when nothing changes."""
+    if plan.is_empty:
+        return None
+    return ChangeSet(
+        op="extract",
+        subject=extract_subject(plan, session),
+        writes=dict(plan.writes),
+        topics=tuple(plan.touched_topics),
+        added=len(plan.created),
+        removed=0,
+        session=session or None,
+        notes=tuple(f"created {rel}" for rel in plan.created)
+        + tuple(f"updated {rel}" for rel in plan.updated),
+    )
+
+
+def extract_subject(plan: PatchPlan, session: str | None) -> str:
+    """``2 memories from session abc123 (user, reference)``."""
+    count = len(plan.created) + len(plan.updated)
+    noun = "memory" if count == 1 else "memories"
+    source = f"session {session[:12]}" if session else "transcript"
+    return f"{count} {noun} from {source} ({', '.join(plan.touched_topics)})"

@@ -1,0 +1,100 @@
+"""``qmem-git remember``: one memory from the user, filtered and named as in §7.6-§7.7."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+from qmem_git.core.changes import ChangeSet
+from qmem_git.core.model import MEMORY_TYPES, MemoryType
+from qmem_git.core.patches import (
+    Patch,
+    clean_detail,
+    clean_summary,
+    patch_secrets,
+    plan_patches,
+    rejection_reason,
+    title_for,
+)
+from qmem_git.core.planner import classify_topic
+from qmem_git.errors import QmemError, SecretDetected, UsageError
+from qmem_git.store.workdir import read_text, scan_documents
+
+
+class MemoryRejected(QmemError):
+    """The text is not a durable memory (too short, a question, temporary); nothing is written."""
+
+    exit_code = 1
+
+
+def plan_remember(
+    memory_root: str,
+    text: str,
+    *,
+    kind: str | None = None,
+    why: str | None = None,
+    how: str | None = None,
+    now: datetime,
+) -> ChangeSet:
+    """One ``remember`` commit; an empty ChangeSet when the same memory is already saved."""
+    patch = remember_patch(text, kind=kind, why=why, how=how)
+    plan = plan_patches(
+        scan_documents(memory_root),
+        [patch],
+        read_text=lambda rel: read_text(os.path.join(memory_root, rel)) or "",
+        path_taken=lambda rel: os.path.lexists(os.path.join(memory_root, rel)),
+        now_ms=int(now.timestamp() * 1000),
+    )
+    title = title_for(patch.summary)
+    if plan.is_empty:
+        return ChangeSet(op="remember", subject=f"already saved: {title}")
+    verb = "add" if plan.created else "update"
+    return ChangeSet(
+        op="remember",
+        subject=f"{verb} {title} ({patch.topic})",
+        writes=dict(plan.writes),
+        topics=tuple(plan.touched_topics),
+        added=len(plan.created),
+        notes=tuple(f"created {rel}" for rel in plan.created)
+        + tuple(f"updated {rel}" for rel in plan.updated),
+    )
+
+
+def remember_patch(
+    text: str, *, kind: str | None = None, why: str | None = None, how: str | None = None
+) -> Patch:
+    """The one patch ``remember`` applies, or an error saying why the text cannot be saved."""
+    summary = clean_summary(text)
+    reason = rejection_reason(summary)
+    if reason is not None:
+        raise MemoryRejected(
+            f"not saved: {reason}",
+            "state a durable fact of at least 12 characters, without temporal words "
+            "(today, now, currently, this session, temporary, for this task)",
+        )
+    patch = Patch(
+        topic=_topic(kind, summary),
+        summary=summary,
+        why=clean_detail(why),
+        how_to_apply=clean_detail(how),
+    )
+    rules = patch_secrets(patch)
+    if rules:
+        raise SecretDetected(
+            f"not saved: the text contains a secret ({', '.join(rules)})",
+            "remove the credential; memories are committed and may be synced",
+        )
+    return patch
+
+
+def _topic(kind: str | None, summary: str) -> MemoryType:
+    """``--type`` when given; else the heuristic topic of spec §7.5 step 4, else ``user``."""
+    if kind is None:
+        return classify_topic(summary) or "user"
+    for memory_type in MEMORY_TYPES:
+        if kind == memory_type:
+            return memory_type
+    raise UsageError(
+        f"memory type {kind!r} is not one of {', '.join(MEMORY_TYPES)}",
+        "pass --type user, feedback, project or reference",
+    )
