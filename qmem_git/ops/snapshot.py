@@ -1,0 +1,186 @@
+"""Companion mode: turn what Qwen Code's own auto-memory changed into one commit.
+
+The operation is inferred from meta.json: Qwen Code stamps ``lastExtractionAt`` /
+``lastDreamAt`` when it extracts or dreams, so a stamp newer than the one recorded at the last
+snapshot says which of them produced the change. A tiny record in the state dir
+(``snapshot-meta.json``) keeps those stamps between snapshots.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from qmem_git.core.changes import ChangeSet
+from qmem_git.core.statefile import dumps_state, parse_iso
+from qmem_git.ops.history import entry_delta, memory_type, topics_of
+from qmem_git.store.history import WorkChange, open_history
+from qmem_git.store.workdir import atomic_write
+
+SNAPSHOT_META = "snapshot-meta.json"
+META_FILE = "meta.json"
+RECORD_VERSION = 1
+TRACKED_KEYS = (
+    "lastExtractionAt",
+    "lastExtractionSessionId",
+    "lastDreamAt",
+    "lastDreamSessionId",
+)
+SOURCE_TRAILER = ("Qmem-Source", "snapshot")
+
+Validator = Callable[[str, bytes], bool]
+
+
+@dataclass(frozen=True)
+class SnapshotPlan:
+    """The commit to make (None when nothing valid changed), files to quarantine, and the meta
+    stamps the caller saves with :func:`save_snapshot_meta` once the commit is made."""
+
+    changeset: ChangeSet | None
+    quarantine: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def load_meta(state_dir: str) -> dict[str, Any]:
+    """meta.json as a dict; missing or corrupt reads as empty (spec §3.2: best effort)."""
+    return _read_json(os.path.join(state_dir, META_FILE)) or {}
+
+
+def load_snapshot_meta(state_dir: str) -> dict[str, Any] | None:
+    """The meta stamps recorded at the last snapshot, or None before the first one."""
+    record = _read_json(os.path.join(state_dir, SNAPSHOT_META))
+    if record is None or record.get("version") != RECORD_VERSION:
+        return None
+    meta = record.get("meta")
+    return meta if isinstance(meta, dict) else None
+
+
+def save_snapshot_meta(state_dir: str, meta: dict[str, Any]) -> None:
+    """Record the stamps this snapshot saw (atomic write, versioned)."""
+    kept = {key: meta[key] for key in TRACKED_KEYS if key in meta}
+    record = {"version": RECORD_VERSION, "meta": kept}
+    atomic_write(os.path.join(state_dir, SNAPSHOT_META), dumps_state(record).encode("utf-8"))
+
+
+def plan_snapshot(
+    memory_root: str,
+    state_dir: str,
+    *,
+    previous_meta: dict[str, Any] | None,
+    is_valid: Validator,
+    op: str | None = None,
+) -> SnapshotPlan:
+    """Everything that differs from HEAD as one ChangeSet; invalid files go to ``quarantine``.
+
+    ``op`` overrides the inference (``snapshot --op OP``).
+    """
+    meta = load_meta(state_dir)
+    with open_history(memory_root) as repo:
+        changes = repo.worktree_changes()
+    writes: dict[str, str] = {}
+    deletes: list[str] = []
+    quarantine: list[str] = []
+    for change in changes:
+        if change.data is None:
+            deletes.append(change.path)
+            continue
+        text = _valid_text(change, is_valid)
+        if text is None:
+            quarantine.append(change.path)
+        else:
+            writes[change.path] = text
+    kept = [c for c in changes if c.path in writes or c.path in deletes]
+    snapshot = {key: meta[key] for key in TRACKED_KEYS if key in meta}
+    if not kept:
+        return SnapshotPlan(None, quarantine, snapshot)
+    chosen = op or infer_op(meta, previous_meta, only_deletions=not writes)
+    return SnapshotPlan(_changeset(chosen, kept, writes, deletes, meta), quarantine, snapshot)
+
+
+def infer_op(meta: dict[str, Any], previous: dict[str, Any] | None, *, only_deletions: bool) -> str:
+    """extract / dream when its meta stamp advanced (the later wins), else forget / edit."""
+    extracted = _advanced(meta, previous, "lastExtractionAt")
+    dreamed = _advanced(meta, previous, "lastDreamAt")
+    if extracted and dreamed:
+        return "dream" if dreamed >= extracted else "extract"
+    if extracted:
+        return "extract"
+    if dreamed:
+        return "dream"
+    return "forget" if only_deletions else "edit"
+
+
+def _advanced(meta: dict[str, Any], previous: dict[str, Any] | None, key: str) -> float | None:
+    """The new stamp (epoch s) when it is later than the recorded one, else None."""
+    now = parse_iso(meta.get(key))
+    if now is None:
+        return None
+    before = parse_iso((previous or {}).get(key))
+    if before is not None and now <= before:
+        return None
+    return now.timestamp()
+
+
+def _valid_text(change: WorkChange, is_valid: Validator) -> str | None:
+    data = change.data or b""
+    if not is_valid(change.path, data):
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _changeset(
+    op: str,
+    kept: list[WorkChange],
+    writes: dict[str, str],
+    deletes: list[str],
+    meta: dict[str, Any],
+) -> ChangeSet:
+    added = removed = 0
+    for change in kept:
+        before = _text(change.old_data)
+        plus, minus = entry_delta(change.path, before, writes.get(change.path))
+        added, removed = added + plus, removed + minus
+    topics = topics_of(memory_type(c.path, writes.get(c.path), _text(c.old_data)) for c in kept)
+    return ChangeSet(
+        op=op,
+        subject=_subject(kept),
+        writes=writes,
+        deletes=tuple(deletes),
+        topics=topics,
+        added=added,
+        removed=removed,
+        session=_session(op, meta),
+        trailers=(SOURCE_TRAILER,),
+    )
+
+
+def _subject(kept: list[WorkChange]) -> str:
+    statuses = {c.status for c in kept}
+    verb = "add" if statuses == {"A"} else "delete" if statuses == {"D"} else "update"
+    what = kept[0].path if len(kept) == 1 else f"{len(kept)} memory files"
+    return f"{verb} {what} (snapshot)"
+
+
+def _session(op: str, meta: dict[str, Any]) -> str | None:
+    key = {"extract": "lastExtractionSessionId", "dream": "lastDreamSessionId"}.get(op)
+    value = meta.get(key) if key else None
+    return value if isinstance(value, str) and value else None
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

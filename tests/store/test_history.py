@@ -1,0 +1,353 @@
+"""store.history against repositories built by C git; results are checked against C git too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers_git import GitRepo, memory_text
+
+from qmem_git.core.unidiff import colorize, render_file_diff
+from qmem_git.errors import UsageError
+from qmem_git.store import history as store_history
+from qmem_git.store.history import (
+    History,
+    diff_revs,
+    file_history,
+    open_history,
+    read_log,
+    resolve_rev,
+    show_commit,
+)
+
+PNPM = memory_text("user", "pnpm", "Use pnpm for installs")
+PNPM_2 = memory_text("user", "pnpm", "Use pnpm for installs", "Run pnpm -r for workspaces")
+CI = memory_text("project", "ci", "CI runs on GitHub Actions")
+DOCS = memory_text("reference", "docs", "Docs live at docs.example.com")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, git_exe: str) -> GitRepo:
+    """remember → extract → foreign edit → forget, one minute apart."""
+    r = GitRepo(tmp_path / "memory")
+    r.op("remember", "add pnpm", {"user/pnpm.md": PNPM, "MEMORY.md": "- pnpm\n"}, topics=("user",))
+    r.op(
+        "extract",
+        "2 memories",
+        {"project/ci.md": CI, "user/pnpm.md": PNPM_2},
+        topics=("project", "user"),
+        added=2,
+    )
+    r.plain("docs by hand", {"reference/docs.md": DOCS})
+    r.op("forget", "pnpm", deletes=["user/pnpm.md"], topics=("user",), removed=2)
+    return r
+
+
+def git_log(r: GitRepo, *args: str) -> list[str]:
+    return r.git("log", "--format=%H", *args).split()
+
+
+# -- log --------------------------------------------------------------------------------------
+
+
+def test_log_order_matches_git(repo: GitRepo) -> None:
+    assert [e.commit for e in read_log(repo.path)] == git_log(repo)
+
+
+def test_log_reads_message_fields(repo: GitRepo) -> None:
+    forget, foreign, extract, remember = read_log(repo.path)
+    assert extract.op == "extract"
+    assert extract.info.topics == ("project", "user")
+    assert extract.info.added == 2
+    assert extract.info.host == "testhost"
+    assert set(extract.info.paths) == {"project/ci.md", "user/pnpm.md"}
+    assert forget.info.removed == 2 and forget.subject == "forget: pnpm"
+    assert remember.parents == () and forget.parents == (foreign.commit,)
+    assert remember.author == "Test Author <author@example.com>"
+    assert extract.time == remember.time + 60 and extract.tz == 0
+
+
+def test_foreign_commit_gets_paths_from_tree_diff(repo: GitRepo) -> None:
+    foreign = read_log(repo.path)[1]
+    assert foreign.op is None
+    assert [(c.status, c.path) for c in foreign.info.changes] == [("A", "reference/docs.md")]
+
+
+def test_log_never_diffs_trees_for_qmem_commits(
+    tmp_path: Path, git_exe: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = GitRepo(tmp_path / "m")
+    for i in range(5):
+        r.op("remember", f"m{i}", {f"user/m{i}.md": memory_text("user", f"m{i}", f"M {i}")})
+
+    def boom(*_: object) -> None:
+        raise AssertionError("log diffed a tree")
+
+    monkeypatch.setattr(History, "_tree_diff", boom)
+    assert len(read_log(r.path)) == 5
+
+
+def test_log_limit_and_op_filter(repo: GitRepo) -> None:
+    assert len(read_log(repo.path, limit=2)) == 2
+    assert read_log(repo.path, limit=0) == []
+    assert [e.op for e in read_log(repo.path, op="extract")] == ["extract"]
+    assert read_log(repo.path, op="dream") == []
+
+
+@pytest.mark.parametrize(
+    ("path", "subjects"),
+    [
+        ("user/pnpm.md", ["forget: pnpm", "extract: 2 memories", "remember: add pnpm"]),
+        ("user", ["forget: pnpm", "extract: 2 memories", "remember: add pnpm"]),
+        ("project/", ["extract: 2 memories"]),
+        ("reference/docs.md", ["docs by hand"]),
+        ("use", []),
+    ],
+)
+def test_log_path_filter(repo: GitRepo, path: str, subjects: list[str]) -> None:
+    assert [e.subject for e in read_log(repo.path, path=path)] == subjects
+
+
+def test_log_entries_are_json_ready(repo: GitRepo) -> None:
+    data = json.loads(json.dumps([e.as_dict() for e in read_log(repo.path)]))
+    assert data[0]["op"] == "forget"
+    assert data[0]["changes"] == [{"status": "D", "path": "user/pnpm.md"}]
+    assert data[0]["date"].startswith("2023-11-14T22:")
+    assert {"commit", "short", "parents", "topics", "added", "removed", "trailers"} <= set(data[0])
+
+
+def test_empty_repo_and_missing_repo(tmp_path: Path, git_exe: str) -> None:
+    empty = GitRepo(tmp_path / "empty")
+    assert read_log(empty.path) == []
+    assert diff_revs(empty.path).files == []
+    assert file_history(empty.path, "user/x.md") == []
+    with pytest.raises(UsageError, match="no commits"):
+        resolve_rev(empty.path, "HEAD")
+    with pytest.raises(UsageError, match="not a memory repository") as info:
+        read_log(str(tmp_path / "nowhere"))
+    assert info.value.exit_code == 2 and "init" in info.value.hint
+
+
+def test_log_walks_merged_history_like_git(repo: GitRepo) -> None:
+    base = repo.head()
+    repo.branch("side", "HEAD~1")
+    repo.op("remember", "side", {"user/side.md": memory_text("user", "side", "Side")})
+    repo.checkout("main")
+    repo.op("remember", "main", {"user/main.md": memory_text("user", "main", "Main")})
+    merge = repo.merge("side", "merge side")
+    entries = read_log(repo.path)
+    assert [e.commit for e in entries] == git_log(repo)
+    assert entries[0].commit == merge and entries[0].is_merge
+    assert entries[0].parents[0] != base  # main moved on before the merge
+    # a merge lists what it brought into main (diff against its first parent)
+    assert [e.subject for e in read_log(repo.path, path="user/side.md")] == [
+        "merge side",
+        "remember: side",
+    ]
+    assert [e.subject for e in read_log(repo.path, path="user/main.md")] == ["remember: main"]
+
+
+# -- revisions ------------------------------------------------------------------------------
+
+
+def test_resolve_rev_forms(repo: GitRepo) -> None:
+    shas = git_log(repo)
+    for rev, expected in [
+        ("HEAD", shas[0]),
+        ("@", shas[0]),
+        ("main", shas[0]),
+        ("HEAD~2", shas[2]),
+        ("HEAD^", shas[1]),
+        ("HEAD^^", shas[2]),
+        ("main~3", shas[3]),
+        ("HEAD~0", shas[0]),
+        (shas[2], shas[2]),
+        (shas[2][:4], shas[2]),
+        (shas[1][:9].upper(), shas[1]),
+        (shas[0][:7] + "~1", shas[1]),
+        ("refs/heads/main", shas[0]),
+    ]:
+        assert resolve_rev(repo.path, rev) == expected, rev
+
+
+def test_resolve_rev_second_parent_and_tags(repo: GitRepo) -> None:
+    repo.branch("side", "HEAD~1")
+    side = repo.op("remember", "side", {"user/side.md": memory_text("user", "side", "Side")})
+    repo.checkout("main")
+    repo.merge("side", "merge side")
+    repo.git("tag", "-a", "-m", "annotated", "v1", "HEAD~1")
+    assert resolve_rev(repo.path, "HEAD^2") == side
+    assert resolve_rev(repo.path, "side") == side
+    assert resolve_rev(repo.path, "v1") == repo.git("rev-parse", "HEAD~1").strip()
+
+
+@pytest.mark.parametrize("rev", ["nope", "abc", "HEAD~9", "HEAD^3", "", "deadbeef", "HEAD~x"])
+def test_resolve_rev_errors(repo: GitRepo, rev: str) -> None:
+    with pytest.raises(UsageError) as info:
+        resolve_rev(repo.path, rev)
+    assert info.value.exit_code == 2 and info.value.hint
+
+
+# -- diff and show ----------------------------------------------------------------------------
+
+
+def name_status(files: list[store_history.FileDiff]) -> set[tuple[str, str]]:
+    return {(f.status, f.path) for f in files}
+
+
+def test_diff_default_is_last_operation(repo: GitRepo) -> None:
+    result = diff_revs(repo.path)
+    assert name_status(result.files) == repo.name_status("HEAD^", "HEAD")
+    assert result.new_commit == repo.head()
+    deleted = result.files[0]
+    assert deleted.new_text is None and deleted.old_text == PNPM_2
+    assert "--- a/user/pnpm.md\n+++ /dev/null\n" in result.text
+    assert "deleted file mode 100644" in result.text
+
+
+def test_diff_one_rev_is_rev_to_head(repo: GitRepo) -> None:
+    result = diff_revs(repo.path, "HEAD~3")
+    assert name_status(result.files) == repo.name_status("HEAD~3", "HEAD")
+
+
+def test_diff_two_revs_and_rev_b_alone(repo: GitRepo) -> None:
+    assert name_status(diff_revs(repo.path, "HEAD~3", "HEAD~1").files) == repo.name_status(
+        "HEAD~3", "HEAD~1"
+    )
+    assert name_status(diff_revs(repo.path, None, "HEAD~1").files) == repo.name_status(
+        "HEAD~2", "HEAD~1"
+    )
+
+
+def test_diff_of_root_commit_against_empty_tree(repo: GitRepo) -> None:
+    root = git_log(repo)[-1]
+    result = diff_revs(repo.path, None, root)
+    assert name_status(result.files) == {("A", "MEMORY.md"), ("A", "user/pnpm.md")}
+    assert "--- /dev/null\n+++ b/user/pnpm.md\n" in result.text
+    assert "new file mode 100644" in result.text
+
+
+def test_diff_text_matches_git_for_a_modification(repo: GitRepo) -> None:
+    ours = diff_revs(repo.path, "HEAD~3", "HEAD~2")
+    theirs = repo.git("diff", "--no-renames", "--no-color", "HEAD~3", "HEAD~2")
+    assert ours.text == theirs
+
+
+def test_show_matches_git_show_patch(repo: GitRepo) -> None:
+    result = show_commit(repo.path, "HEAD~1")
+    assert result.entry.subject == "docs by hand" and result.message == "docs by hand\n"
+    assert result.diff_text == repo.git("show", "--format=", "--no-color", "HEAD~1")
+    root = show_commit(repo.path, git_log(repo)[-1])
+    assert {f.path for f in root.files} == {"MEMORY.md", "user/pnpm.md"}
+
+
+def test_colorize_marks_headers_hunks_and_lines() -> None:
+    text = render_file_diff("a.md", "one\ntwo\n", "one\nthree\n")
+    coloured = colorize(text)
+    assert "\x1b[1mdiff --git a/a.md b/a.md\x1b[m" in coloured
+    assert "\x1b[1m--- a/a.md\x1b[m" in coloured
+    assert "\x1b[36m@@ -1,2 +1,2 @@\x1b[m" in coloured
+    assert "\x1b[31m-two\x1b[m" in coloured and "\x1b[32m+three\x1b[m" in coloured
+    assert "\x1b[m one" not in coloured and "\n one\n" in coloured
+
+
+def test_unidiff_marks_missing_final_newline_and_empty_files() -> None:
+    text = render_file_diff("a.md", "x", "y\n")
+    assert text.endswith("-x\n\\ No newline at end of file\n+y\n")
+    assert render_file_diff("e.md", None, "") == "diff --git a/e.md b/e.md\nnew file mode 100644\n"
+    assert render_file_diff("a.md", "same", "same") == ""
+
+
+# -- file history -----------------------------------------------------------------------------
+
+
+def test_file_history_includes_creation_and_deletion(repo: GitRepo) -> None:
+    entries = file_history(repo.path, "user/pnpm.md")
+    assert [e.op for e in entries] == ["forget", "extract", "remember"]
+    assert [e.commit for e in entries] == git_log(repo, "--", "user/pnpm.md")
+
+
+def test_file_history_of_foreign_commits_uses_trees(repo: GitRepo) -> None:
+    repo.plain("edit docs", {"reference/docs.md": DOCS + "\nMore.\n"})
+    repo.plain("remove docs", deletes=["reference/docs.md"])
+    path = "reference/docs.md"
+    assert [e.commit for e in file_history(repo.path, path)] == git_log(repo, "--", path)
+
+
+def test_file_history_for_qmem_commit_without_file_lines(repo: GitRepo) -> None:
+    repo.write("user/bare.md", memory_text("user", "bare", "Bare"))
+    repo.git("add", "-A")
+    sha = repo.commit_message("recover: bare\n\nQmem-Op: recover\n")
+    assert [e.commit for e in file_history(repo.path, "user/bare.md")] == [sha]
+
+
+def test_file_history_hides_foreign_merge_that_kept_one_side(repo: GitRepo) -> None:
+    repo.branch("side", "HEAD~1")
+    repo.plain("side edit", {"project/ci.md": CI + "\nAlso lint.\n"})
+    repo.checkout("main")
+    repo.plain("main note", {"project/note.md": memory_text("project", "note", "Note")})
+    repo.merge("side", "merge side")
+    path = "project/ci.md"
+    assert [e.commit for e in file_history(repo.path, path)] == git_log(repo, "--", path)
+
+
+# -- work tree --------------------------------------------------------------------------------
+
+
+def test_worktree_changes_compares_blobs(repo: GitRepo, tmp_path: Path) -> None:
+    repo.write("project/ci.md", CI + "\nMore.\n")
+    repo.write("user/new.md", memory_text("user", "new", "New"))
+    repo.delete("reference/docs.md")
+    repo.write("MEMORY.md", "changed\n")
+    repo.write(".hidden/x.md", "ignored")
+    repo.write("notes.txt", "ignored")
+    (repo.root / "user" / "link.md").symlink_to(repo.root / "project" / "ci.md")
+    with open_history(repo.path) as history:
+        changes = history.worktree_changes()
+    assert [(c.status, c.path) for c in changes] == [
+        ("M", "project/ci.md"),
+        ("D", "reference/docs.md"),
+        ("A", "user/new.md"),
+    ]
+    assert changes[0].old_data == CI.encode() and changes[1].data is None
+
+
+# -- ops.history facade -------------------------------------------------------------------------
+
+
+def test_ops_history_facade_validates_and_delegates(repo: GitRepo) -> None:
+    from qmem_git.ops import history as ops_history
+
+    with pytest.raises(UsageError, match="unknown operation"):
+        ops_history.log(repo.path, op="nap")
+    with pytest.raises(UsageError):
+        ops_history.log(repo.path, limit=-1)
+    with pytest.raises(UsageError):
+        ops_history.diff(repo.path, ["HEAD~3", "HEAD~2", "HEAD"])
+    with pytest.raises(UsageError):
+        ops_history.history(repo.path, "/")
+    assert [e.op for e in ops_history.log(repo.path, op="forget", limit=5)] == ["forget"]
+    assert ops_history.show(repo.path).entry.op == "forget"
+    assert ops_history.diff(repo.path, ["HEAD~1"]).files[0].path == "user/pnpm.md"
+    assert len(ops_history.history(repo.path, "project/ci.md")) == 1
+
+
+def test_commit_stats_count_lines_like_git_numstat(repo: GitRepo) -> None:
+    from qmem_git.ops.history import commit_stats
+
+    stats = {(s.path, s.insertions, s.deletions) for s in commit_stats(repo.path, "HEAD~2")}
+    numstat = repo.git("show", "--numstat", "--format=", "HEAD~2").split("\n")
+    expected = {(p, int(a), int(d)) for a, d, p in (line.split("\t") for line in numstat if line)}
+    assert stats == expected
+
+
+def test_entry_accounting_helpers() -> None:
+    from qmem_git.ops.history import entry_delta, memory_type, topics_of
+
+    assert entry_delta("user/pnpm.md", PNPM, PNPM_2) == (1, 0)
+    assert entry_delta("user/pnpm.md", PNPM_2, None) == (0, 2)
+    assert memory_type("x/y.md", "not a memory", CI) == "project"
+    assert memory_type("feedback/y.md", None) == "feedback"
+    assert memory_type("notes.md", None) is None
+    assert topics_of(["user", None, "project", "user"]) == ("user", "project")
