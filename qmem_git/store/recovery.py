@@ -1,0 +1,412 @@
+"""Crash recovery, run under the writer lock at the start of every writing command.
+
+A writer's effects happen in the order work tree -> MEMORY.md -> objects -> ref -> git index
+(``store.repo``), so after a crash the repo is in one of three states, each repaired here:
+files on disk newer than HEAD (committed now as one ``recover`` commit), HEAD newer than the
+index (index entries refreshed, nothing committed), or leftovers (temp files, ``.lock`` files,
+temp objects: removed). Detection is cheap: one ``lstat`` per memory file compared with the
+git index; only files whose stat differs are read and hashed. The full HEAD tree is walked only
+when the index was not written by us for the current HEAD (see ``store.gitindex``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from qmem_git.core.changes import ChangeSet, FileChange
+from qmem_git.core.codec import parse_document
+from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, is_memory_type
+from qmem_git.core.paths import Layout
+from qmem_git.store import gitindex, locks
+from qmem_git.store.gitindex import GitIndex
+from qmem_git.store.repo import (
+    Identity,
+    Repository,
+    WorkState,
+    apply_changeset,
+    blob_id,
+)
+from qmem_git.store.workdir import TEMP_MARKER, atomic_write
+
+Validator = Callable[[str, bytes], bool]
+TEMP_OBJECT_PREFIX = "tmp_obj_qmem_"
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What recovery repaired; the CLI prints removed locks and quarantined files on stderr."""
+
+    commit: str | None = None
+    changes: tuple[FileChange, ...] = ()
+    quarantined: tuple[str, ...] = ()
+    removed_locks: tuple[str, ...] = ()
+    removed_temp_files: tuple[str, ...] = ()
+    index_rebuilt: bool = False
+    warnings: tuple[str, ...] = ()
+
+    def messages(self) -> list[str]:
+        """One line per thing worth telling the user on stderr."""
+        lines = [f"removed stale lock file {path}" for path in self.removed_locks]
+        lines += list(self.warnings)
+        if self.index_rebuilt:
+            lines.append("rebuilt the damaged git index of the memory repository")
+        if self.commit:
+            lines.append(
+                f"committed {len(self.changes)} uncommitted change(s) as {self.commit[:12]} "
+                "(op recover)"
+            )
+        return lines
+
+    @property
+    def acted(self) -> bool:
+        """True when recovery changed anything a user may want to hear about."""
+        return bool(
+            self.commit or self.quarantined or self.removed_locks or self.removed_temp_files
+        )
+
+
+@dataclass
+class _Scan:
+    """Memory files (any size, so oversized ones get quarantined) and our leftover temp files."""
+
+    files: dict[str, os.stat_result] = field(default_factory=dict)
+    temp_files: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Found:
+    writes: dict[str, str] = field(default_factory=dict)
+    deletes: list[str] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+    index_stale: bool = False
+    added: int = 0
+
+
+def default_is_valid(rel_path: str, data: bytes) -> bool:
+    """A memory file must be UTF-8, at most 256 KiB and parse as a document (spec §4.2)."""
+    if len(data) > MAX_FILE_BYTES:
+        return False
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return parse_document(text, rel_path, 0.0) is not None
+
+
+def recover(
+    layout: Layout,
+    *,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    is_valid: Validator | None = None,
+) -> RecoveryReport:
+    """Repair what an interrupted writer left; RepoCorrupt (nothing touched) on damaged git data."""
+    report, _ = recover_for_write(layout, identity=identity, host=host, now=now, is_valid=is_valid)
+    return report
+
+
+def recover_for_write(
+    layout: Layout,
+    *,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    is_valid: Validator | None = None,
+    commit_changes: bool = True,
+) -> tuple[RecoveryReport, WorkState]:
+    """:func:`recover`, also returning the scan so the writer's commit needs no second one."""
+    repo = Repository(layout.memory_root)
+    _, head = repo.head()
+    head_tree = repo.tree_of(head)
+    if head_tree is not None:
+        repo.load_tree(head_tree)  # a damaged root tree must stop us before we change anything
+    removed_locks = _remove_stale_locks(repo.git_dir)
+    scan = _scan(repo.root)
+    removed_temp = _remove_temp_files(repo, scan)
+    index, rebuilt = _load_index(repo.git_dir)
+    head_map = None if index.head == head and not rebuilt else repo.flatten(head_tree)
+    found = _Found()
+    for rel in sorted(_candidates(scan, index, head_map)):
+        head_sha = head_map.get(rel) if head_map is not None else repo.lookup(head_tree, rel)
+        _classify(repo, rel, head_sha, scan, index, found, is_valid or default_is_valid)
+    state = WorkState(_render_files(scan), index)
+    warnings: list[str] = []
+    quarantined: list[tuple[str, str]] = []
+    if commit_changes:
+        quarantined = _quarantine_all(repo, layout, found, head_tree, index, state, now)
+        warnings = [f"{rel}: not a valid memory file; moved to {dest}" for rel, dest in quarantined]
+    commit, changes = _commit(layout, found, identity, host, now, state, commit_changes)
+    if commit is None and state.index is not None and (index.changed or index.head != head):
+        index.head = head
+        with contextlib.suppress(OSError):
+            gitindex.write_index(repo.git_dir, index)
+    report = RecoveryReport(
+        commit=commit,
+        changes=tuple(changes),
+        quarantined=tuple(dest for _, dest in quarantined),
+        removed_locks=tuple(removed_locks),
+        removed_temp_files=tuple(removed_temp),
+        index_rebuilt=rebuilt,
+        warnings=tuple(warnings),
+    )
+    return report, state
+
+
+def is_memory_path(rel: str) -> bool:
+    """Paths the scan treats as memory files (workdir.iter_memory_files rules, any size)."""
+    parts = rel.split("/")
+    return (
+        rel.endswith(".md")
+        and parts[-1] != INDEX_NAME
+        and not any(part.startswith(".") for part in parts[:-1])
+    )
+
+
+def _remove_stale_locks(git_dir: str) -> list[str]:
+    removed: list[str] = []
+    for path in locks.stale_git_locks(git_dir, locks.dead_writer_since(git_dir)):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+            removed.append(path)
+    return removed
+
+
+def _scan(root: str) -> _Scan:
+    """One ``lstat`` per memory file; dot-dirs and symlinks are skipped (spec §5)."""
+    scan = _Scan()
+    files = scan.files
+    stack = [("", root)]
+    while stack:
+        prefix, directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                if name != INDEX_NAME or not prefix:
+                    try:
+                        files[prefix + name] = entry.stat(follow_symlinks=False)
+                    except OSError:  # removed between listing and stat
+                        continue
+            elif entry.is_dir(follow_symlinks=False):
+                if name[0] != ".":
+                    stack.append((prefix + name + "/", entry.path))
+            elif TEMP_MARKER in name and not entry.is_symlink():
+                scan.temp_files.append(entry.path)
+    return scan
+
+
+def _remove_temp_files(repo: Repository, scan: _Scan) -> list[str]:
+    """Our temp files are only ever created by lock holders, so under the lock they are stale."""
+    objects = repo.objects.objects
+    with contextlib.suppress(OSError):
+        names = [n for n in os.listdir(objects) if n.startswith(TEMP_OBJECT_PREFIX)]
+        scan.temp_files += [os.path.join(objects, n) for n in names]
+    removed: list[str] = []
+    for path in scan.temp_files:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+            removed.append(path)
+    return removed
+
+
+def _load_index(git_dir: str) -> tuple[GitIndex, bool]:
+    """The git index, or an empty one to rebuild from HEAD when it cannot be read."""
+    try:
+        return gitindex.read_index(git_dir), False
+    except gitindex.IndexUnreadable:
+        return GitIndex(), True
+
+
+def _candidates(scan: _Scan, index: GitIndex, head_map: dict[str, str] | None) -> set[str]:
+    """Paths whose stat, index entry or HEAD entry disagree: the only files worth reading."""
+    found = index.stat_dirty(scan.files)
+    tracked = index.paths()
+    found.update(p for p in tracked if p not in scan.files and _in_scope(p))
+    if head_map is not None:
+        for rel in {*head_map, *tracked}:
+            entry = index.get(rel)
+            if (entry.sha if entry else None) != head_map.get(rel):
+                found.add(rel)
+    return found
+
+
+def _in_scope(rel: str) -> bool:
+    return rel == INDEX_NAME or is_memory_path(rel)
+
+
+def _classify(
+    repo: Repository,
+    rel: str,
+    head_sha: str | None,
+    scan: _Scan,
+    index: GitIndex,
+    found: _Found,
+    is_valid: Validator,
+) -> None:
+    """Decide one candidate: refresh its index entry, commit it, delete it or quarantine it."""
+    st = scan.files.get(rel)
+    if st is None and not _in_scope(rel):
+        _refresh_other(repo, rel, head_sha, index)
+        return
+    if st is None:
+        if head_sha is None:
+            index.remove(rel)
+        elif rel == INDEX_NAME:
+            found.index_stale = True
+        else:
+            found.deletes.append(rel)
+        return
+    data = _read(os.path.join(repo.root, rel))
+    sha = blob_id(data)
+    if sha == head_sha:
+        index.set(rel, st, sha, gitindex.blob_mode(st))
+    elif rel == INDEX_NAME:
+        found.index_stale = True
+    elif is_valid(rel, data) and _is_utf8(data):
+        found.writes[rel] = data.decode("utf-8")
+        found.added += head_sha is None
+    else:
+        found.invalid.append(rel)
+
+
+def _refresh_other(repo: Repository, rel: str, head_sha: str | None, index: GitIndex) -> None:
+    """A tracked non-memory file whose index entry differs from HEAD: fix it only if clean."""
+    path = os.path.join(repo.root, rel)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if head_sha is None:
+            index.remove(rel)
+        return
+    if stat.S_ISREG(st.st_mode) and blob_id(_read(path)) == head_sha:
+        index.set(rel, st, head_sha, gitindex.blob_mode(st))
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _render_files(scan: _Scan) -> dict[str, tuple[int, int]]:
+    """rel -> (mtime_ns, size) of the files MEMORY.md is built from (workdir's size limit)."""
+    return {
+        rel: (st.st_mtime_ns, st.st_size)
+        for rel, st in scan.files.items()
+        if st.st_size <= MAX_FILE_BYTES and rel != INDEX_NAME
+    }
+
+
+def quarantine_files(layout: Layout, paths: list[str], now: datetime) -> list[str]:
+    """Move invalid memory files to quarantine (lock held); HEAD's version of a tracked one is
+    written back so the work tree still matches history. Returns the quarantine paths."""
+    repo = Repository(layout.memory_root)
+    _, head = repo.head()
+    index, _ = _load_index(repo.git_dir)
+    found = _Found(invalid=list(paths))
+    moved = _quarantine_all(repo, layout, found, repo.tree_of(head), index, WorkState(), now)
+    return [dest for _, dest in moved]
+
+
+def _quarantine_all(
+    repo: Repository,
+    layout: Layout,
+    found: _Found,
+    head_tree: str | None,
+    index: GitIndex,
+    state: WorkState,
+    now: datetime,
+) -> list[tuple[str, str]]:
+    """Move invalid files to ``<state>/quarantine/<stamp>/`` and put HEAD's version back."""
+    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    moved: list[tuple[str, str]] = []
+    for rel in found.invalid:
+        dest = _free_path(os.path.join(layout.state_dir, "quarantine", stamp, rel))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.move(os.path.join(repo.root, rel), dest)
+        moved.append((rel, dest))
+        if state.files is not None:
+            state.files.pop(rel, None)
+        head_sha = repo.lookup(head_tree, rel)
+        if head_sha is None:
+            index.remove(rel)
+        else:
+            _restore(repo, rel, head_sha, index, state, now)
+    return moved
+
+
+def _restore(
+    repo: Repository, rel: str, sha: str, index: GitIndex, state: WorkState, now: datetime
+) -> None:
+    """Write HEAD's version of ``rel`` back, keeping the mtime the index knew for it."""
+    entry = index.get(rel)
+    mtime_ns = entry.mtime_ns if entry else int(now.timestamp()) * 1_000_000_000
+    path = os.path.join(repo.root, rel)
+    data = repo.objects.read(sha, b"blob")
+    atomic_write(path, data, mtime_ns)
+    st = os.lstat(path)
+    index.set(rel, st, sha, gitindex.blob_mode(st))
+    if state.files is not None and len(data) <= MAX_FILE_BYTES:
+        state.files[rel] = (mtime_ns, len(data))
+
+
+def _free_path(path: str) -> str:
+    candidate, number = path, 0
+    while os.path.lexists(candidate):
+        number += 1
+        candidate = f"{path}.{number}"
+    return candidate
+
+
+def _commit(
+    layout: Layout,
+    found: _Found,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    state: WorkState,
+    enabled: bool,
+) -> tuple[str | None, list[FileChange]]:
+    """One ``recover`` commit of everything valid that differs from HEAD."""
+    if not enabled or not (found.writes or found.deletes or found.index_stale):
+        return None, []
+    count = len(found.writes) + len(found.deletes)
+    cs = ChangeSet(
+        op="recover",
+        subject=f"commit {count} uncommitted memory file(s) left in the work tree",
+        writes=found.writes,
+        deletes=tuple(found.deletes),
+        topics=_topics(found),
+        added=found.added,
+        removed=len(found.deletes),
+    )
+    result = apply_changeset(layout, cs, identity=identity, host=host, now=now, state=state)
+    return result.commit, result.changes
+
+
+def _topics(found: _Found) -> tuple[str, ...]:
+    """Memory types touched: from the frontmatter of written files, the folder of deleted ones."""
+    kinds: set[str] = set()
+    for rel, text in found.writes.items():
+        doc = parse_document(text, rel, 0.0)
+        if doc is not None:
+            kinds.add(doc.type)
+    kinds.update(rel.split("/", 1)[0] for rel in found.deletes if is_memory_type(rel.split("/")[0]))
+    return tuple(sorted(kinds))

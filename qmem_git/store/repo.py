@@ -1,0 +1,781 @@
+"""The memory git repository: init, and one ChangeSet -> exactly one crash-safe commit.
+
+The commit path (ARCHITECTURE §2, §6) writes only the changed blobs and the trees on their
+paths as loose objects, reads the parent's trees directly (dulwich's object store only as the
+fallback for packed objects), moves the branch with dulwich's compare-and-swap and updates only
+the changed git-index entries (``store.gitindex``). It never imports ``dulwich.porcelain`` and
+never runs hooks. Order of effects, chosen so that a crash at any point is repaired by
+``store.recovery``: work-tree files -> MEMORY.md -> objects (fsynced) -> ref CAS -> index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import heapq
+import os
+import posixpath
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from dulwich.objects import ObjectID
+from dulwich.refs import HEADREF, DiskRefsContainer, Ref
+
+from qmem_git.core.changes import ChangeSet, FileChange, render_commit_message
+from qmem_git.core.index import IndexResult, build_index
+from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, MAX_SCANNED_DOCUMENTS
+from qmem_git.core.paths import Layout
+from qmem_git.errors import QmemError, RepoCorrupt, RepoLocked, UnsafePath
+from qmem_git.store import gitindex
+from qmem_git.store.gitindex import GitIndex
+from qmem_git.store.workdir import (
+    TEMP_MARKER,
+    FileInfo,
+    atomic_write,
+    fsync_dir,
+    render_index,
+    scan_documents,
+)
+
+if TYPE_CHECKING:
+    from qmem_git.store.recovery import RecoveryReport, Validator
+
+BRANCH = b"refs/heads/main"
+TREE_MODE = 0o40000
+HOOK_MARKER = "qmem-git-managed-hook"
+HOOK_TEMPLATE = "git-pre-commit.sh"
+MEMORY_EXCLUDES = ("*" + TEMP_MARKER + "*", "*.lock")
+STATE_FILES = ("meta.json", "extract-cursor.json", "consolidation.lock", "telemetry.jsonl")
+CAS_ATTEMPTS = 5
+_KINDS = (b"blob", b"tree", b"commit", b"tag")
+_CORRUPT_HINT = (
+    "run `git fsck --full` in the memory folder; restore it from a clone or a backup "
+    "(qmem-git overwrote nothing)"
+)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Author and committer of memory commits."""
+
+    name: str
+    email: str
+
+    def signature(self, timestamp: int, offset: str) -> str:
+        """``Name <email> 1700000000 +0000`` with characters git forbids removed."""
+        name = _clean_ident(self.name) or "qmem-git"
+        email = _clean_ident(self.email)
+        return f"{name} <{email}> {timestamp} {offset}"
+
+
+@dataclass(frozen=True)
+class InitResult:
+    """What ``init_repo`` did; every field is empty/False when it was already set up."""
+
+    memory_root: str
+    created: bool
+    hook: str  # "installed", "updated", "chained" (foreign hook kept) or "unchanged"
+    excludes_added: tuple[str, ...] = ()
+    project_excludes_added: tuple[str, ...] = ()
+    config_changed: bool = False
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """The commit made (None when nothing differed from HEAD), its A/M/D list and message."""
+
+    commit: str | None
+    changes: list[FileChange]
+    message: str
+    index_updated: bool = True
+    index_dropped: tuple[str, ...] = ()  # paths MEMORY.md's size limits left out (spec §6)
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """One writing command: what recovery did first, the planned ChangeSet, the commit."""
+
+    recovery: RecoveryReport
+    changeset: ChangeSet
+    applied: ApplyResult
+
+
+@dataclass
+class WorkState:
+    """A writer's view of the work tree, shared by recovery and apply to avoid a second scan.
+
+    ``files``: memory file -> (mtime_ns, size), the input MEMORY.md is rendered from.
+    """
+
+    files: dict[str, tuple[int, int]] | None = None
+    index: GitIndex | None = None
+
+
+# --- identity -------------------------------------------------------------------------------
+
+
+def identity_from_git_config(host: str) -> Identity:
+    """user.name / user.email from the user's git config, else ``qmem-git <qmem-git@HOST>``."""
+    from dulwich.config import StackedConfig
+
+    config = StackedConfig.default()
+    return Identity(
+        _config_value(config, b"name") or "qmem-git",
+        _config_value(config, b"email") or f"qmem-git@{host or 'localhost'}",
+    )
+
+
+def _config_value(config: object, name: bytes) -> str:
+    try:
+        value = config.get((b"user",), name)  # type: ignore[attr-defined]
+    except KeyError:
+        return ""
+    return value.decode("utf-8", "replace").strip() if isinstance(value, bytes) else ""
+
+
+def _clean_ident(text: str) -> str:
+    return " ".join(text.replace("<", "").replace(">", "").split())
+
+
+# --- init -----------------------------------------------------------------------------------
+
+
+def init_repo(layout: Layout, identity: Identity, hook_command: str) -> InitResult:
+    """Make the memory root a git repo on ``main`` (idempotent).
+
+    Sets ``gc.auto=0`` (dulwich would otherwise pack in the foreground) and
+    ``core.fsyncObjectFiles=true``, excludes our temp/lock files, installs the marked
+    pre-commit hook (a foreign hook is kept as ``pre-commit.local*`` and run first) and, in local
+    mode, excludes the memory folder and state files in the project's own repo. No commit is
+    made here, not even an initial one: ``apply_changeset`` commits parent-less on an empty
+    repo, so every commit in history is one memory operation; files already in the work tree
+    are committed by the caller (or by the first writer's recovery). ``identity`` is accepted
+    for that reason only and is not stored in the repo config.
+    """
+    del identity
+    root = layout.memory_root
+    git_dir = os.path.join(root, ".git")
+    created = not os.path.isdir(git_dir)
+    if created:
+        _create_repo(root)
+    config_changed = _configure(git_dir)
+    excludes = _add_lines(os.path.join(git_dir, "info", "exclude"), MEMORY_EXCLUDES)
+    hook = _install_hook(git_dir, hook_command)
+    project = _exclude_in_project(layout) if layout.mode == "local" else ()
+    return InitResult(root, created, hook, excludes, project, config_changed)
+
+
+def _create_repo(root: str) -> None:
+    from dulwich.repo import Repo
+
+    os.makedirs(root, exist_ok=True)
+    Repo.init(root, default_branch=b"main").close()
+
+
+def _configure(git_dir: str) -> bool:
+    """Set the two settings we rely on; rewrite the config only when something changes."""
+    from dulwich.config import ConfigFile
+
+    path = os.path.join(git_dir, "config")
+    config = ConfigFile.from_path(path)
+    wanted = (((b"gc",), b"auto", b"0"), ((b"core",), b"fsyncObjectFiles", b"true"))
+    changed = False
+    for section, name, value in wanted:
+        try:
+            current = config.get(section, name)
+        except KeyError:
+            current = None
+        if current != value:
+            config.set(section, name, value)
+            changed = True
+    if changed:
+        config.write_to_path(path)
+    return changed
+
+
+def _add_lines(path: str, lines: Iterable[str]) -> tuple[str, ...]:
+    """Append the missing ``lines`` to an ignore-style file; never duplicates, keeps the rest."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            current = handle.read()
+    except FileNotFoundError:
+        current = ""
+    present = {line.strip() for line in current.splitlines()}
+    missing = tuple(line for line in lines if line not in present)
+    if missing:
+        prefix = current if not current or current.endswith("\n") else current + "\n"
+        text = prefix + "# qmem-git\n" * (not current.count("# qmem-git")) + "\n".join(missing)
+        atomic_write(path, (text + "\n").encode("utf-8"))
+    return missing
+
+
+def _exclude_in_project(layout: Layout) -> tuple[str, ...]:
+    """Local mode: hide the memory folder and state files from the project's own git repo."""
+    project_git = os.path.join(layout.project_root, ".git")
+    if not layout.project_root or not os.path.isdir(project_git):
+        return ()
+    state = os.path.relpath(layout.state_dir, layout.project_root).replace(os.sep, "/")
+    memory = os.path.relpath(layout.memory_root, layout.project_root).replace(os.sep, "/")
+    if state.startswith("..") or memory.startswith(".."):
+        return ()
+    names = [memory + "/", *(f"{state}/{name}" for name in STATE_FILES), f"{state}/quarantine/"]
+    return _add_lines(os.path.join(project_git, "info", "exclude"), names)
+
+
+def hook_script(hook_command: str) -> str:
+    """The pre-commit hook text for ``hook_command`` (from the packaged template)."""
+    from importlib import resources
+
+    template = resources.files("qmem_git.integrations") / "templates" / HOOK_TEMPLATE
+    return template.read_text(encoding="utf-8").replace("@HOOK_COMMAND@", hook_command)
+
+
+def _install_hook(git_dir: str, hook_command: str) -> str:
+    """Write our hook; a foreign one moves to the first free ``pre-commit.local*`` name."""
+    hooks = os.path.join(git_dir, "hooks")
+    path = os.path.join(hooks, "pre-commit")
+    script = hook_script(hook_command)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            existing: str | None = handle.read()
+    except FileNotFoundError:
+        existing = None
+    if existing == script:
+        return "unchanged"
+    status = "installed" if existing is None else "updated"
+    if existing is not None and HOOK_MARKER not in existing:
+        os.replace(path, _free_name(os.path.join(hooks, "pre-commit.local")))
+        status = "chained"
+    atomic_write(path, script.encode("utf-8"))
+    os.chmod(path, 0o755)
+    return status
+
+
+def _free_name(base: str) -> str:
+    candidate, number = base, 0
+    while os.path.lexists(candidate):
+        number += 1
+        candidate = f"{base}.{number}"
+    return candidate
+
+
+# --- objects --------------------------------------------------------------------------------
+
+
+def blob_id(data: bytes) -> str:
+    """git's object id for file content."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+class ObjectStore:
+    """Loose objects read and written directly; packed ones are read through dulwich."""
+
+    def __init__(self, git_dir: str) -> None:
+        self.objects = os.path.join(git_dir, "objects")
+        self._touched_dirs: set[str] = set()
+        self._packed: object | None = None
+
+    def read(self, sha: str, kind: bytes) -> bytes:
+        """The body of object ``sha``; RepoCorrupt when it is missing, damaged or not ``kind``."""
+        path = os.path.join(self.objects, sha[:2], sha[2:])
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read()
+        except FileNotFoundError:
+            return self._read_packed(sha, kind)
+        except OSError as exc:
+            raise _corrupt(f"cannot read object {sha}: {exc}") from exc
+        try:
+            data = zlib.decompress(raw)
+        except zlib.error as exc:
+            raise _corrupt(f"object {sha} is damaged ({exc})") from exc
+        header, _, body = data.partition(b"\0")
+        if hashlib.sha1(data).hexdigest() != sha or header != b"%s %d" % (kind, len(body)):
+            raise _corrupt(f"object {sha} is damaged (content does not match its id)")
+        return body
+
+    def _read_packed(self, sha: str, kind: bytes) -> bytes:
+        from dulwich.object_store import DiskObjectStore
+
+        if self._packed is None:
+            self._packed = DiskObjectStore(self.objects)
+        store: DiskObjectStore = self._packed  # type: ignore[assignment]
+        try:
+            obj = store[sha.encode("ascii")]  # type: ignore[index]
+        except KeyError as exc:
+            raise _corrupt(f"object {sha} is missing") from exc
+        except Exception as exc:  # dulwich raises several types for damaged packs
+            raise _corrupt(f"object {sha} is damaged ({exc})") from exc
+        if obj.type_name != kind:
+            raise _corrupt(f"object {sha} is a {obj.type_name.decode()}, not a {kind.decode()}")
+        return obj.as_raw_string()
+
+    def write(self, kind: bytes, body: bytes) -> str:
+        """Store an object (temp file, fsync, rename); returns its id."""
+        data = b"%s %d\0" % (kind, len(body)) + body
+        sha = hashlib.sha1(data).hexdigest()
+        directory = os.path.join(self.objects, sha[:2])
+        path = os.path.join(directory, sha[2:])
+        if os.path.exists(path):
+            return sha
+        tmp = os.path.join(self.objects, f"tmp_obj_qmem_{os.getpid()}_{os.urandom(4).hex()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(zlib.compress(data))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.makedirs(directory, exist_ok=True)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._touched_dirs.add(directory)
+        return sha
+
+    def sync(self) -> None:
+        """fsync the object directories that got new entries (renames survive a power cut)."""
+        for directory in sorted(self._touched_dirs):
+            fsync_dir(directory)
+        self._touched_dirs.clear()
+
+    def tree(self, sha: str) -> dict[bytes, tuple[int, bytes]]:
+        return parse_tree(self.read(sha, b"tree"))
+
+    def commit_tree(self, sha: str) -> str:
+        body = self.read(sha, b"commit")
+        if not body.startswith(b"tree ") or len(body) < 45:
+            raise _corrupt(f"commit {sha} has no tree")
+        return body[5:45].decode("ascii")
+
+
+def parse_tree(body: bytes) -> dict[bytes, tuple[int, bytes]]:
+    """name -> (mode, binary sha) for one tree object."""
+    entries: dict[bytes, tuple[int, bytes]] = {}
+    pos, end = 0, len(body)
+    try:
+        while pos < end:
+            space = body.index(b" ", pos)
+            nul = body.index(b"\0", space)
+            entries[body[space + 1 : nul]] = (int(body[pos:space], 8), body[nul + 1 : nul + 21])
+            pos = nul + 21
+    except ValueError as exc:
+        raise _corrupt("a tree object is malformed") from exc
+    return entries
+
+
+def render_tree(entries: dict[bytes, tuple[int, bytes]]) -> bytes:
+    """Tree body in git's order (directories sort as if their name ended in ``/``)."""
+
+    def key(name: bytes) -> bytes:
+        return name + b"/" if entries[name][0] == TREE_MODE else name
+
+    return b"".join(
+        b"%o %s\0%s" % (entries[n][0], n, entries[n][1]) for n in sorted(entries, key=key)
+    )
+
+
+def _corrupt(message: str) -> RepoCorrupt:
+    return RepoCorrupt(f"memory repository is corrupt: {message}", hint=_CORRUPT_HINT)
+
+
+# --- refs -----------------------------------------------------------------------------------
+
+
+class Repository:
+    """The pieces of one memory repo a writer needs: paths, objects, the branch."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.git_dir = os.path.join(root, ".git")
+        if not os.path.isdir(self.git_dir):
+            raise QmemError(
+                f"{root} is not a qmem-git memory repository", hint="run `qmem-git init` first"
+            )
+        self.objects = ObjectStore(self.git_dir)
+        self.refs = DiskRefsContainer(self.git_dir)
+        self._trees: dict[str, dict[bytes, tuple[int, bytes]]] = {}
+
+    def head(self) -> tuple[Ref, str | None]:
+        """(branch HEAD points at, its commit or None on an unborn branch); checks the value."""
+        try:
+            names, value = self.refs.follow(HEADREF)
+        except Exception as exc:  # dulwich: SymrefLoop, OSError, ...
+            raise _corrupt(f"HEAD cannot be read ({exc})") from exc
+        branch = names[-1] if names else Ref(BRANCH)
+        if branch == HEADREF:
+            branch = Ref(BRANCH)  # detached HEAD: keep committing on main
+            loose = self.refs.read_loose_ref(branch)
+            value = ObjectID(loose) if loose else self.refs.get_packed_refs().get(branch)
+        if value is None:
+            return branch, None
+        text = value.decode("ascii", "replace")
+        if len(text) != 40 or any(c not in "0123456789abcdef" for c in text):
+            raise _corrupt(f"{branch.decode()} holds {text[:40]!r}, not a commit id")
+        return branch, text
+
+    def tree_of(self, commit: str | None) -> str | None:
+        return None if commit is None else self.objects.commit_tree(commit)
+
+    def load_tree(self, sha: str) -> dict[bytes, tuple[int, bytes]]:
+        """A parsed tree (cached: trees are immutable)."""
+        cached = self._trees.get(sha)
+        if cached is None:
+            cached = self._trees[sha] = self.objects.tree(sha)
+        return cached
+
+    def lookup(self, tree: str | None, path: str) -> str | None:
+        """Blob id of ``path`` in ``tree``, None when absent."""
+        sha = tree
+        parts = path.encode("utf-8").split(b"/")
+        for depth, part in enumerate(parts):
+            if sha is None:
+                return None
+            entry = self.load_tree(sha).get(part)
+            if entry is None:
+                return None
+            is_tree = entry[0] == TREE_MODE
+            if is_tree == (depth == len(parts) - 1):
+                return None
+            sha = entry[1].hex()
+        return sha
+
+    def flatten(self, tree: str | None, prefix: bytes = b"") -> dict[str, str]:
+        """Every blob path in ``tree`` -> blob id (slow path only: reads all trees)."""
+        out: dict[str, str] = {}
+        if tree is None:
+            return out
+        for name, (mode, sha) in self.load_tree(tree).items():
+            if mode == TREE_MODE:
+                out.update(self.flatten(sha.hex(), prefix + name + b"/"))
+            else:
+                out[(prefix + name).decode("utf-8", "surrogateescape")] = sha.hex()
+        return out
+
+    def build_tree(self, base: str | None, changes: dict[str, str | None]) -> str:
+        """Write the trees on the changed paths only; ``changes`` maps path -> blob id or None."""
+        dirs: dict[bytes, dict[bytes, tuple[int, bytes]]] = {}
+        for path, sha in changes.items():
+            parent, _, name = path.encode("utf-8").rpartition(b"/")
+            entries = self._dir_entries(dirs, base, parent)
+            if sha is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = (gitindex.FILE_MODE, bytes.fromhex(sha))
+        for directory in sorted(dirs, key=lambda d: -d.count(b"/") if d else 1):
+            if not directory:
+                continue
+            parent, _, name = directory.rpartition(b"/")
+            if dirs[directory]:
+                sha = self.objects.write(b"tree", render_tree(dirs[directory]))
+                dirs[parent][name] = (TREE_MODE, bytes.fromhex(sha))
+            else:
+                dirs[parent].pop(name, None)
+        return self.objects.write(b"tree", render_tree(dirs.get(b"", {})))
+
+    def _dir_entries(
+        self, dirs: dict[bytes, dict[bytes, tuple[int, bytes]]], base: str | None, path: bytes
+    ) -> dict[bytes, tuple[int, bytes]]:
+        """Mutable copy of the tree at ``path`` (and its ancestors) in ``base``."""
+        if path in dirs:
+            return dirs[path]
+        if path:
+            parent, _, name = path.rpartition(b"/")
+            above = self._dir_entries(dirs, base, parent)
+            entry = above.get(name)
+            sha = entry[1].hex() if entry and entry[0] == TREE_MODE else None
+        else:
+            sha = base
+        dirs[path] = dict(self.load_tree(sha)) if sha else {}
+        return dirs[path]
+
+    def write_commit(
+        self, tree: str, parent: str | None, identity: Identity, now: datetime, message: str
+    ) -> str:
+        signature = identity.signature(int(now.timestamp()), _tz_offset(now))
+        lines = [f"tree {tree}"] + ([f"parent {parent}"] if parent else [])
+        lines += [f"author {signature}", f"committer {signature}", "", message]
+        return self.objects.write(b"commit", "\n".join(lines).encode("utf-8"))
+
+    def move_branch(self, branch: Ref, old: str | None, new: str, message: str) -> bool:
+        """Compare-and-swap the branch: False when another writer moved it first."""
+        self.objects.sync()
+        new_id = ObjectID(new.encode("ascii"))
+        try:
+            if old is None:
+                return self.refs.add_if_new(branch, new_id, message=message.encode())
+            old_id = ObjectID(old.encode("ascii"))
+            return self.refs.set_if_equals(branch, old_id, new_id, message=message.encode())
+        except OSError as exc:  # dulwich.file.FileLocked: refs/heads/main.lock exists
+            raise RepoLocked(
+                f"{branch.decode()} is locked by another git process ({exc})",
+                hint="retry; a stale .lock file is removed by the next qmem-git writer",
+            ) from exc
+
+
+def _tz_offset(now: datetime) -> str:
+    offset = now.utcoffset() if now.tzinfo else now.astimezone().utcoffset()
+    minutes = int(offset.total_seconds() // 60) if offset else 0
+    sign = "-" if minutes < 0 else "+"
+    return f"{sign}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
+
+
+# --- apply ----------------------------------------------------------------------------------
+
+
+def check_memory_path(rel: str) -> str:
+    """A ChangeSet path must be a relative ``*.md`` path inside the memory root."""
+    parts = rel.split("/")
+    if (
+        not rel.endswith(".md")
+        or rel.startswith("/")
+        or "\\" in rel
+        or any(p in ("", ".", "..") for p in parts)
+        or any(p.startswith(".") for p in parts[:-1])
+        or parts[-1] == INDEX_NAME
+        or posixpath.normpath(rel) != rel
+    ):
+        raise UnsafePath(
+            f"refusing to write {rel!r}: not a memory file path",
+            hint="memory files are relative *.md paths inside the memory folder",
+        )
+    return rel
+
+
+def apply_changeset(
+    layout: Layout,
+    cs: ChangeSet,
+    *,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    state: WorkState | None = None,
+) -> ApplyResult:
+    """Write ``cs`` and MEMORY.md, then make one commit of exactly those paths (lock held).
+
+    Files get mtime = commit time (whole seconds, as git records it) before MEMORY.md is
+    rendered, so the index order equals what any clone of this commit renders. No commit is
+    made when nothing differs from HEAD. ``state`` is the writer's earlier scan (run_writer).
+    """
+    for rel in cs.paths():
+        check_memory_path(rel)
+    repo = Repository(layout.memory_root)
+    state = state or WorkState()
+    branch, parent = repo.head()
+    base = repo.tree_of(parent)
+    mtime_ns = int(now.timestamp()) * 1_000_000_000
+    touched = _write_files(repo, cs, base, mtime_ns, state)
+    touched[INDEX_NAME], dropped = _write_memory_index(repo.root, mtime_ns, state)
+    for _ in range(CAS_ATTEMPTS):
+        changes = _diff(repo, base, touched)
+        message = render_commit_message(cs, host, changes)
+        if not changes:
+            updated = _update_index(repo, state, touched, parent)
+            return ApplyResult(None, [], message, updated, dropped)
+        tree = repo.build_tree(base, {c.path: touched[c.path] for c in changes})
+        commit = repo.write_commit(tree, parent, identity, now, message)
+        if repo.move_branch(branch, parent, commit, f"{cs.op}: {cs.subject}"):
+            updated = _update_index(repo, state, touched, commit)
+            return ApplyResult(commit, changes, message, updated, dropped)
+        branch, parent = repo.head()
+        base = repo.tree_of(parent)
+    raise RepoLocked(
+        f"{branch.decode()} kept moving while qmem-git tried to commit",
+        hint="another program is committing in the memory folder; retry when it is done",
+    )
+
+
+def _write_files(
+    repo: Repository, cs: ChangeSet, base: str | None, mtime_ns: int, state: WorkState
+) -> dict[str, str | None]:
+    """Apply writes/deletes to the work tree; returns path -> new blob id (None = deleted)."""
+    touched: dict[str, str | None] = {}
+    for rel, text in sorted(cs.writes.items()):
+        data = text.encode("utf-8")
+        sha = touched[rel] = blob_id(data)
+        path = os.path.join(repo.root, rel)
+        if repo.lookup(base, rel) == sha and _same_content(path, data):
+            continue  # unchanged: keep the mtime that history gave it
+        atomic_write(path, data, mtime_ns)
+        _note_file(state, rel, mtime_ns, len(data))
+    for rel in cs.deletes:
+        touched[rel] = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(repo.root, rel))
+        _prune_dirs(repo.root, rel)
+        if state.files is not None:
+            state.files.pop(rel, None)
+    return touched
+
+
+def _same_content(path: str, data: bytes) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read() == data
+    except OSError:
+        return False
+
+
+def _note_file(state: WorkState, rel: str, mtime_ns: int, size: int) -> None:
+    """Keep the writer's scan current so MEMORY.md is rendered without a second scan."""
+    if state.files is None:
+        return
+    if size <= MAX_FILE_BYTES:
+        state.files[rel] = (mtime_ns, size)
+    else:
+        state.files.pop(rel, None)
+
+
+def _prune_dirs(root: str, rel: str) -> None:
+    """Remove folders a delete left empty (git does not track empty folders)."""
+    parent = posixpath.dirname(rel)
+    while parent:
+        try:
+            os.rmdir(os.path.join(root, parent))
+        except OSError:
+            return
+        parent = posixpath.dirname(parent)
+
+
+def _write_memory_index(root: str, mtime_ns: int, state: WorkState) -> tuple[str, tuple[str, ...]]:
+    """Regenerate MEMORY.md (spec §6), rewritten only when its text changes; (blob, dropped)."""
+    result = _render_memory_index(root, state.files)
+    data = result.text.encode("utf-8")
+    path = os.path.join(root, INDEX_NAME)
+    if not _same_content(path, data):
+        atomic_write(path, data, mtime_ns)
+    return blob_id(data), result.dropped
+
+
+def _render_memory_index(root: str, files: dict[str, tuple[int, int]] | None) -> IndexResult:
+    """MEMORY.md text; from a writer's scan, only the newest files become FileInfo and get read.
+
+    Candidates are every file at least as new as the ``2 * limit``-th newest (minus 1 ms, as
+    workdir orders by float milliseconds); if too few of them parse, all files are used.
+    """
+    if files is None:
+        return render_index(root)
+    selected = list(files.items())
+    if len(selected) > 2 * MAX_SCANNED_DOCUMENTS:
+        newest = heapq.nlargest(2 * MAX_SCANNED_DOCUMENTS, (v[0] for v in files.values()))
+        cutoff = newest[-1] - 1_000_000
+        selected = [item for item in selected if item[1][0] >= cutoff]
+    docs = scan_documents(root, files=_file_infos(root, selected))
+    if len(docs) < MAX_SCANNED_DOCUMENTS and len(selected) < len(files):
+        docs = scan_documents(root, files=_file_infos(root, list(files.items())))
+    return build_index(docs)
+
+
+def _file_infos(root: str, items: list[tuple[str, tuple[int, int]]]) -> list[FileInfo]:
+    return [FileInfo(rel, os.path.join(root, rel), m, size) for rel, (m, size) in items]
+
+
+def _diff(repo: Repository, base: str | None, touched: dict[str, str | None]) -> list[FileChange]:
+    """A/M/D of the touched paths against ``base``, sorted by path; new blobs are stored."""
+    changes: list[FileChange] = []
+    for rel in sorted(touched):
+        old, new = repo.lookup(base, rel), touched[rel]
+        if old == new:
+            continue
+        if new is not None:
+            _store_blob(repo, rel, new)
+        changes.append(FileChange("A" if old is None else "D" if new is None else "M", rel))
+    return changes
+
+
+def _store_blob(repo: Repository, rel: str, sha: str) -> None:
+    with open(os.path.join(repo.root, rel), "rb") as handle:
+        data = handle.read()
+    if repo.objects.write(b"blob", data) != sha:
+        raise QmemError(
+            f"{rel} changed while qmem-git was committing it",
+            hint="another program is writing in the memory folder; run the command again",
+        )
+
+
+def _update_index(
+    repo: Repository, state: WorkState, touched: dict[str, str | None], head: str | None
+) -> bool:
+    """Refresh the git-index entries of the touched paths; False when the index is unusable.
+
+    A failure here is repaired by the next writer's recovery (the commit is already made).
+    """
+    index = state.index
+    try:
+        if index is None:
+            index = gitindex.read_index(repo.git_dir)
+        for rel, sha in touched.items():
+            if sha is None:
+                index.remove(rel)
+            else:
+                st = os.lstat(os.path.join(repo.root, rel))
+                index.set(rel, st, sha, gitindex.blob_mode(st))
+        if index.changed or index.head != head:
+            index.head = head
+            gitindex.write_index(repo.git_dir, index)
+        state.index = index
+        return True
+    except (gitindex.IndexUnreadable, OSError):
+        state.index = None
+        return False
+
+
+# --- the writer -----------------------------------------------------------------------------
+
+
+def run_writer(
+    layout: Layout,
+    plan: Callable[[], ChangeSet],
+    *,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    lock_timeout: float = 10.0,
+    is_valid: Validator | None = None,
+    recover_worktree: bool = True,
+) -> WriteResult:
+    """Lock, recover, plan under the lock, apply: the one way a command writes memory.
+
+    ``recover_worktree=False`` leaves uncommitted work-tree changes for ``plan`` (companion
+    snapshots commit them with their own op); locks, temp files and corruption are still handled.
+    """
+    from qmem_git.store import locks, recovery
+
+    with locks.writer_lock(layout, lock_timeout):
+        report, state = recovery.recover_for_write(
+            layout,
+            identity=identity,
+            host=host,
+            now=now,
+            is_valid=is_valid,
+            commit_changes=recover_worktree,
+        )
+        git_dir = os.path.join(layout.memory_root, ".git")
+        locks.begin_tenure(git_dir)
+        try:
+            changeset = plan()
+            applied = apply_changeset(
+                layout, changeset, identity=identity, host=host, now=now, state=state
+            )
+        finally:
+            locks.end_tenure(git_dir)
+    return WriteResult(report, changeset, applied)
+
+
+__all__ = [
+    "ApplyResult",
+    "Identity",
+    "InitResult",
+    "Repository",
+    "WorkState",
+    "WriteResult",
+    "apply_changeset",
+    "blob_id",
+    "identity_from_git_config",
+    "init_repo",
+    "run_writer",
+]

@@ -1,0 +1,122 @@
+"""store.locks: the writer lock and stale git lock detection."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from qmem_git.core.paths import Layout
+from qmem_git.errors import QmemError, RepoLocked
+from qmem_git.store import locks
+from qmem_git.store.repo import Identity, init_repo
+
+HOLD = """
+import sys, time
+from qmem_git.core.paths import Layout
+from qmem_git.store.locks import writer_lock
+layout = Layout(sys.argv[1], sys.argv[1], "explicit", "")
+with writer_lock(layout, 5):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Layout:
+    lay = Layout(str(tmp_path / "s" / "memory"), str(tmp_path / "s"), "explicit", "")
+    init_repo(lay, Identity("T", "t@example.com"), "true")
+    return lay
+
+
+def test_second_writer_times_out_with_repo_locked(layout: Layout) -> None:
+    with locks.writer_lock(layout, 1):
+        start = time.monotonic()
+        with pytest.raises(RepoLocked) as caught, locks.writer_lock(layout, 0.2):
+            pass
+        assert 0.15 < time.monotonic() - start < 2
+    assert caught.value.exit_code == 3
+    assert "busy" in caught.value.message and caught.value.hint
+    with locks.writer_lock(layout, 0):  # released again
+        pass
+
+
+def test_lock_of_a_killed_holder_is_free(layout: Layout) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, layout.memory_root], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        with pytest.raises(RepoLocked), locks.writer_lock(layout, 0.1):
+            pass
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        with locks.writer_lock(layout, 2):
+            pass
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_writer_lock_needs_a_repo(tmp_path: Path) -> None:
+    lay = Layout(str(tmp_path / "nothing"), str(tmp_path), "explicit", "")
+    with pytest.raises(QmemError, match="qmem-git init"), locks.writer_lock(lay, 1):
+        pass
+
+
+def test_old_lock_files_are_stale_young_ones_are_not(layout: Layout) -> None:
+    git_dir = os.path.join(layout.memory_root, ".git")
+    old = os.path.join(git_dir, "index.lock")
+    young = os.path.join(git_dir, "refs", "heads", "main.lock")
+    os.makedirs(os.path.dirname(young), exist_ok=True)
+    for path in (old, young):
+        Path(path).write_text("")
+    os.utime(old, (time.time() - 60, time.time() - 60))
+    assert locks.stale_git_locks(git_dir, None) == [old]
+
+
+def test_lock_files_of_a_dead_writer_are_stale_at_once(layout: Layout) -> None:
+    git_dir = os.path.join(layout.memory_root, ".git")
+    Path(git_dir, locks.TENURE_NAME).write_text(f"999999999 {time.time_ns() - 10**9}\n")
+    young = os.path.join(git_dir, "index.lock")
+    Path(young).write_text("")
+    since = locks.dead_writer_since(git_dir)
+    assert since is not None
+    assert locks.stale_git_locks(git_dir, since) == [young]
+
+
+def test_own_tenure_is_not_a_dead_writer(layout: Layout) -> None:
+    git_dir = os.path.join(layout.memory_root, ".git")
+    locks.begin_tenure(git_dir)
+    assert locks.read_tenure(git_dir) is not None
+    assert locks.dead_writer_since(git_dir) is None
+    locks.end_tenure(git_dir)
+    assert locks.read_tenure(git_dir) is None
+
+
+def test_live_git_process_protects_its_lock(layout: Layout) -> None:
+    git_dir = os.path.join(layout.memory_root, ".git")
+    lock = os.path.join(git_dir, "index.lock")
+    Path(layout.memory_root, "x.md").write_text("x\n")
+    subprocess.run(["git", "-C", layout.memory_root, "add", "x.md"], check=True)
+    editor = subprocess.Popen(  # a human `git commit -a` with the editor open holds index.lock
+        ["git", "-c", "core.editor=sleep 30;:", "commit", "-q", "-a", "--no-verify"],
+        cwd=layout.memory_root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not os.path.exists(lock) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.utime(lock, (time.time() - 60, time.time() - 60))
+        assert locks.git_running_in(layout.memory_root)
+        assert locks.stale_git_locks(git_dir, None) == []
+    finally:
+        editor.kill()
+        editor.wait()

@@ -1,0 +1,266 @@
+"""store.recovery: what an interrupted or foreign writer leaves behind, checked with C git."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from qmem_git.core.changes import ChangeSet
+from qmem_git.core.paths import Layout
+from qmem_git.errors import RepoCorrupt
+from qmem_git.store import gitindex
+from qmem_git.store.recovery import default_is_valid, quarantine_files, recover
+from qmem_git.store.repo import Identity, apply_changeset, init_repo, run_writer
+from qmem_git.store.workdir import render_index
+
+IDENTITY = Identity("Test Writer", "writer@example.com")
+NOW = datetime(2026, 4, 1, 8, 0, 0, tzinfo=timezone.utc)
+LATER = NOW + timedelta(hours=1)
+
+
+def doc(name: str, kind: str = "user", body: str = "") -> str:
+    return f"---\nname: {name}\ndescription: about {name}\ntype: {kind}\n---\n\n{body or name}\n"
+
+
+def git(root: str | Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+def run_recover(layout: Layout, now: datetime = LATER):  # type: ignore[no-untyped-def]
+    return recover(layout, identity=IDENTITY, host="test-host", now=now)
+
+
+def assert_clean(root: str) -> None:
+    assert git(root, "status", "--porcelain") == ""
+    git(root, "fsck", "--strict")
+    assert Path(root, "MEMORY.md").read_text() == render_index(root).text
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Layout:
+    state = tmp_path / "state"
+    lay = Layout(str(state / "memory"), str(state), "explicit", "")
+    init_repo(lay, IDENTITY, "true")
+    cs = ChangeSet(
+        op="remember",
+        subject="seed",
+        writes={"user/a.md": doc("a"), "user/b.md": doc("b"), "project/p.md": doc("p", "project")},
+    )
+    apply_changeset(lay, cs, identity=IDENTITY, host="test-host", now=NOW)
+    return lay
+
+
+def test_clean_repo_needs_nothing(layout: Layout) -> None:
+    head = git(layout.memory_root, "rev-parse", "HEAD")
+    report = run_recover(layout)
+    assert report.commit is None and not report.acted
+    assert git(layout.memory_root, "rev-parse", "HEAD") == head
+
+
+def test_uncommitted_changes_become_one_recover_commit(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    (root / "user" / "a.md").write_text(doc("a", body="edited"))
+    (root / "feedback").mkdir()
+    (root / "feedback" / "new.md").write_text(doc("new", "feedback"))
+    (root / "project" / "p.md").unlink()
+    report = run_recover(layout)
+    assert report.commit == git(root, "rev-parse", "HEAD").strip()
+    assert {(c.status, c.path) for c in report.changes} == {
+        ("M", "user/a.md"),
+        ("A", "feedback/new.md"),
+        ("D", "project/p.md"),
+        ("M", "MEMORY.md"),
+    }
+    message = git(root, "log", "-1", "--format=%B")
+    assert "Qmem-Op: recover" in message and "Qmem-Added: 1" in message
+    assert "Qmem-Topics: feedback,project,user" in message
+    assert "edited" in git(root, "show", "HEAD:user/a.md")
+    assert_clean(str(root))
+    assert run_recover(layout).commit is None
+
+
+def test_invalid_files_are_quarantined_not_committed(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    (root / "user" / "junk.md").write_text("no frontmatter here")
+    (root / "user" / "big.md").write_text(doc("big", body="x" * 300_000))
+    (root / "user" / "b.md").write_bytes(b"\xff\xfe broken")  # a tracked file got damaged
+    report = run_recover(layout)
+    assert report.commit is None
+    moved = sorted(Path(p).name for p in report.quarantined)
+    assert moved == ["b.md", "big.md", "junk.md"]
+    for path in report.quarantined:
+        assert Path(path).is_file() and Path(path).is_relative_to(Path(layout.state_dir))
+    assert len(report.warnings) == 3
+    assert (root / "user" / "b.md").read_text() == doc("b")  # HEAD's version put back
+    assert not (root / "user" / "junk.md").exists()
+    assert_clean(str(root))
+
+
+def test_custom_validator(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    (root / "user" / "c.md").write_text(doc("c"))
+    report = recover(
+        layout, identity=IDENTITY, host="h", now=LATER, is_valid=lambda rel, data: False
+    )
+    assert report.commit is None and len(report.quarantined) == 1
+    assert default_is_valid("user/c.md", doc("c").encode())
+
+
+def test_temp_files_and_temp_objects_are_removed(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    temp = root / "user" / ".a.md.qmem-tmp-abc123"
+    temp.write_text("half")
+    tmp_obj = root / ".git" / "objects" / "tmp_obj_qmem_1_deadbeef"
+    tmp_obj.write_bytes(b"x")
+    report = run_recover(layout)
+    assert set(report.removed_temp_files) == {str(temp), str(tmp_obj)}
+    assert not temp.exists() and not tmp_obj.exists() and report.commit is None
+
+
+def test_stale_git_locks_are_removed(layout: Layout) -> None:
+    git_dir = Path(layout.memory_root, ".git")
+    stale = [git_dir / "index.lock", git_dir / "refs" / "heads" / "main.lock"]
+    for path in stale:
+        path.write_text("")
+        os.utime(path, (time.time() - 120, time.time() - 120))
+    young = git_dir / "HEAD.lock"
+    young.write_text("")
+    report = run_recover(layout)
+    assert sorted(report.removed_locks) == sorted(str(p) for p in stale)
+    assert young.exists()
+
+
+def test_truncated_object_is_corruption_and_nothing_changes(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    head = git(root, "rev-parse", "HEAD").strip()
+    obj = root / ".git" / "objects" / head[:2] / head[2:]
+    obj.chmod(0o644)
+    obj.write_bytes(obj.read_bytes()[:10])
+    (root / "user" / "pending.md").write_text(doc("pending"))
+    (root / "user" / "junk.md").write_text("junk")
+    with pytest.raises(RepoCorrupt) as caught:
+        run_recover(layout)
+    assert caught.value.exit_code == 6 and "fsck" in caught.value.hint
+    assert (root / "user" / "pending.md").exists() and (root / "user" / "junk.md").exists()
+    assert not Path(layout.state_dir, "quarantine").exists()
+
+
+def test_garbage_tree_object_is_corruption(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    tree = git(root, "rev-parse", "HEAD^{tree}").strip()
+    obj = root / ".git" / "objects" / tree[:2] / tree[2:]
+    obj.chmod(0o644)
+    obj.write_bytes(b"garbage that is not zlib")
+    with pytest.raises(RepoCorrupt):
+        run_recover(layout)
+
+
+def test_bad_ref_is_corruption(layout: Layout) -> None:
+    Path(layout.memory_root, ".git", "refs", "heads", "main").write_text("not a sha\n")
+    with pytest.raises(RepoCorrupt, match="refs/heads/main"):
+        run_recover(layout)
+
+
+def test_crash_after_ref_before_index_needs_no_commit(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    git_dir = root / ".git"
+    saved = {name: (git_dir / name).read_bytes() for name in ("index", gitindex.HEAD_RECORD)}
+    cs = ChangeSet(op="remember", subject="x", writes={"user/x.md": doc("x")})
+    apply_changeset(layout, cs, identity=IDENTITY, host="h", now=LATER)
+    for name, data in saved.items():  # as if the writer died before updating the index
+        (git_dir / name).write_bytes(data)
+    head = git(root, "rev-parse", "HEAD")
+    report = run_recover(layout, now=LATER + timedelta(hours=1))
+    assert report.commit is None
+    assert git(root, "rev-parse", "HEAD") == head
+    assert_clean(str(root))
+
+
+def test_crash_before_commit_is_recovered(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    (root / "user" / "x.md").write_text(doc("x"))  # written, MEMORY.md and commit never made
+    report = run_recover(layout)
+    assert ("A", "user/x.md") in [(c.status, c.path) for c in report.changes]
+    assert "x" in (root / "MEMORY.md").read_text()
+    assert_clean(str(root))
+
+
+def test_commit_made_with_c_git_is_not_recommitted(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    (root / "user" / "hand.md").write_text(doc("hand"))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "--no-verify", "-m", "by hand")
+    head = git(root, "rev-parse", "HEAD")
+    report = run_recover(layout)
+    assert report.commit is None and git(root, "rev-parse", "HEAD") == head
+    assert git(root, "status", "--porcelain") == ""
+
+
+def test_damaged_index_is_rebuilt(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    (root / ".git" / "index").write_bytes(b"DIRC garbage")
+    report = run_recover(layout)
+    assert report.index_rebuilt and report.commit is None
+    assert git(root, "status", "--porcelain") == ""
+    (root / ".git" / "index").unlink()
+    assert run_recover(layout).commit is None
+    assert git(root, "status", "--porcelain") == ""
+
+
+def test_recover_worktree_false_leaves_changes_for_the_plan(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    (root / "user" / "companion.md").write_text(doc("companion"))
+
+    def plan() -> ChangeSet:
+        assert (root / "user" / "companion.md").exists()
+        text = (root / "user" / "companion.md").read_text()
+        return ChangeSet(op="snapshot", subject="s", writes={"user/companion.md": text})
+
+    result = run_writer(
+        layout, plan, identity=IDENTITY, host="h", now=LATER, recover_worktree=False
+    )
+    assert result.recovery.commit is None
+    assert "Qmem-Op: snapshot" in git(root, "log", "-1", "--format=%B")
+    assert_clean(str(root))
+
+
+def test_fresh_repo_with_existing_files(tmp_path: Path) -> None:
+    root = tmp_path / "state" / "memory"
+    (root / "user").mkdir(parents=True)
+    (root / "user" / "old.md").write_text(doc("old"))
+    lay = Layout(str(root), str(root.parent), "explicit", "")
+    init_repo(lay, IDENTITY, "true")
+    report = run_recover(lay)
+    assert report.commit and git(root, "rev-list", "--count", "HEAD").strip() == "1"
+    assert_clean(str(root))
+
+
+def test_messages_name_what_was_repaired(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    lock = root / ".git" / "index.lock"
+    lock.write_text("")
+    os.utime(lock, (time.time() - 120, time.time() - 120))
+    (root / "user" / "junk.md").write_text("junk")
+    (root / "user" / "c.md").write_text(doc("c"))
+    lines = run_recover(layout).messages()
+    assert any("stale lock file" in line and "index.lock" in line for line in lines)
+    assert any("junk.md" in line and "quarantine" in line for line in lines)
+    assert any("op recover" in line for line in lines)
+
+
+def test_quarantine_files_for_snapshots(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    (root / "user" / "a.md").write_text("damaged")
+    (root / "user" / "new.md").write_text("junk")
+    moved = quarantine_files(layout, ["user/a.md", "user/new.md"], LATER)
+    assert sorted(Path(p).read_text() for p in moved) == ["damaged", "junk"]
+    assert (root / "user" / "a.md").read_text() == doc("a")
+    assert not (root / "user" / "new.md").exists()
+    assert git(root, "status", "--porcelain") == ""

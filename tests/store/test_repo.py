@@ -1,0 +1,298 @@
+"""store.repo against real repositories; every result is checked with C git."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from qmem_git.core.changes import ChangeSet
+from qmem_git.core.paths import Layout
+from qmem_git.errors import QmemError, UnsafePath
+from qmem_git.store import gitindex, repo
+from qmem_git.store.repo import (
+    HOOK_MARKER,
+    Identity,
+    Repository,
+    apply_changeset,
+    identity_from_git_config,
+    init_repo,
+    run_writer,
+)
+from qmem_git.store.workdir import render_index
+
+IDENTITY = Identity("Test Writer", "writer@example.com")
+NOW = datetime(2026, 4, 1, 8, 0, 0, tzinfo=timezone.utc)
+
+
+def doc(name: str, kind: str = "user", body: str = "") -> str:
+    return f"---\nname: {name}\ndescription: about {name}\ntype: {kind}\n---\n\n{body or name}\n"
+
+
+def git(root: str | Path, *args: str, check: bool = True) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {done.stderr}")
+    return done.stdout
+
+
+def apply(layout: Layout, now: datetime = NOW, **kwargs: object) -> repo.ApplyResult:
+    cs = ChangeSet(op=str(kwargs.pop("op", "remember")), subject="test change", **kwargs)  # type: ignore[arg-type]
+    return apply_changeset(layout, cs, identity=IDENTITY, host="test-host", now=now)
+
+
+def assert_clean(root: str) -> None:
+    assert git(root, "status", "--porcelain") == ""
+    git(root, "fsck", "--strict")
+    assert git(root, "diff-index", "--cached", "HEAD") == ""
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Layout:
+    state = tmp_path / "state"
+    lay = Layout(str(state / "memory"), str(state), "explicit", "")
+    init_repo(lay, IDENTITY, "true")
+    return lay
+
+
+def test_init_creates_main_branch_with_settings(tmp_path: Path) -> None:
+    lay = Layout(str(tmp_path / "s" / "memory"), str(tmp_path / "s"), "explicit", "")
+    result = init_repo(lay, IDENTITY, "true")
+    root = lay.memory_root
+    assert result.created and result.hook == "installed"
+    assert git(root, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
+    assert git(root, "config", "gc.auto").strip() == "0"
+    assert git(root, "config", "--bool", "core.fsyncObjectFiles").strip() == "true"
+    exclude = Path(root, ".git", "info", "exclude").read_text()
+    assert "*.qmem-tmp-*" in exclude and "*.lock" in exclude
+    assert git(root, "rev-list", "--all") == ""  # no commit until the first operation
+
+
+def test_init_is_idempotent(layout: Layout) -> None:
+    exclude = Path(layout.memory_root, ".git", "info", "exclude")
+    before = exclude.read_text()
+    again = init_repo(layout, IDENTITY, "true")
+    assert not again.created and again.hook == "unchanged"
+    assert again.excludes_added == () and not again.config_changed
+    assert exclude.read_text() == before
+
+
+def test_foreign_hook_is_kept_and_run_first(tmp_path: Path) -> None:
+    root = tmp_path / "s" / "memory"
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    hook = root / ".git" / "hooks" / "pre-commit"
+    hook.write_text('#!/bin/sh\necho foreign >> "$(git rev-parse --show-toplevel)/../ran"\n')
+    hook.chmod(0o755)
+    lay = Layout(str(root), str(root.parent), "explicit", "")
+    command = 'echo ours >> "$(git rev-parse --show-toplevel)/../ran"'
+    assert init_repo(lay, IDENTITY, command).hook == "chained"
+    assert init_repo(lay, IDENTITY, command).hook == "unchanged"
+    hooks = sorted(p.name for p in hook.parent.glob("pre-commit*") if "sample" not in p.name)
+    assert hooks == ["pre-commit", "pre-commit.local"]
+    assert HOOK_MARKER in hook.read_text()
+    (root / "x.md").write_text(doc("x"))
+    git(root, "add", "x.md")
+    git(root, "commit", "-q", "-m", "by hand")
+    assert (root.parent / "ran").read_text().split() == ["foreign", "ours"]
+
+
+def test_init_updates_our_hook_when_the_command_changes(layout: Layout) -> None:
+    assert init_repo(layout, IDENTITY, "echo new").hook == "updated"
+    hook = Path(layout.memory_root, ".git", "hooks", "pre-commit").read_text()
+    assert hook.rstrip().endswith("echo new")
+    assert not Path(layout.memory_root, ".git", "hooks", "pre-commit.local").exists()
+
+
+def test_local_mode_excludes_memory_in_the_project(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    git(project, "init", "-q", "-b", "main")
+    lay = Layout(str(project / ".qwen" / "memory"), str(project / ".qwen"), "local", str(project))
+    first = init_repo(lay, IDENTITY, "true")
+    assert ".qwen/memory/" in first.project_excludes_added
+    assert init_repo(lay, IDENTITY, "true").project_excludes_added == ()
+    (project / ".qwen" / "meta.json").write_text("{}\n")
+    apply(lay, writes={"user/a.md": doc("a")})
+    assert git(project, "status", "--porcelain") == ""
+    lines = (project / ".git" / "info" / "exclude").read_text().splitlines()
+    assert len(lines) == len(set(lines))
+    assert ".qwen/quarantine/" in lines and ".qwen/telemetry.jsonl" in lines
+
+
+def test_local_mode_without_project_repo_is_fine(tmp_path: Path) -> None:
+    project = tmp_path / "plain"
+    lay = Layout(str(project / ".qwen" / "memory"), str(project / ".qwen"), "local", str(project))
+    assert init_repo(lay, IDENTITY, "true").project_excludes_added == ()
+
+
+def test_apply_makes_one_commit_with_trailers(layout: Layout) -> None:
+    root = layout.memory_root
+    result = apply(
+        layout, writes={"user/a.md": doc("a"), "project/deep/er/b.md": doc("b", "project")}
+    )
+    assert result.commit == git(root, "rev-parse", "HEAD").strip()
+    assert git(root, "rev-list", "--count", "HEAD").strip() == "1"
+    assert git(root, "rev-list", "--parents", "-n1", "HEAD").split() == [result.commit]
+    message = git(root, "log", "-1", "--format=%B")
+    assert "Qmem-Op: remember" in message and "Qmem-Host: test-host" in message
+    assert "A project/deep/er/b.md" in message and "A MEMORY.md" in message
+    assert [(c.status, c.path) for c in result.changes] == [
+        ("A", "MEMORY.md"),
+        ("A", "project/deep/er/b.md"),
+        ("A", "user/a.md"),
+    ]
+    assert git(root, "show", "HEAD:user/a.md") == doc("a")
+    assert git(root, "log", "-1", "--format=%an <%ae> %ct").strip() == (
+        f"Test Writer <writer@example.com> {int(NOW.timestamp())}"
+    )
+    assert_clean(root)
+
+
+def test_files_and_index_get_the_commit_time(layout: Layout) -> None:
+    root = layout.memory_root
+    apply(layout, writes={"user/old.md": doc("old")})
+    later = NOW + timedelta(hours=1)
+    apply(layout, now=later, writes={"user/new.md": doc("new")})
+    assert os.stat(os.path.join(root, "user/old.md")).st_mtime == NOW.timestamp()
+    assert os.stat(os.path.join(root, "user/new.md")).st_mtime == later.timestamp()
+    assert os.stat(os.path.join(root, "MEMORY.md")).st_mtime == later.timestamp()
+    index = Path(root, "MEMORY.md").read_text()
+    assert index == render_index(root).text
+    assert index.splitlines()[0].startswith("- [new]")
+    assert_clean(root)
+
+
+def test_nothing_changed_means_no_commit(layout: Layout) -> None:
+    root = layout.memory_root
+    first = apply(layout, writes={"user/a.md": doc("a")})
+    again = apply(layout, now=NOW + timedelta(hours=1), writes={"user/a.md": doc("a")})
+    assert again.commit is None and again.changes == []
+    assert git(root, "rev-parse", "HEAD").strip() == first.commit
+    assert os.stat(os.path.join(root, "user/a.md")).st_mtime == NOW.timestamp()
+    assert apply(layout, deletes=("user/missing.md",)).commit is None
+    assert_clean(root)
+
+
+def test_delete_prunes_folders_and_tree(layout: Layout) -> None:
+    root = layout.memory_root
+    apply(layout, writes={"project/a/b/c.md": doc("c", "project"), "user/u.md": doc("u")})
+    result = apply(layout, op="forget", deletes=("project/a/b/c.md",))
+    assert ("D", "project/a/b/c.md") in [(c.status, c.path) for c in result.changes]
+    assert not os.path.exists(os.path.join(root, "project"))
+    assert "project" not in git(root, "ls-tree", "--name-only", "HEAD")
+    assert "D project/a/b/c.md" in git(root, "log", "-1", "--format=%B")
+    assert_clean(root)
+
+
+def test_modify_existing_file(layout: Layout) -> None:
+    root = layout.memory_root
+    apply(layout, writes={"user/a.md": doc("a")})
+    result = apply(layout, writes={"user/a.md": doc("a", body="changed")})
+    assert [(c.status, c.path) for c in result.changes] == [("M", "user/a.md")]
+    assert "changed" in git(root, "show", "HEAD:user/a.md")
+    assert_clean(root)
+
+
+def test_ref_moved_underneath_is_retried(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = layout.memory_root
+    apply(layout, writes={"user/a.md": doc("a")})
+    original = Repository.move_branch
+    calls: list[str] = []
+
+    def racing(self: Repository, branch: bytes, old: str | None, new: str, msg: str) -> bool:
+        if not calls:  # another program commits between our read and our swap
+            Path(root, "user", "other.md").write_text(doc("other"))
+            git(root, "add", "user/other.md")
+            git(root, "commit", "-q", "--no-verify", "-m", "external")
+        calls.append(new)
+        return original(self, branch, old, new, msg)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Repository, "move_branch", racing)
+    result = apply(layout, writes={"user/b.md": doc("b")})
+    assert len(calls) == 2 and result.commit == calls[-1]
+    assert git(root, "log", "--format=%s", "-3").splitlines()[:2] == [
+        "remember: test change",
+        "external",
+    ]
+    assert set(git(root, "ls-tree", "-r", "--name-only", "HEAD").split()) >= {
+        "user/a.md",
+        "user/b.md",
+        "user/other.md",
+    }
+
+
+@pytest.mark.parametrize(
+    "bad", ["../x.md", "/abs.md", "a/../b.md", ".git/x.md", "MEMORY.md", "x.txt"]
+)
+def test_unsafe_paths_are_refused(layout: Layout, bad: str) -> None:
+    with pytest.raises(UnsafePath):
+        apply(layout, writes={bad: doc("x")})
+    assert git(layout.memory_root, "rev-list", "--all") == ""
+
+
+def test_apply_reads_packed_objects(layout: Layout) -> None:
+    root = layout.memory_root
+    apply(layout, writes={"user/a.md": doc("a"), "project/p.md": doc("p", "project")})
+    git(root, "gc", "-q", "--prune=now")
+    assert not [p for p in Path(root, ".git", "objects").glob("??/*")]
+    apply(layout, writes={"user/b.md": doc("b")})
+    assert git(root, "show", "HEAD:project/p.md") == doc("p", "project")
+    assert_clean(root)
+
+
+def test_index_entries_match_c_git(layout: Layout) -> None:
+    root = layout.memory_root
+    apply(layout, writes={f"user/m{i}.md": doc(f"m{i}") for i in range(20)})
+    apply(layout, writes={"user/m3.md": doc("m3", body="v2")}, deletes=("user/m4.md",))
+    ours = git(root, "ls-files", "-s")
+    git(root, "read-tree", "HEAD")  # C git's own index for HEAD
+    assert git(root, "ls-files", "-s") == ours
+    index = gitindex.read_index(os.path.join(root, ".git"))
+    assert "user/m4.md" not in index.paths() and len(index.paths()) == 20
+
+
+def test_run_writer_plans_under_the_lock(layout: Layout) -> None:
+    seen: list[bool] = []
+
+    def plan() -> ChangeSet:
+        seen.append(os.path.exists(os.path.join(layout.memory_root, ".git", "qmem-writer")))
+        return ChangeSet(op="remember", subject="x", writes={"user/x.md": doc("x")})
+
+    result = run_writer(layout, plan, identity=IDENTITY, host="h", now=NOW)
+    assert seen == [True] and result.applied.commit
+    assert not os.path.exists(os.path.join(layout.memory_root, ".git", "qmem-writer"))
+
+
+def test_run_writer_needs_a_repo(tmp_path: Path) -> None:
+    lay = Layout(str(tmp_path / "m"), str(tmp_path), "explicit", "")
+    with pytest.raises(QmemError, match="init"):
+        run_writer(lay, lambda: ChangeSet("remember", "x"), identity=IDENTITY, host="h", now=NOW)
+
+
+def test_identity_from_git_config(isolated_home: Path) -> None:
+    assert identity_from_git_config("box") == Identity("qmem-git", "qmem-git@box")
+    Path(os.environ["GIT_CONFIG_GLOBAL"]).write_text(
+        "[user]\n\tname = Ada Lovelace\n\temail = ada@example.com\n"
+    )
+    assert identity_from_git_config("box") == Identity("Ada Lovelace", "ada@example.com")
+
+
+def test_identity_signature_drops_forbidden_characters() -> None:
+    sig = Identity("Bad <Name>\n", "e<v>il@x").signature(10, "+0000")
+    assert sig == "Bad Name <evil@x> 10 +0000"
+
+
+def test_index_dropped_lists_what_memory_md_left_out(layout: Layout) -> None:
+    long = "x" * 140  # 200 lines of ~150 bytes exceed the 25,000-byte limit (spec §6)
+    writes = {f"user/b/m{i:03d}.md": doc(f"m{i:03d}").replace("about", long) for i in range(200)}
+    result = apply(layout, writes=writes)
+    assert 0 < len(result.index_dropped) < 200
+    assert (
+        Path(layout.memory_root, "MEMORY.md").read_text() == render_index(layout.memory_root).text
+    )
