@@ -1,0 +1,145 @@
+"""Which relative paths may hold memories: safe on every OS and git host, and in the spec layout.
+
+Memory files travel between machines (sync, clone), so a name that is harmless here can be
+dangerous elsewhere: ``.GIT`` is the repository on a case-insensitive disk, ``.G\\u200bIT`` is
+``.git`` on HFS+ (which ignores some invisible code points), ``con.md`` opens a device on
+Windows, ``a.md.`` and ``a.md`` are one file on NTFS. Sync, validate and the store share these
+checks. Paths are POSIX relative paths from the memory root; problems are plain sentences.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable
+
+from qmem_git.core.model import INDEX_NAME, MEMORY_TYPES
+
+LEGACY_TOPIC_FILES = tuple(f"{kind}.md" for kind in MEMORY_TYPES)  # spec §0, G1
+MAX_SEGMENT_BYTES = 255
+
+# Code points that render as nothing or that some file systems drop when comparing names:
+# format characters (category Cf: zero-width, bidi controls, tags, BOM) plus the "default
+# ignorable" letters and marks git's HFS+ / NTFS guards also care about.
+_IGNORABLE_EXTRA = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+_WINDOWS_DEVICES = frozenset(
+    ["con", "prn", "aux", "nul", "conin$", "conout$", "clock$"]
+    + [f"{port}{n}" for port in ("com", "lpt") for n in "123456789¹²³"]
+)
+_WINDOWS_RESERVED_CHARS = frozenset('<>:"|?*')
+
+
+def is_ignorable(char: str) -> bool:
+    """True for invisible code points that some file systems ignore when comparing names."""
+    return unicodedata.category(char) == "Cf" or bool(_IGNORABLE_EXTRA.match(char))
+
+
+def fold_name(name: str) -> str:
+    """The name as a case-insensitive, normalising file system may see it."""
+    visible = "".join(char for char in name if not is_ignorable(char))
+    return unicodedata.normalize("NFC", visible).casefold()
+
+
+def check_path_safety(rel: str) -> list[str]:
+    """Problems that make ``rel`` unsafe to create anywhere (independent of the memory layout)."""
+    if not rel:
+        return ["path is empty"]
+    problems = []
+    if rel.startswith("/") or re.match(r"^[A-Za-z]:", rel):
+        problems.append("path is absolute")
+    if "\\" in rel:
+        problems.append("path contains a backslash")
+    if any(_is_control(char) for char in rel):
+        problems.append("path contains a control character")
+    segments = rel.split("/")
+    inner = segments[1:] if rel.startswith("/") else segments
+    if "" in inner:
+        problems.append("path has an empty segment (// or a trailing /)")
+    for segment in segments:
+        problems += [p for p in check_segment(segment) if p not in problems]
+    return problems
+
+
+def check_segment(segment: str) -> list[str]:
+    """Problems with one path segment (file or folder name)."""
+    if segment in ("", "."):
+        return [] if segment == "" else ["path contains a '.' segment"]
+    if segment == "..":
+        return ["path contains a '..' segment"]
+    folded = fold_name(segment).rstrip(" .")
+    problems = []
+    if folded in (".git", "git~1"):
+        problems.append(f"{_show(segment)} is a git metadata name")
+    elif folded.startswith("."):
+        problems.append(f"{_show(segment)} is a dot-file or dot-folder")
+    if any("\ud800" <= char <= "\udfff" for char in segment):
+        problems.append("a name is not valid UTF-8")
+    if any(is_ignorable(char) for char in segment):
+        problems.append(f"{_show(segment)} contains an invisible or ignorable character")
+    if segment[-1] in " .":
+        problems.append(f"{_show(segment)} ends with a dot or a space")
+    if folded.split(".", 1)[0].rstrip(" ") in _WINDOWS_DEVICES:
+        problems.append(f"{_show(segment)} is a Windows device name")
+    if _WINDOWS_RESERVED_CHARS.intersection(segment):
+        problems.append(f'{_show(segment)} contains a character Windows forbids (<>:"|?*)')
+    if len(segment.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES:
+        problems.append(f"a name is longer than {MAX_SEGMENT_BYTES} bytes")
+    return problems
+
+
+def check_memory_layout(rel: str) -> list[str]:
+    """Problems with where ``rel`` sits: ``MEMORY.md``, a legacy topic file, or ``<type>/…*.md``."""
+    if rel == INDEX_NAME or rel in LEGACY_TOPIC_FILES:
+        return []
+    segments = rel.split("/")
+    problems = []
+    if not rel.endswith(".md"):
+        problems.append("memory files must end in .md")
+    if len(segments) < 2 or segments[0] not in MEMORY_TYPES:
+        folders = ", ".join(f"{kind}/" for kind in MEMORY_TYPES)
+        problems.append(f"memory files live under {folders} (or are MEMORY.md at the root)")
+    elif segments[-1] == INDEX_NAME:
+        problems.append("MEMORY.md is only allowed at the memory root")
+    return problems
+
+
+def check_relative_path(rel: str) -> list[str]:
+    """Every problem with ``rel`` as the path of a memory file (safety first, then layout)."""
+    problems = check_path_safety(rel)
+    if problems:
+        return problems
+    return check_memory_layout(rel)
+
+
+def is_allowed_memory_path(rel: str) -> bool:
+    return not check_relative_path(rel)
+
+
+def find_case_collisions(paths: Iterable[str]) -> list[list[str]]:
+    """Groups of distinct spellings that one case-insensitive, normalising disk sees as one.
+
+    Folder prefixes count too: ``User/a.md`` and ``user/b.md`` put two folders in one place.
+    """
+    spellings: dict[str, set[str]] = defaultdict(set)
+    for path in paths:
+        segments = path.split("/")
+        for depth in range(1, len(segments) + 1):
+            prefix = "/".join(segments[:depth])
+            spellings[fold_name(prefix)].add(prefix)
+    groups = [sorted(names) for names in spellings.values() if len(names) > 1]
+    return sorted(groups)
+
+
+def _is_control(char: str) -> bool:
+    code = ord(char)
+    return code < 0x20 or 0x7F <= code <= 0x9F
+
+
+def _show(segment: str) -> str:
+    """A segment quoted for a message, with invisible and control characters made visible."""
+    visible = "".join(c if c.isprintable() else f"<U+{ord(c):04X}>" for c in segment)
+    return f"'{visible}'"

@@ -1,0 +1,136 @@
+"""Allowed memory paths: safe on every OS/git host and inside the spec layout."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from qmem_git.core.names import (
+    check_memory_layout,
+    check_path_safety,
+    check_relative_path,
+    find_case_collisions,
+    fold_name,
+    is_allowed_memory_path,
+)
+
+ALLOWED = [
+    "MEMORY.md",
+    "user/terse-responses.md",
+    "feedback/x.md",
+    "project/release/freeze.md",
+    "reference/grafana.md",
+    "user.md",
+    "feedback.md",
+    "project.md",
+    "reference.md",
+    "user/生产部署.md",
+    "user/console.md",  # only the exact device stem is reserved
+    "user/com10.md",
+]
+
+
+@pytest.mark.parametrize("rel", ALLOWED)
+def test_allowed(rel: str) -> None:
+    assert check_relative_path(rel) == []
+    assert is_allowed_memory_path(rel)
+
+
+UNSAFE = [
+    ("", "empty"),
+    ("../x.md", "'..'"),
+    ("user/../../x.md", "'..'"),
+    ("./user/x.md", "'.' segment"),
+    ("/etc/x.md", "absolute"),
+    ("C:/x.md", "absolute"),
+    ("user\\x.md", "backslash"),
+    ("user//x.md", "empty segment"),
+    ("user/", "empty segment"),
+    (".git/config.md", "git metadata"),
+    (".GIT/x.md", "git metadata"),
+    (".Git/x.md", "git metadata"),
+    (".G\u200bIT/x.md", "git metadata"),
+    ("\u200c.git/x.md", "git metadata"),
+    (".git./x.md", "git metadata"),
+    ("GIT~1/x.md", "git metadata"),
+    ("user/.G\ufeffit/x.md", "git metadata"),
+    ("con.md", "device"),
+    ("user/CON.md", "device"),
+    ("user/nul", "device"),
+    ("user/Aux.tar.md", "device"),
+    ("user/com1.md", "device"),
+    ("user/LPT9.md", "device"),
+    ("user/lpt\u00b9.md", "device"),
+    ("user/prn .md", "device"),
+    ("user/x.md.", "dot or a space"),
+    ("user/x.md ", "dot or a space"),
+    ("user /x.md", "dot or a space"),
+    ("user/a\x01.md", "control"),
+    ("user/a\n.md", "control"),
+    ("user/a\x85.md", "control"),
+    ("user/.hidden.md", "dot-file"),
+    (".qwen/x.md", "dot-file"),
+    ("user/a\u200bb.md", "invisible"),
+    ("user/a\u202eb.md", "invisible"),
+    ("user/a\U000e0041.md", "invisible"),
+    ("user/a:b.md", "Windows forbids"),
+    ("user/a?.md", "Windows forbids"),
+    ("user/" + "a" * 253 + ".md", "longer than 255"),
+    ("user/a\udcff.md", "not valid UTF-8"),
+]
+
+
+@pytest.mark.parametrize(("rel", "expected"), UNSAFE)
+def test_unsafe(rel: str, expected: str) -> None:
+    problems = check_path_safety(rel)
+    assert any(expected in problem for problem in problems), problems
+    assert not is_allowed_memory_path(rel)
+
+
+LAYOUT = [
+    ("notes.md", "live under"),
+    ("misc/x.md", "live under"),
+    ("User/x.md", "live under"),
+    ("user/x.txt", "end in .md"),
+    ("user/x.MD", "end in .md"),
+    ("user/MEMORY.md", "only allowed at the memory root"),
+    ("user", "live under"),
+]
+
+
+@pytest.mark.parametrize(("rel", "expected"), LAYOUT)
+def test_layout(rel: str, expected: str) -> None:
+    assert check_path_safety(rel) == []
+    assert any(expected in problem for problem in check_memory_layout(rel))
+    assert not is_allowed_memory_path(rel)
+
+
+def test_problems_name_invisible_characters_visibly() -> None:
+    [problem, *_] = check_path_safety(".G\u200bIT/x.md")
+    assert "<U+200B>" in problem and "\u200b" not in problem
+
+
+def test_case_collisions() -> None:
+    paths = ["user/a.md", "user/A.md", "User/b.md", "project/x.md", "project/y.md"]
+    assert find_case_collisions(paths) == [["User", "user"], ["user/A.md", "user/a.md"]]
+    assert find_case_collisions(["user/a.md", "user/b.md"]) == []
+
+
+def test_case_collisions_see_normalisation_and_invisible_characters() -> None:
+    nfc, nfd = "user/caf\u00e9.md", "user/cafe\u0301.md"
+    assert find_case_collisions([nfc, nfd]) == [sorted([nfc, nfd])]
+    assert find_case_collisions(["user/ab.md", "user/a\u200bb.md"]) != []
+
+
+def test_fold_name() -> None:
+    assert fold_name(".G\u200bIT") == ".git"
+    assert fold_name("Stra\u00dfe") == "strasse"
+
+
+@given(st.text(max_size=40))
+def test_checks_never_raise_and_allowed_paths_are_relative(rel: str) -> None:
+    problems = check_relative_path(rel)
+    if not problems:
+        assert not rel.startswith("/") and ".." not in rel.split("/")
+        assert rel.endswith(".md")

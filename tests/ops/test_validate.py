@@ -1,0 +1,256 @@
+"""Validation on disk: tree walk, explicit paths, symlinks, bounded reads, nothing written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from qmem_git.core.model import MAX_FILE_BYTES
+from qmem_git.ops.validate import Report, validate_paths, validate_tree
+from qmem_git.store.workdir import render_index
+
+
+def memory(kind: str = "user", name: str = "Terse", body: str = "User prefers terse.") -> str:
+    return f"---\nname: {name}\ndescription: {name} memory\ntype: {kind}\n---\n\n{body}\n"
+
+
+def make_root(base: Path, files: dict[str, str | bytes] | None = None) -> Path:
+    root = base / "memory"
+    for folder in ("user", "feedback", "project", "reference"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    defaults: dict[str, str | bytes] = {
+        "user/terse.md": memory(),
+        "project/release.md": memory("project", "Release", "Freeze starts 2026-03-05."),
+    }
+    for rel, content in {**defaults, **(files or {})}.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    (root / "MEMORY.md").write_text(render_index(str(root)).text, encoding="utf-8")
+    return root
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, bytes | str]]:
+    state: dict[str, tuple[int, bytes | str]] = {}
+    for directory, dirs, files in os.walk(root, followlinks=False):
+        for name in dirs + files:
+            path = Path(directory, name)
+            info = path.lstat()
+            content: bytes | str = (
+                os.readlink(path) if path.is_symlink() else b"" if path.is_dir() else b"?"
+            )
+            if path.is_file() and not path.is_symlink() and info.st_size < 1 << 20:
+                content = path.read_bytes()
+            state[str(path.relative_to(root))] = (info.st_mtime_ns, content)
+    return state
+
+
+def rules(report: Report) -> set[tuple[str, str]]:
+    return {(f.path, f.rule) for f in report.findings if f.severity == "error"}
+
+
+def test_good_tree_passes(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    report = validate_tree(root)
+    assert report.findings == ()
+    assert report.files_checked == 3
+    assert report.exit_code == 0
+
+
+def test_findings_are_relative_to_the_root_and_sorted(tmp_path: Path) -> None:
+    root = make_root(tmp_path, {"user/bad.md": memory().replace("type: user", "type: misc")})
+    report = validate_tree(root)
+    assert rules(report) == {("user/bad.md", "type-invalid")}
+    assert report.exit_code == 1
+    assert [f.path for f in report.findings] == sorted(f.path for f in report.findings)
+
+
+BAD_FILES: list[tuple[str, str | bytes, str]] = [
+    ("user/trunc.md", "---\nname: x\ndesc", "frontmatter-missing"),
+    ("user/latin1.md", b"---\nname: caf\xe9\n---\n", "utf8"),
+    ("user/nul.md", b"---\n\0\n---\n", "nul-byte"),
+    ("user/brace.md", '{"name": "x"}\n', "frontmatter-missing"),
+    (
+        "user/pwn.md",
+        '---\nname: !!python/object/apply:os.system ["true"]\n---\nx\n',
+        "frontmatter-yaml",
+    ),
+    ("user/notes.txt", "hello", "path-layout"),
+    ("misc/x.md", memory(), "path-layout"),
+    ("user/con.md", memory(), "path-unsafe"),
+    ("user/.hidden.md", memory(), "path-unsafe"),
+    ("user/MEMORY.md", memory(), "path-layout"),
+]
+
+
+@pytest.mark.parametrize(("rel", "content", "rule"), BAD_FILES, ids=[c[0] for c in BAD_FILES])
+def test_bad_file_in_tree(tmp_path: Path, rel: str, content: str | bytes, rule: str) -> None:
+    root = make_root(tmp_path, {rel: content})
+    before = snapshot(root)
+    report = validate_tree(root)
+    assert (rel, rule) in rules(report)
+    assert snapshot(root) == before
+
+
+def test_git_lookalike_folders_are_reported_and_dot_git_is_skipped(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    (root / ".git").mkdir()
+    (root / ".git" / "junk.md").write_text("not checked")
+    (root / ".GIT").mkdir()
+    (root / ".GIT" / "x.md").write_text(memory())
+    (root / ".gitignore").write_text("*.tmp\n")
+    report = validate_tree(root)
+    assert rules(report) == {(".GIT", "path-unsafe")}
+
+
+def test_ten_megabyte_file_is_never_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_root(tmp_path, {"user/big.md": b"a" * (10 * 1024 * 1024)})
+    reads: list[int] = []
+    real_read = os.read
+
+    def counting_read(fd: int, size: int) -> bytes:
+        data = real_read(fd, size)
+        reads.append(len(data))
+        return data
+
+    monkeypatch.setattr(os, "read", counting_read)
+    report = validate_tree(root)
+    assert ("user/big.md", "size-limit") in rules(report)
+    assert max(reads) <= MAX_FILE_BYTES + 1
+    assert sum(reads) < 64 * 1024  # only the small files and MEMORY.md were read
+
+
+def test_symlink_inside_pointing_outside(tmp_path: Path) -> None:
+    outside = tmp_path / "secret.md"
+    outside.write_text(memory())
+    root = make_root(tmp_path)
+    (root / "user" / "link.md").symlink_to(outside)
+    (root / "project" / "inner.md").symlink_to(root / "user" / "terse.md")
+    (root / "reference" / "dir").symlink_to(tmp_path)
+    before = snapshot(root)
+    report = validate_tree(root)
+    found = {f.path: f for f in report.findings if f.rule == "symlink"}
+    assert set(found) == {"user/link.md", "project/inner.md", "reference/dir"}
+    assert "outside the memory root" in found["user/link.md"].message
+    assert "outside" not in found["project/inner.md"].message
+    assert snapshot(root) == before
+
+
+def test_memory_root_that_is_a_symlink(tmp_path: Path) -> None:
+    real = make_root(tmp_path)
+    link = tmp_path / "linked-memory"
+    link.symlink_to(real)
+    for report in (validate_tree(link), validate_paths(link, ["user/terse.md"])):
+        assert [(f.path, f.rule) for f in report.findings] == [(str(link), "symlink")]
+        assert report.exit_code == 1 and report.files_checked == 0
+
+
+def test_missing_root(tmp_path: Path) -> None:
+    report = validate_tree(tmp_path / "nope")
+    assert [f.rule for f in report.findings] == ["file-unreadable"]
+
+
+def test_fifo_is_not_opened(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    os.mkfifo(root / "user" / "pipe.md")
+    report = validate_tree(root)  # would block forever if opened without O_NONBLOCK
+    assert ("user/pipe.md", "path-layout") in rules(report)
+
+
+def test_index_missing_stale_and_dropped(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    (root / "MEMORY.md").unlink()
+    assert rules(validate_tree(root)) == {("MEMORY.md", "index-missing")}
+    (root / "MEMORY.md").write_text("- [Old](user/old.md) — gone")
+    assert rules(validate_tree(root)) == {("MEMORY.md", "index-stale")}
+    long_name = "A rather long memory title that keeps going " * 3
+    many = {f"user/m{n:03d}.md": memory(name=f"{long_name}{n}") for n in range(198)}
+    root = make_root(tmp_path / "big", many)
+    report = validate_tree(root)
+    [finding] = [f for f in report.findings if f.rule == "index-limit"]
+    assert "memories out of MEMORY.md: user/m" in finding.message
+
+
+def test_case_collision(tmp_path: Path) -> None:
+    root = make_root(tmp_path, {"user/Terse.md": memory(name="Other")})
+    report = validate_tree(root)
+    assert ("user/terse.md", "path-collision") in rules(report)
+
+
+# --- explicit paths -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "rule"),
+    [
+        ("../x.md", "path-unsafe"),
+        ("/etc/x.md", "path-unsafe"),
+        (".GIT/x.md", "path-unsafe"),
+        ("con.md", "path-unsafe"),
+        ("user/../../x.md", "path-unsafe"),
+        ("user/missing.md", "file-unreadable"),
+    ],
+)
+def test_explicit_bad_paths_are_reported_never_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str, rule: str
+) -> None:
+    root = make_root(tmp_path)
+    (tmp_path / "x.md").write_text(memory())
+    (root / ".GIT").mkdir()
+    (root / ".GIT" / "x.md").write_text(memory())
+    (root / "con.md").write_text(memory())
+    opened: list[str] = []
+    real_open = os.open
+
+    def tracking_open(path: str, *args: int, **kwargs: int) -> int:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", tracking_open)
+    report = validate_paths(root, [given])
+    assert [(f.path, f.rule) for f in report.findings if f.severity == "error"][:1] == [
+        (given, rule)
+    ]
+    assert opened == []
+
+
+def test_explicit_symlinked_component(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "x.md").write_text(memory())
+    (root / "reference" / "ext").symlink_to(elsewhere)
+    report = validate_paths(root, ["reference/ext/x.md"])
+    assert [(f.path, f.rule) for f in report.findings] == [("reference/ext/x.md", "symlink")]
+
+
+def test_explicit_paths_keep_the_callers_spelling(tmp_path: Path) -> None:
+    root = make_root(tmp_path, {"user/bad.md": memory().replace("type: user", "type: misc")})
+    report = validate_paths(root, ["memory/user/bad.md", "memory/user/terse.md"], base=tmp_path)
+    assert rules(report) == {("memory/user/bad.md", "type-invalid")}
+    assert report.files_checked == 2
+    absolute = str(root / "user" / "bad.md")
+    assert rules(validate_paths(root, [absolute])) == {(absolute, "type-invalid")}
+
+
+def test_explicit_directory_and_root(tmp_path: Path) -> None:
+    root = make_root(tmp_path, {"user/bad.md": memory().replace("type: user", "type: misc")})
+    assert rules(validate_paths(root, ["user"])) == {("user/bad.md", "type-invalid")}
+    (root / "MEMORY.md").write_text("stale")
+    report = validate_paths(root, ["memory"], base=tmp_path)
+    assert rules(report) == {
+        ("memory/user/bad.md", "type-invalid"),
+        ("memory/MEMORY.md", "index-stale"),
+    }
+
+
+def test_explicit_memory_md_is_checked_against_the_rebuild(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    assert validate_paths(root, ["MEMORY.md"]).findings == ()
+    (root / "MEMORY.md").write_text("stale")
+    assert rules(validate_paths(root, ["MEMORY.md"])) == {("MEMORY.md", "index-stale")}
