@@ -229,7 +229,7 @@ def hook_env(tmp_path_factory: pytest.TempPathFactory) -> HookEnv:
         text=True,
     )
     if built.returncode != 0:
-        pytest.skip(f"cannot build a wheelhouse (offline?): {built.stderr[-500:]}")
+        pytest.fail(f"cannot build the hook wheelhouse from PyPI: {built.stderr[-500:]}")
     for wheel in wheels.glob("qmem_git-*"):
         wheel.unlink()
     env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))
