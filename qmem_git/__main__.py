@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import sys
 
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from qmem_git.core.recall import RecallResult
+
 _GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir"}
 _GLOBAL_FLAG = {"--json": "json", "-q": "quiet", "--quiet": "quiet", "-v": "verbose"}
 _GLOBAL_FLAG["--verbose"] = "verbose"
@@ -99,6 +104,7 @@ def run_recall(
     from qmem_git.ops.recall import recall, result_to_json
     from qmem_git.settings import build_settings
 
+    started = time.monotonic()
     try:
         settings = build_settings(os.environ, project=project, memory_dir=memory_dir)
         result = recall(
@@ -112,6 +118,8 @@ def run_recall(
     except QmemError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return exc.exit_code
+    if settings.telemetry and os.path.isdir(settings.layout.state_dir):
+        _record_recall(settings.layout.state_dir, query, result, started)
     if as_json:
         import json
 
@@ -119,6 +127,24 @@ def run_recall(
     else:
         sys.stdout.write(result.prompt)
     return 0
+
+
+def _record_recall(state_dir: str, query: str, result: RecallResult, started: float) -> None:
+    """Spec §10.1 event, built by hand: json costs an import on the hot path; no query text."""
+    import time
+
+    from qmem_git.store.telemetry import append_line
+
+    elapsed = int((time.monotonic() - started) * 1000)
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+    append_line(
+        state_dir,
+        f'{{"event":"qwen-code.memory.recall","time":"{stamp}",'
+        f'"query_length":{len(query)},"docs_scanned":{result.docs_scanned},'
+        f'"docs_selected":{len(result.selected)},"strategy":"{result.strategy}",'
+        f'"duration_ms":{elapsed}}}',
+    )
 
 
 def _str(value: object) -> str | None:

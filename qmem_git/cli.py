@@ -12,13 +12,17 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from qmem_git import __version__
 from qmem_git.errors import QmemError, UsageError
 from qmem_git.settings import Settings, build_settings
+
+if TYPE_CHECKING:
+    from qmem_git.ops.runner import Outcome
+    from qmem_git.store.history import LogEntry
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,7 +48,7 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def emit(opts: Options, text: str = "", data: Any = None) -> None:
+def emit(opts: Options, text: str = "", data: object = None) -> None:
     """Print ``data`` as JSON under ``--json``, else ``text`` unless ``-q``."""
     if opts.json:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
@@ -59,7 +63,9 @@ def note(opts: Options, text: str) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--project", type=click.Path(file_okay=False), help="Project directory (default: cwd).")
+@click.option(
+    "--project", type=click.Path(file_okay=False), help="Project directory (default: cwd)."
+)
 @click.option(
     "--memory-dir",
     type=click.Path(file_okay=False),
@@ -139,11 +145,6 @@ def require(condition: bool, message: str, hint: str) -> None:
 # --------------------------------------------------------------------------- setup
 
 
-def hook_command() -> str:
-    """What the memory repo's git pre-commit hook runs: this interpreter, so no PATH needed."""
-    return f'"{sys.executable}" -m qmem_git --memory-dir "$(git rev-parse --show-toplevel)" validate'
-
-
 @main.command()
 @pass_options
 def init(opts: Options) -> None:
@@ -152,16 +153,17 @@ def init(opts: Options) -> None:
     Existing memory files (for example ones Qwen Code already wrote) are committed as the
     first commit. A pre-commit hook is installed so hand-made commits are validated too.
     """
-    from qmem_git.ops.lifecycle import init_memory
+    from qmem_git.ops.lifecycle import hook_command, init_memory
 
     settings = opts.settings()
     result = init_memory(settings, hook_command(), now())
-    emit(
-        opts,
-        f"Initialized memory repository in {settings.layout.memory_root}"
-        + (f" ({result.commit[:12]})" if result.commit else ""),
-        {"memory_root": settings.layout.memory_root, "commit": result.commit},
+    root = settings.layout.memory_root
+    text = (
+        f"Initialized memory repository in {root} ({result.commit[:12]})"
+        if result.commit
+        else f"Memory repository in {root} is ready (already initialized)"
     )
+    emit(opts, text, {"memory_root": root, "commit": result.commit})
 
 
 @main.command()
@@ -173,12 +175,15 @@ def where(opts: Options) -> None:
     settings = opts.settings()
     info = describe_location(settings)
     lines = [f"{key}: {value}" for key, value in info.items() if not isinstance(value, list)]
-    lines += [f"remote: {remote}" for remote in info.get("remotes", [])]
+    remotes = info.get("remotes")
+    lines += [f"remote: {remote}" for remote in remotes] if isinstance(remotes, list) else []
     emit(opts, "\n".join(lines), info)
 
 
 @main.command()
-@click.option("--check", is_flag=True, help="Do not write; exit 1 if MEMORY.md is stale or over limits.")
+@click.option(
+    "--check", is_flag=True, help="Do not write; exit 1 if MEMORY.md is stale or over limits."
+)
 @click.option("--dry-run", is_flag=True, help="Print the new MEMORY.md instead of writing it.")
 @pass_options
 def index(opts: Options, check: bool, dry_run: bool) -> None:
@@ -211,3 +216,493 @@ def index(opts: Options, check: bool, dry_run: bool) -> None:
     )
     for path in result.dropped:
         note(opts, f"warning: over the index limits, not listed: {path}")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "gcc", "json"]),
+    default="text",
+    show_default=True,
+    help="gcc: path:line:col: severity: message [rule-id] (for editors and CI).",
+)
+@pass_options
+def validate(opts: Options, paths: tuple[str, ...], fmt: str) -> None:
+    """Check memory files and MEMORY.md; exit 1 when any error is found.
+
+    Without PATHs the whole memory folder is checked. Every finding names a stable rule
+    id (see the README); warnings (invisible Unicode, prompt-injection-like text) do not
+    change the exit code.
+    """
+    from qmem_git.core.paths import is_inside
+    from qmem_git.core.validate import format_findings
+    from qmem_git.ops.validate import validate_paths, validate_tree
+
+    settings = opts.settings()
+    root = settings.layout.memory_root
+    if paths:
+        # relative PATHs are memory-root relative unless we are standing inside the root
+        inside = is_inside(os.path.realpath(root), os.path.realpath(settings.cwd))
+        report = validate_paths(root, paths, base=settings.cwd if inside else root)
+    else:
+        report = validate_tree(root)
+    chosen = "json" if opts.json else fmt
+    output = format_findings(report.findings, chosen)  # type: ignore[arg-type]
+    if chosen == "json" or output:
+        click.echo(output)
+    if chosen != "json" and not opts.quiet:
+        errors, warnings = report.count("error"), report.count("warning")
+        note(
+            opts,
+            f"{report.files_checked} file(s) checked: {errors} error(s), {warnings} warning(s)",
+        )
+    exit_with(report.exit_code)
+
+
+# --------------------------------------------------------------------------- writing commands
+
+dry_run_option = click.option(
+    "--dry-run", is_flag=True, help="Show what would change; write nothing, commit nothing."
+)
+
+
+def report_outcome(opts: Options, outcome: Outcome, dry_run: bool, extra: dict[str, Any]) -> None:
+    """Render a writing command's result: the ChangeSet on --dry-run, else the commit."""
+    cs = outcome.changeset
+    if outcome.recovery is not None:
+        for line in outcome.recovery.messages():
+            note(opts, line)
+    data = {
+        "op": cs.op,
+        "dry_run": dry_run,
+        "commit": outcome.commit,
+        "subject": f"{cs.op}: {cs.subject}",
+        "writes": sorted(cs.writes),
+        "deletes": sorted(cs.deletes),
+        "topics": list(cs.topics),
+        "added": cs.added,
+        "removed": cs.removed,
+        **extra,
+    }
+    if cs.is_empty:
+        text = "Nothing to change."
+    elif dry_run:
+        lines = [f"Would commit: {cs.op}: {cs.subject}"]
+        lines += [f"  write  {path}" for path in sorted(cs.writes)]
+        lines += [f"  delete {path}" for path in sorted(cs.deletes)]
+        text = "\n".join(lines)
+    else:
+        short = outcome.commit[:12] if outcome.commit else "no commit"
+        text = f"[{short}] {cs.op}: {cs.subject}"
+    for line in cs.notes:
+        note(opts, line)
+    emit(opts, text, data)
+
+
+@main.command()
+@click.argument("text")
+@click.option(
+    "--type",
+    "kind",
+    type=click.Choice(["user", "feedback", "project", "reference"]),
+    help="Memory type (default: classified from the text, else user).",
+)
+@click.option("--why", help="Why this matters (stored as a 'Why:' line).")
+@click.option("--how", help="How to apply it (stored as a 'How to apply:' line).")
+@dry_run_option
+@pass_options
+def remember(
+    opts: Options, text: str, kind: str | None, why: str | None, how: str | None, dry_run: bool
+) -> None:
+    """Save one memory as one commit.
+
+    \b
+    Examples:
+      qmem-git remember "I prefer terse responses" --why "asked for brevity"
+      qmem-git remember --type project "Release freeze starts 2026-03-05"
+    """
+    from qmem_git.ops.lifecycle import ensure_repository
+    from qmem_git.ops.remember import plan_remember
+    from qmem_git.ops.runner import execute
+
+    settings = opts.settings()
+    moment = now()
+    ensure_repository(settings, moment)
+    root = settings.layout.memory_root
+    outcome = execute(
+        settings,
+        lambda: plan_remember(root, text, kind=kind, why=why, how=how, now=moment),
+        moment,
+        dry_run=dry_run,
+    )
+    report_outcome(opts, outcome, dry_run, {})
+
+
+# --------------------------------------------------------------------------- review
+
+
+def log_entry_json(entry: LogEntry) -> dict[str, Any]:
+    data = entry.as_dict()
+    data["paths"] = list(entry.info.paths)
+    return data
+
+
+def log_entry_text(entry: LogEntry, stat: bool) -> str:
+    info = entry.info
+    when = datetime.fromtimestamp(entry.time, timezone.utc).strftime("%Y-%m-%d %H:%M")
+    line = f"{entry.commit[:10]} {when} {info.subject}"
+    extras = [f"session {info.session[:12]}" if info.session else "", info.host or ""]
+    extras = [x for x in extras if x]
+    if extras:
+        line += f"  ({', '.join(extras)})"
+    if stat:
+        line += "".join(f"\n    {c.status} {c.path}" for c in info.changes)
+    return line
+
+
+@main.command()
+@click.option("-n", "--max-count", "limit", type=click.IntRange(min=1), help="Show at most N.")
+@click.option("--op", help="Only this operation (extract, dream, forget, remember, undo, ...).")
+@click.option("--path", help="Only operations that touched this file or folder.")
+@click.option("--stat", is_flag=True, help="List the files each operation changed.")
+@pass_options
+def log(opts: Options, limit: int | None, op: str | None, path: str | None, stat: bool) -> None:
+    """History of memory operations, newest first.
+
+    Reads the operation, session, topics and changed files from each commit's trailers.
+    """
+    from qmem_git.ops.history import log as read_log
+    from qmem_git.ops.lifecycle import require_repository
+
+    settings = opts.settings()
+    require_repository(settings)
+    entries = read_log(settings.layout.memory_root, limit=limit, op=op, path=path)
+    text = "\n".join(log_entry_text(e, stat) for e in entries) or "No operations yet."
+    emit(opts, text, [log_entry_json(e) for e in entries])
+
+
+def colored(text: str) -> str:
+    from qmem_git.core.unidiff import colorize
+
+    return colorize(text) if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else text
+
+
+@main.command()
+@click.argument("rev", required=False, default="HEAD")
+@pass_options
+def show(opts: Options, rev: str) -> None:
+    """Show one operation: its message, trailers and diff (default: the last one)."""
+    from qmem_git.ops.history import show as show_commit
+    from qmem_git.ops.lifecycle import require_repository
+
+    settings = opts.settings()
+    require_repository(settings)
+    result = show_commit(settings.layout.memory_root, rev)
+    entry = result.entry
+    header = f"commit {entry.commit}\nAuthor: {entry.author}\n"
+    header += f"Date:   {datetime.fromtimestamp(entry.time, timezone.utc).isoformat()}\n"
+    body = "\n".join("    " + line for line in result.message.rstrip("\n").split("\n"))
+    emit(
+        opts,
+        header + "\n" + body + "\n\n" + colored(result.diff_text),
+        {**log_entry_json(entry), "message": result.message, "diff": result.diff_text},
+    )
+
+
+@main.command()
+@click.argument("revs", nargs=-1)
+@pass_options
+def diff(opts: Options, revs: tuple[str, ...]) -> None:
+    """Unified diff of memory changes.
+
+    \b
+    qmem-git diff          what the last operation changed
+    qmem-git diff A        changes from A to HEAD
+    qmem-git diff A B      changes from A to B
+    """
+    from qmem_git.ops.history import diff as diff_revs
+    from qmem_git.ops.lifecycle import require_repository
+
+    require(len(revs) <= 2, "diff takes at most two revisions", "qmem-git diff [REV [REV]]")
+    settings = opts.settings()
+    require_repository(settings)
+    result = diff_revs(settings.layout.memory_root, revs)
+    files = [{"path": f.path, "status": f.status} for f in result.files]
+    emit(
+        opts,
+        colored(result.text) if result.text else "No changes.",
+        {"files": files, "diff": result.text},
+    )
+
+
+@main.command()
+@click.argument("path")
+@pass_options
+def history(opts: Options, path: str) -> None:
+    """Every operation that touched one memory file, including its creation and deletion."""
+    from qmem_git.ops.history import history as file_history
+    from qmem_git.ops.lifecycle import require_repository
+
+    settings = opts.settings()
+    require_repository(settings)
+    entries = file_history(settings.layout.memory_root, relative_to_root(settings, path))
+    text = "\n".join(log_entry_text(e, True) for e in entries) or f"No history for {path}."
+    emit(opts, text, [log_entry_json(e) for e in entries])
+
+
+def relative_to_root(settings: Settings, path: str) -> str:
+    """Accept a path relative to the memory root, or an absolute/cwd path inside it."""
+    root = os.path.realpath(settings.layout.memory_root)
+    candidate = os.path.realpath(os.path.join(settings.cwd, path))
+    if candidate.startswith(root + os.sep):
+        return os.path.relpath(candidate, root).replace(os.sep, "/")
+    return path.replace(os.sep, "/").lstrip("/")
+
+
+@main.command()
+@click.argument("rev", required=False)
+@click.option(
+    "--force", is_flag=True, help="Undo even if a later operation changed the same files."
+)
+@dry_run_option
+@pass_options
+def undo(opts: Options, rev: str | None, force: bool, dry_run: bool) -> None:
+    """Revert one operation (default: the last) as a new commit."""
+    from qmem_git.ops.lifecycle import require_repository
+    from qmem_git.ops.runner import execute
+    from qmem_git.ops.undo import plan_undo
+
+    settings = opts.settings()
+    require_repository(settings)
+    root = settings.layout.memory_root
+    outcome = execute(settings, lambda: plan_undo(root, rev, force=force), now(), dry_run=dry_run)
+    report_outcome(opts, outcome, dry_run, {})
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+@main.command()
+@click.option(
+    "--transcript",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Qwen Code or Claude Code JSONL transcript, or a JSON list of {role, text}.",
+)
+@click.option("--session-id", help="Session id (default: read from the transcript).")
+@click.option(
+    "--planner",
+    type=click.Choice(["auto", "heuristic", "model"]),
+    default="auto",
+    show_default=True,
+    help="Who decides what to keep (auto = heuristic until a model is configured).",
+)
+@dry_run_option
+@pass_options
+def extract(
+    opts: Options, transcript: str, session_id: str | None, planner: str, dry_run: bool
+) -> None:
+    """Distil durable facts from a conversation into memories (one commit).
+
+    Only the part of the transcript after the last extraction of the same session is
+    read. Turns in which the agent already wrote memory are skipped; text containing a
+    secret is never written. If another extraction for this project is running, this
+    request is queued and run by it when it finishes (the latest request wins).
+    """
+    from qmem_git.ops.pipeline import ExtractRequest, run_extract
+
+    if planner == "model":
+        raise UsageError(
+            "the model planner needs a model endpoint, which this version does not support yet",
+            "use --planner heuristic (or auto)",
+        )
+    settings = opts.settings()
+    result = run_extract(settings, ExtractRequest(transcript, session_id), now(), dry_run=dry_run)
+    if result.status == "queued":
+        emit(opts, "Another extraction is running; this request is queued.", {"status": "queued"})
+        return
+    plan = result.plan
+    assert plan is not None and result.outcome is not None
+    if plan.bad_lines:
+        note(opts, f"warning: skipped {plan.bad_lines} unreadable transcript line(s)")
+    for rule in plan.dropped_secrets:
+        note(opts, f"warning: dropped a candidate memory containing a secret [{rule}]")
+    extra = {
+        "status": result.status,
+        "skipped_reason": result.skipped_reason,
+        "patches": [
+            {"topic": p.topic, "summary": p.summary, "sourceOffset": p.source_offset}
+            for p in plan.patches
+        ],
+        "touchedTopics": plan.touched_topics,
+        "systemMessage": plan.system_message,
+        "dropped_secrets": plan.dropped_secrets,
+        "bad_lines": plan.bad_lines,
+    }
+    if result.status == "skipped":
+        emit(opts, f"Skipped: {result.skipped_reason}", extra)
+        return
+    report_outcome(opts, result.outcome, dry_run, extra)
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="Skip the time/session gates (not the lock).")
+@click.option("--session-id", help="Current session id (for the same-session gate).")
+@dry_run_option
+@pass_options
+def dream(opts: Options, force: bool, session_id: str | None, dry_run: bool) -> None:
+    """Consolidate memories: merge duplicate entries and files (one commit).
+
+    Without --force it runs only when due: at least 24 hours and 5 sessions since the
+    last dream, not in the same session, and no other dream running.
+    """
+    from qmem_git.ops.pipeline import run_dream
+
+    result = run_dream(opts.settings(), now(), session_id=session_id, force=force, dry_run=dry_run)
+    if result.status == "skipped":
+        emit(
+            opts,
+            f"Dream skipped: {result.skipped_reason}",
+            {"status": "skipped", "skipped_reason": result.skipped_reason},
+        )
+        return
+    assert result.plan is not None and result.outcome is not None
+    extra = {
+        "status": result.status,
+        "deduped_entries": result.plan.deduped_entries,
+        "systemMessage": result.plan.system_message,
+    }
+    report_outcome(opts, result.outcome, dry_run, extra)
+    if not opts.json and not opts.quiet:
+        click.echo(f"Deduplicated entries: {result.plan.deduped_entries}")
+
+
+@main.command()
+@click.argument("query", required=False)
+@click.option("--id", "ids", multiple=True, help="Entry id (path, or path:index); repeatable.")
+@dry_run_option
+@pass_options
+def forget(opts: Options, query: str | None, ids: tuple[str, ...], dry_run: bool) -> None:
+    """Remove memories matching QUERY (or --id) as one commit; restore can bring them back.
+
+    QUERY matches, case-insensitively, anywhere in an entry's summary, why or how-to-apply.
+    Use --dry-run first to see what would go.
+    """
+    from qmem_git.ops.pipeline import run_forget
+
+    require(
+        bool(ids) != bool(query and query.strip()), "give a QUERY or --id", "qmem-git forget --help"
+    )
+    result = run_forget(opts.settings(), now(), query=query, ids=ids, dry_run=dry_run)
+    matches = [
+        {"id": m.id, "type": m.type, "summary": m.entry.summary} for m in result.plan.matches
+    ]
+    if dry_run and not opts.json:
+        lines = [f"Would forget {len(matches)} entr{'y' if len(matches) == 1 else 'ies'}:"]
+        lines += [f"  {m['id']}  {m['summary']}" for m in matches]
+        emit(opts, "\n".join(lines))
+        return
+    report_outcome(
+        opts,
+        result.outcome,
+        dry_run,
+        {"matches": matches, "systemMessage": result.plan.system_message},
+    )
+
+
+@main.command()
+@click.argument("query", required=False)
+@click.option("--id", "ids", multiple=True, help="Forget id or path of the memory; repeatable.")
+@click.option("--from", "from_rev", help="Search history from this revision back.")
+@dry_run_option
+@pass_options
+def restore(
+    opts: Options, query: str | None, ids: tuple[str, ...], from_rev: str | None, dry_run: bool
+) -> None:
+    """Bring back memories that forget or dream removed (one commit)."""
+    from qmem_git.ops.pipeline import run_restore
+
+    require(
+        bool(ids) or bool(query and query.strip()),
+        "give a QUERY or --id",
+        "qmem-git restore --help",
+    )
+    result = run_restore(
+        opts.settings(), now(), query=query, ids=ids, from_rev=from_rev, dry_run=dry_run
+    )
+    assert result.outcome is not None
+    report_outcome(
+        opts, result.outcome, dry_run, {"candidates": [c.as_dict() for c in result.candidates]}
+    )
+
+
+@main.command()
+@click.option("--op", help="Operation to record instead of inferring it.")
+@dry_run_option
+@pass_options
+def snapshot(opts: Options, op: str | None, dry_run: bool) -> None:
+    """Commit changes another tool made to the memory folder (companion mode).
+
+    The operation is inferred: extract when Qwen Code's meta.json shows a new extraction,
+    dream for a new dream, forget when files were only deleted, edit otherwise. Invalid
+    files are moved to <state dir>/quarantine/ instead of being committed.
+    """
+    from qmem_git.ops.pipeline import run_snapshot
+
+    result = run_snapshot(opts.settings(), now(), op=op, dry_run=dry_run)
+    for path in result.quarantined:
+        note(opts, f"warning: invalid memory file moved to quarantine: {path}")
+    report_outcome(opts, result.outcome, dry_run, {"quarantined": list(result.quarantined)})
+
+
+@main.command()
+@click.argument("query")
+@click.option("--limit", default=5, show_default=True, type=click.IntRange(min=0))
+@click.option("--exclude", multiple=True, help="Memory path never to return; repeatable.")
+@pass_options
+def recall(opts: Options, query: str, limit: int, exclude: tuple[str, ...]) -> None:
+    """Print the 'Relevant memory' block for QUERY (read-only; the agent hooks call this).
+
+    Works on a plain folder too (--memory-dir without a repository).
+    """
+    from qmem_git.__main__ import run_recall
+
+    code = run_recall(
+        project=opts.project,
+        memory_dir=opts.memory_dir,
+        query=query,
+        limit=limit,
+        exclude=list(exclude),
+        as_json=opts.json,
+    )
+    if code:
+        exit_with(code)
+
+
+@main.command()
+@pass_options
+def stats(opts: Options) -> None:
+    """Telemetry summary: counts, status mix and p50/p95 durations per operation."""
+    from qmem_git.core.telemetry import summarize
+    from qmem_git.store.telemetry import read_events
+
+    summary = summarize(read_events(opts.settings().layout.state_dir))
+    rows = []
+    data = {}
+    for name, entry in sorted(summary.items()):
+        p50, p95 = entry.percentile(0.5), entry.percentile(0.95)
+        mix = ", ".join(f"{k} {v}" for k, v in entry.statuses.most_common())
+        rows.append(f"{name}: {entry.count} runs ({mix}); p50 {fmt_ms(p50)}, p95 {fmt_ms(p95)}")
+        data[name] = {
+            "count": entry.count,
+            "statuses": dict(entry.statuses),
+            "p50_ms": p50,
+            "p95_ms": p95,
+        }
+    emit(opts, "\n".join(rows) or "No telemetry recorded yet.", data)
+
+
+def fmt_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} ms"

@@ -22,7 +22,9 @@ _GIT_ENV = {
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """HOME, XDG and git config point into a fresh tmp dir; no QWEN/QMEM/GIT env leaks in."""
     home = tmp_path_factory.mktemp("home")
     for key in list(os.environ):

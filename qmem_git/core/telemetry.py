@@ -28,9 +28,7 @@ ALLOWED_FIELDS: Mapping[str, frozenset[str]] = {
             "duration_ms",
         }
     ),
-    RECALL: frozenset(
-        {"query_length", "docs_scanned", "docs_selected", "strategy", "duration_ms"}
-    ),
+    RECALL: frozenset({"query_length", "docs_scanned", "docs_selected", "strategy", "duration_ms"}),
     FORGET: frozenset({"status", "removed_entries", "touched_topics", "duration_ms"}),
 }
 

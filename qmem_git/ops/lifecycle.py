@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 
 from qmem_git.core.changes import ChangeSet
+from qmem_git.core.codec import parse_document
 from qmem_git.ops.runner import execute
 from qmem_git.settings import Settings
 from qmem_git.store.repo import identity_from_git_config, init_repo
 from qmem_git.store.state import ensure_scaffold
-from qmem_git.store.workdir import index_path, read_text, render_index
+from qmem_git.store.workdir import index_path, iter_memory_files, read_text, render_index
 
 
 @dataclass(frozen=True)
@@ -28,11 +30,46 @@ class IndexStatus:
 
 
 def init_memory(settings: Settings, hook_command: str, now: datetime) -> Committed:
-    """Scaffold (spec §3), make the repository, and commit what is already there."""
+    """Scaffold (spec §3), make the repository, and commit what is already there.
+
+    Memory files another tool wrote before (Qwen Code's own auto-memory) become the first
+    commit, as a ``snapshot``; an empty store starts with just its (empty) MEMORY.md.
+    """
     ensure_scaffold(settings.layout, now)
     init_repo(settings.layout, identity_from_git_config(settings.host), hook_command)
-    outcome = execute(settings, lambda: ChangeSet("index", "initial index"), now)
+    root = settings.layout.memory_root
+    if has_commits(root):
+        return Committed(None)
+    outcome = execute(settings, lambda: initial_changeset(root), now, recover_worktree=False)
     return Committed(outcome.commit)
+
+
+def initial_changeset(root: str) -> ChangeSet:
+    """Every readable memory document already in the folder, as one import."""
+    writes = {}
+    for info in iter_memory_files(root):
+        text = read_text(info.path)
+        if text is not None and parse_document(text, info.relative_path, 0) is not None:
+            writes[info.relative_path] = text
+    if not writes:
+        return ChangeSet("index", "start memory history")
+    topics = tuple(sorted({path.split("/", 1)[0] for path in writes if "/" in path}))
+    return ChangeSet(
+        "snapshot",
+        f"import {len(writes)} existing memory file(s)",
+        writes=writes,
+        topics=topics,
+        added=len(writes),
+    )
+
+
+def has_commits(root: str) -> bool:
+    """True once ``refs/heads/main`` exists (loose or packed)."""
+    git_dir = os.path.join(root, ".git")
+    if os.path.exists(os.path.join(git_dir, "refs", "heads", "main")):
+        return True
+    packed = read_text(os.path.join(git_dir, "packed-refs")) or ""
+    return any(line.endswith(" refs/heads/main") for line in packed.splitlines())
 
 
 def rebuild_index(settings: Settings, now: datetime) -> Committed:
@@ -61,6 +98,20 @@ def describe_location(settings: Settings) -> dict[str, object]:
         "repository": os.path.isdir(os.path.join(layout.memory_root, ".git")),
         "remotes": [],
     }
+
+
+def hook_command() -> str:
+    """What the memory repo's git pre-commit hook runs: this interpreter, so no PATH needed."""
+    top = '"$(git rev-parse --show-toplevel)"'
+    return f'"{sys.executable}" -m qmem_git --memory-dir {top} validate'
+
+
+def ensure_repository(settings: Settings, now: datetime) -> None:
+    """Writing operations initialise the store on first use, as ``init`` would."""
+    if not os.path.isdir(os.path.join(settings.layout.memory_root, ".git")):
+        init_memory(settings, hook_command(), now)
+    else:
+        ensure_scaffold(settings.layout, now)
 
 
 def require_repository(settings: Settings) -> None:

@@ -28,6 +28,7 @@ def execute(
     now: datetime,
     *,
     dry_run: bool = False,
+    recover_worktree: bool = True,
 ) -> Outcome:
     """Plan and (unless ``dry_run``) commit; ``plan`` runs under the writer lock."""
     if dry_run:
@@ -39,6 +40,7 @@ def execute(
         host=settings.host,
         now=now,
         lock_timeout=settings.lock_timeout,
+        recover_worktree=recover_worktree,
     )
     commit = result.applied.commit if result.applied else None
     return Outcome(result.changeset, commit, result.recovery, result.applied)

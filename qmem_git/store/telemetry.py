@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -14,8 +13,15 @@ ROTATE_BYTES = 1024 * 1024
 
 def record_event(state_dir: str, event: Mapping[str, Any]) -> None:
     """Append one JSON line; rotate to ``telemetry.jsonl.1`` past 1 MiB. Best effort."""
+    import json
+
+    append_line(state_dir, json.dumps(event, ensure_ascii=False, separators=(",", ":")))
+
+
+def append_line(state_dir: str, line: str) -> None:
+    """Append one already-encoded JSON record (the recall hot path builds it without json)."""
     path = os.path.join(state_dir, TELEMETRY_FILE)
-    line = json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n"
+    line += "\n"
     with contextlib.suppress(OSError):
         if os.path.getsize(path) + len(line) > ROTATE_BYTES:
             os.replace(path, path + ".1")
@@ -29,15 +35,20 @@ def record_event(state_dir: str, event: Mapping[str, Any]) -> None:
 
 def read_events(state_dir: str) -> Iterator[dict[str, Any]]:
     """Events from the rotated file then the current one; bad lines are skipped."""
+    import json
+
     base = os.path.join(state_dir, TELEMETRY_FILE)
     for path in (base + ".1", base):
-        try:
-            handle = open(path, encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        with handle:
-            for line in handle:
-                with contextlib.suppress(ValueError):
-                    event = json.loads(line)
-                    if isinstance(event, dict):
-                        yield event
+        for line in _lines(path):
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if isinstance(event, dict):
+                    yield event
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.readlines()
+    except OSError:
+        return []

@@ -1,0 +1,335 @@
+"""The lifecycle operations end to end: lock, plan, commit, then state files and telemetry.
+
+Each ``run_*`` function is what one CLI command (or hook) calls. Machine-local state
+(meta.json, the extraction cursor, telemetry) is written after the commit succeeds, so a
+crash never records work that is not in history.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from qmem_git.core import telemetry
+from qmem_git.core.changes import ChangeSet
+from qmem_git.core.statefile import iso_ms
+from qmem_git.errors import NothingToDo
+from qmem_git.ops.dream import DreamOpPlan, gate_dream, plan_dream_op
+from qmem_git.ops.extract import ExtractPlan, plan_extract
+from qmem_git.ops.forget import ForgetOpPlan, plan_forget_op
+from qmem_git.ops.lifecycle import ensure_repository
+from qmem_git.ops.runner import Outcome, execute
+from qmem_git.settings import Settings
+from qmem_git.store import state
+from qmem_git.store.telemetry import record_event
+
+EMPTY = "nothing to change"
+
+
+def _changeset_or_empty(cs: ChangeSet | None, op: str) -> ChangeSet:
+    return cs if cs is not None else ChangeSet(op, EMPTY)
+
+
+def _elapsed_ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def emit_event(settings: Settings, name: str, now: datetime, **fields: object) -> None:
+    """Append a telemetry event unless QMEM_TELEMETRY=0 (spec §7.10, §8.6, §10.1)."""
+    if settings.telemetry:
+        record_event(settings.layout.state_dir, telemetry.make_event(name, iso_ms(now), fields))
+
+
+# --------------------------------------------------------------------------- extract
+
+
+@dataclass(frozen=True)
+class ExtractOutcome:
+    """``status``: completed, skipped (with ``skipped_reason``) or queued behind a running one."""
+
+    status: str
+    plan: ExtractPlan | None = None
+    outcome: Outcome | None = None
+    skipped_reason: str | None = None
+    followups: tuple[ExtractOutcome, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExtractRequest:
+    transcript: str
+    session_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"transcript": self.transcript, "sessionId": self.session_id}
+
+
+def run_extract(
+    settings: Settings, request: ExtractRequest, now: datetime, *, dry_run: bool = False
+) -> ExtractOutcome:
+    """Extract new durable facts from a transcript as one commit (spec §7).
+
+    Across processes, one extraction runs per project; a request arriving meanwhile is
+    queued (the latest request wins) and run by the running process when it finishes.
+    """
+    from qmem_git.store.extractqueue import ExtractSlot
+
+    ensure_repository(settings, now)
+    if dry_run:
+        return _extract_once(settings, request, now, dry_run=True)
+    slot = ExtractSlot(settings.layout.state_dir)
+    if not slot.acquire_or_queue(request.to_json()):
+        return ExtractOutcome("queued")
+    results = []
+    current: ExtractRequest | None = request
+    try:
+        while current is not None:
+            results.append(_extract_once(settings, current, now))
+            queued = slot.take_queued()
+            current = _request_from(queued)
+    finally:
+        leftover = slot.release()
+    if leftover is not None:
+        results.append(run_extract(settings, leftover_request(leftover), now))
+    first, *rest = results
+    return ExtractOutcome(
+        first.status, first.plan, first.outcome, first.skipped_reason, tuple(rest)
+    )
+
+
+def leftover_request(data: dict[str, Any]) -> ExtractRequest:
+    request = _request_from(data)
+    assert request is not None
+    return request
+
+
+def _request_from(data: dict[str, Any] | None) -> ExtractRequest | None:
+    if not data or not isinstance(data.get("transcript"), str):
+        return None
+    session = data.get("sessionId")
+    return ExtractRequest(data["transcript"], session if isinstance(session, str) else None)
+
+
+def _extract_once(
+    settings: Settings, request: ExtractRequest, now: datetime, *, dry_run: bool = False
+) -> ExtractOutcome:
+    from qmem_git.integrations.transcripts import read_transcript
+
+    started = time.monotonic()
+    layout = settings.layout
+    transcript = read_transcript(request.transcript, (layout.memory_root,))
+    holder: list[ExtractPlan] = []
+
+    def plan() -> ChangeSet:
+        extract_plan = plan_extract(
+            layout.memory_root, transcript, request.session_id, state.read_cursor(layout), now
+        )
+        holder.append(extract_plan)
+        return _changeset_or_empty(extract_plan.changeset, "extract")
+
+    outcome = execute(settings, plan, now, dry_run=dry_run)
+    extract_plan = holder[-1]
+    if extract_plan.skipped_reason:
+        status = "skipped"
+    else:
+        status = "completed"
+        if not dry_run:
+            state.write_cursor(layout, extract_plan.cursor)
+            state.update_meta(layout, extract_plan.meta_updates, now)
+    if not dry_run:
+        emit_event(
+            settings,
+            telemetry.EXTRACT,
+            now,
+            trigger="manual",
+            status=status,
+            skipped_reason=extract_plan.skipped_reason,
+            patches_count=len(extract_plan.patches),
+            touched_topics=",".join(extract_plan.touched_topics),
+            duration_ms=_elapsed_ms(started),
+        )
+    return ExtractOutcome(status, extract_plan, outcome, extract_plan.skipped_reason)
+
+
+# --------------------------------------------------------------------------- dream
+
+
+@dataclass(frozen=True)
+class DreamOutcome:
+    status: str  # "updated", "noop", "skipped"
+    skipped_reason: str | None = None
+    plan: DreamOpPlan | None = None
+    outcome: Outcome | None = None
+
+
+def run_dream(
+    settings: Settings,
+    now: datetime,
+    *,
+    session_id: str | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    trigger: str = "manual",
+) -> DreamOutcome:
+    """Gate (spec §8.1, skipped by ``force``), take consolidation.lock, dedupe as one commit."""
+    from qmem_git.store.consolidation import try_acquire
+
+    ensure_repository(settings, now)
+    layout = settings.layout
+    gate = gate_dream(layout.state_dir, settings.chats_dir, session_id or "", now, force=force)
+    if not gate.proceed:
+        return DreamOutcome("skipped", gate.reason)
+    if dry_run:
+        plan = plan_dream_op(layout.memory_root, now, session_id=session_id, manual=force)
+        cs = _changeset_or_empty(plan.changeset, "dream")
+        return DreamOutcome("dry-run", None, plan, Outcome(cs, None, None))
+    lock = try_acquire(layout.state_dir, now)
+    if lock is None:
+        return DreamOutcome("skipped", "locked")
+    started = time.monotonic()
+    with lock:
+        holder: list[DreamOpPlan] = []
+
+        def plan_op() -> ChangeSet:
+            holder.append(
+                plan_dream_op(layout.memory_root, now, session_id=session_id, manual=force)
+            )
+            return _changeset_or_empty(holder[-1].changeset, "dream")
+
+        outcome = execute(settings, plan_op, now)
+        dream_plan = holder[-1]
+        state.update_meta(layout, dream_plan.meta_updates, now)
+    status = "updated" if dream_plan.touched_topics else "noop"
+    emit_event(
+        settings,
+        telemetry.DREAM,
+        now,
+        trigger=trigger,
+        status=status,
+        deduped_entries=dream_plan.deduped_entries,
+        touched_topics=",".join(dream_plan.touched_topics),
+        touched_topics_count=len(dream_plan.touched_topics),
+        duration_ms=_elapsed_ms(started),
+    )
+    return DreamOutcome(status, None, dream_plan, outcome)
+
+
+# --------------------------------------------------------------------------- forget
+
+
+@dataclass(frozen=True)
+class ForgetOutcome:
+    plan: ForgetOpPlan
+    outcome: Outcome
+
+
+def run_forget(
+    settings: Settings,
+    now: datetime,
+    *,
+    query: str | None,
+    ids: Sequence[str] = (),
+    dry_run: bool = False,
+) -> ForgetOutcome:
+    """Remove matching entries as one commit (spec §11); nothing matched is an error."""
+    ensure_repository(settings, now)
+    layout = settings.layout
+    started = time.monotonic()
+    holder: list[ForgetOpPlan] = []
+
+    def plan() -> ChangeSet:
+        holder.append(plan_forget_op(layout.memory_root, query=query, ids=ids, now=now))
+        return _changeset_or_empty(holder[-1].changeset, "forget")
+
+    outcome = execute(settings, plan, now, dry_run=dry_run)
+    forget_plan = holder[-1]
+    if not forget_plan.matches:
+        raise NothingToDo(
+            f"no memory matches {query!r}" if query else "no memory matches those ids",
+            "list what is there with 'qmem-git recall <words>' or look at MEMORY.md",
+        )
+    if not dry_run:
+        state.update_meta(layout, forget_plan.meta_updates, now)
+        emit_event(
+            settings,
+            telemetry.FORGET,
+            now,
+            status="updated" if outcome.commit else "noop",
+            removed_entries=forget_plan.removed_count,
+            touched_topics=",".join(outcome.changeset.topics),
+            duration_ms=_elapsed_ms(started),
+        )
+    return ForgetOutcome(forget_plan, outcome)
+
+
+# --------------------------------------------------------------------------- restore / snapshot
+
+
+@dataclass(frozen=True)
+class RestoreOutcome:
+    candidates: list[Any] = field(default_factory=list)
+    outcome: Outcome | None = None
+
+
+def run_restore(
+    settings: Settings,
+    now: datetime,
+    *,
+    query: str | None,
+    ids: Sequence[str] = (),
+    from_rev: str | None = None,
+    dry_run: bool = False,
+) -> RestoreOutcome:
+    """Bring back memories a forget or dream removed, as one commit."""
+    from qmem_git.ops.restore import find_restorable, plan_restore
+
+    ensure_repository(settings, now)
+    root = settings.layout.memory_root
+    holder: list[list[Any]] = []
+
+    def plan() -> ChangeSet:
+        candidates = find_restorable(root, query, ids, from_rev)
+        holder.append(candidates)
+        return plan_restore(root, candidates)
+
+    outcome = execute(settings, plan, now, dry_run=dry_run)
+    return RestoreOutcome(holder[-1], outcome)
+
+
+@dataclass(frozen=True)
+class SnapshotOutcome:
+    outcome: Outcome
+    quarantined: tuple[str, ...] = ()
+
+
+def run_snapshot(
+    settings: Settings, now: datetime, *, op: str | None = None, dry_run: bool = False
+) -> SnapshotOutcome:
+    """Commit what another tool (Qwen Code's own memory) changed, op inferred (companion mode)."""
+    from qmem_git.ops.snapshot import load_snapshot_meta, plan_snapshot, save_snapshot_meta
+    from qmem_git.store.recovery import default_is_valid, quarantine_files
+
+    ensure_repository(settings, now)
+    layout = settings.layout
+    holder: list[Any] = []
+
+    def plan() -> ChangeSet:
+        snap = plan_snapshot(
+            layout.memory_root,
+            layout.state_dir,
+            previous_meta=load_snapshot_meta(layout.state_dir),
+            is_valid=default_is_valid,
+            op=op,
+        )
+        holder.append(snap)
+        if snap.quarantine and not dry_run:
+            quarantine_files(layout, snap.quarantine, now)
+        return _changeset_or_empty(snap.changeset, op or "snapshot")
+
+    outcome = execute(settings, plan, now, dry_run=dry_run, recover_worktree=False)
+    snap = holder[-1]
+    if not dry_run:
+        save_snapshot_meta(layout.state_dir, snap.meta)
+    return SnapshotOutcome(outcome, tuple(snap.quarantine))
