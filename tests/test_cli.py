@@ -1,0 +1,283 @@
+"""The CLI contract (ARCHITECTURE §4): exit codes, one Error: line, --json, --dry-run, help."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from clihelpers import assert_clean_repo, git, head, one_error_line, qmem, qwen_transcript, trailers
+
+from qmem_git.cli import main as cli_group
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Path:
+    root = tmp_path / "state" / "memory"
+    assert qmem(root, "init").code == 0
+    return root
+
+
+def test_every_command_has_help_and_is_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for name, command in cli_group.commands.items():
+        assert command.help, f"{name} has no help text"
+        assert f"qmem-git {name}" in readme, f"README does not document `qmem-git {name}`"
+
+
+def test_version_and_help_exit_zero(tmp_path: Path) -> None:
+    assert qmem(tmp_path, "--version").out.startswith("qmem-git, version ")
+    result = qmem(tmp_path, "remember", "--help")
+    assert result.code == 0 and "--why" in result.out
+
+
+def test_usage_error_is_one_line_exit_2(tmp_path: Path) -> None:
+    for args in (("no-such-command",), ("log", "-n", "zero"), ("forget",)):
+        result = qmem(tmp_path, *args)
+        assert result.code == 2, (args, result.err)
+        assert "hint" in one_error_line(result.err)
+
+
+def test_init_is_idempotent_and_installs_the_hook(memory: Path) -> None:
+    first = head(memory)
+    again = qmem(memory, "init")
+    assert again.code == 0 and "already initialized" in again.out
+    assert head(memory) == first
+    assert "qmem_git" in (memory / ".git" / "hooks" / "pre-commit").read_text()
+    assert trailers(memory)["Qmem-Op"] == "index"
+    assert_clean_repo(memory)
+
+
+def test_where_reports_layout(memory: Path) -> None:
+    data = qmem(memory, "--json", "where").json()
+    assert data["memory_root"] == str(memory)
+    assert data["state_dir"] == str(memory.parent)
+    assert data["mode"] == "explicit"
+    assert data["repository"] is True
+
+
+def test_remember_makes_one_commit_with_trailers(memory: Path) -> None:
+    result = qmem(memory, "remember", "I prefer terse responses", "--why", "asked for brevity")
+    assert result.code == 0, result.err
+    assert re.match(r"^\[[0-9a-f]{12}\] remember: ", result.out)
+    found = trailers(memory)
+    assert found["Qmem-Op"] == "remember"
+    assert found["Qmem-Topics"] == "user"
+    assert found["Qmem-Added"] == "1"
+    text = (memory / "user" / "i-prefer-terse-responses.md").read_text()
+    assert "Why: asked for brevity" in text
+    assert (
+        "- [I prefer terse responses](user/i-prefer-terse-responses.md)"
+        in (memory / "MEMORY.md").read_text()
+    )
+    assert_clean_repo(memory)
+
+
+def test_remember_classifies_without_type(memory: Path) -> None:
+    assert qmem(memory, "remember", "The deploy runbook lives at https://wiki/x").code == 0
+    assert trailers(memory)["Qmem-Topics"] == "reference"
+
+
+def test_remember_refuses_a_secret_and_writes_nothing(memory: Path) -> None:
+    before = head(memory)
+    result = qmem(memory, "remember", "our token is ghp_" + "a" * 36)
+    assert result.code == 1
+    line = one_error_line(result.err)
+    assert "github-pat" in line and "ghp_" not in line
+    assert head(memory) == before
+    assert_clean_repo(memory)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [("Too short", "short"), ("Should we use pnpm here?", "question"), ("I am busy today ok", "")],
+)
+def test_remember_refuses_filtered_text(memory: Path, text: str, reason: str) -> None:
+    result = qmem(memory, "remember", text)
+    assert result.code == 1
+    assert reason in one_error_line(result.err).lower()
+
+
+def test_dry_run_writes_nothing(memory: Path) -> None:
+    before = head(memory)
+    listing = sorted(p.name for p in memory.rglob("*") if ".git" not in p.parts)
+    result = qmem(memory, "--json", "remember", "--dry-run", "I prefer tabs over spaces always")
+    assert result.code == 0
+    data = result.json()
+    assert data["dry_run"] is True and data["commit"] is None
+    assert data["writes"] == ["user/i-prefer-tabs-over-spaces-always.md"]
+    assert head(memory) == before
+    assert sorted(p.name for p in memory.rglob("*") if ".git" not in p.parts) == listing
+
+
+def test_log_show_diff_history_undo(memory: Path) -> None:
+    qmem(memory, "remember", "I prefer terse responses")
+    qmem(memory, "remember", "The latency dashboard is https://grafana.internal/d/x")
+    entries = qmem(memory, "--json", "log", "-n", "2").json()
+    assert [e["op"] for e in entries] == ["remember", "remember"]
+    assert entries[0]["topics"] == ["reference"]
+    assert "reference/the-latency-dashboard-is-https-grafana-internal-d-x.md" in entries[0]["paths"]
+    assert qmem(memory, "--json", "log", "--op", "index").json()[0]["op"] == "index"
+    assert "A user/i-prefer-terse-responses.md" in qmem(memory, "log", "--stat").out
+    shown = qmem(memory, "show")
+    assert "Qmem-Op: remember" in shown.out and "+++ b/reference/" in shown.out
+    assert "+I prefer terse responses" in qmem(memory, "diff", "HEAD~2").out
+    history = qmem(memory, "--json", "history", "user/i-prefer-terse-responses.md").json()
+    assert len(history) == 1 and history[0]["op"] == "remember"
+
+    undone = qmem(memory, "undo")
+    assert undone.code == 0, undone.err
+    assert trailers(memory)["Qmem-Op"] == "undo"
+    assert not list((memory / "reference").glob("*.md"))
+    assert "grafana" not in (memory / "MEMORY.md").read_text()
+    assert_clean_repo(memory)
+
+
+def test_undo_refuses_when_a_later_operation_touched_the_file(memory: Path) -> None:
+    qmem(memory, "remember", "I prefer terse responses")
+    first = head(memory)
+    qmem(memory, "remember", "I prefer terse responses", "--why", "brevity matters")
+    result = qmem(memory, "undo", first)
+    assert result.code == 1
+    assert "--force" in one_error_line(result.err)
+    assert qmem(memory, "undo", first, "--force").code == 0
+    assert_clean_repo(memory)
+
+
+def test_reading_commands_outside_a_repository(tmp_path: Path) -> None:
+    result = qmem(tmp_path / "nowhere", "log")
+    assert result.code == 2
+    assert "qmem-git init" in one_error_line(result.err)
+
+
+def test_index_check_and_rebuild(memory: Path) -> None:
+    qmem(memory, "remember", "I prefer terse responses")
+    assert qmem(memory, "index", "--check").code == 0
+    (memory / "MEMORY.md").write_text("stale\n")
+    assert qmem(memory, "index", "--check").code == 1
+    rebuilt = qmem(memory, "index")
+    assert rebuilt.code == 0
+    assert (memory / "MEMORY.md").read_text().startswith("- [I prefer terse responses]")
+    assert qmem(memory, "index", "--check").code == 0
+    assert_clean_repo(memory)
+
+
+def test_validate_formats_and_exit_codes(memory: Path) -> None:
+    assert qmem(memory, "validate").code == 0
+    bad = memory / "user" / "bad.md"
+    bad.parent.mkdir(exist_ok=True)
+    bad.write_text("---\nname: x\ntype: misc\n---\n\nbody text here\n")
+    result = qmem(memory, "validate", "--format", "gcc")
+    assert result.code == 1
+    pattern = re.compile(r"^(.+?):(\d+):(\d+):\s+(error|warning|info):\s+(.*)$")
+    lines = result.out.strip().splitlines()
+    assert lines and all(pattern.match(line) for line in lines)
+    assert any("user/bad.md" in line and "[type-invalid]" in line for line in lines)
+    data = qmem(memory, "--json", "validate", "user/bad.md").json()
+    assert {item["rule"] for item in data} >= {"type-invalid"}
+
+
+def test_writer_lock_busy_exits_3(memory: Path) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from qmem_git.core.paths import explicit_layout\n"
+            "from qmem_git.store.locks import writer_lock\n"
+            f"layout = explicit_layout({str(memory)!r}, '/', '/')\n"
+            "with writer_lock(layout, 5):\n"
+            "    print('held', flush=True)\n"
+            "    time.sleep(30)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        result = qmem(
+            memory, "remember", "I prefer terse responses", env={"QMEM_LOCK_TIMEOUT": "0.3"}
+        )
+        assert result.code == 3
+        one_error_line(result.err)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_corrupt_object_exits_6_and_overwrites_nothing(memory: Path) -> None:
+    qmem(memory, "remember", "I prefer terse responses")
+    tree = git(memory, "rev-parse", "HEAD^{tree}").strip()
+    obj = memory / ".git" / "objects" / tree[:2] / tree[2:]
+    os.chmod(obj, 0o644)
+    obj.write_bytes(obj.read_bytes()[:10])
+    before = head(memory)
+    result = qmem(memory, "remember", "The release freeze starts 2026-03-05")
+    assert result.code == 6
+    assert "corrupt" in one_error_line(result.err)
+    assert head(memory) == before
+    assert obj.read_bytes() and len(obj.read_bytes()) == 10
+
+
+def test_extract_reports_skips_and_is_incremental(memory: Path, tmp_path: Path) -> None:
+    transcript = qwen_transcript(tmp_path / "t.jsonl", "s-1", ["I prefer terse responses."])
+    assert qmem(memory, "extract", "--transcript", str(transcript)).code == 0
+    again = qmem(memory, "--json", "extract", "--transcript", str(transcript)).json()
+    assert again["commit"] is None and again["patches"] == []
+    missing = qmem(memory, "extract", "--transcript", str(tmp_path / "missing.jsonl"))
+    assert missing.code in (1, 2)
+    one_error_line(missing.err)
+
+
+def test_recall_fast_path_matches_click_path(memory: Path) -> None:
+    qmem(memory, "remember", "The latency dashboard is https://grafana.internal/d/x")
+    fast = qmem(memory, "recall", "latency dashboard")
+    slow = qmem(memory, "recall", "--limit", "5", "latency dashboard")
+    assert fast.out == slow.out and fast.out.startswith("## Relevant memory")
+    data = qmem(memory, "--json", "recall", "latency dashboard").json()
+    assert data["strategy"] == "heuristic"
+
+
+def test_recall_on_a_plain_folder(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    (plain / "user").mkdir(parents=True)
+    (plain / "user" / "a.md").write_text(
+        "---\nname: Vault paths\ndescription: Staging credentials\ntype: user\n---\n\nIn vault.\n"
+    )
+    result = qmem(plain, "recall", "vault")
+    assert result.code == 0 and "### Vault paths (user/a.md)" in result.out
+    assert not (plain / ".git").exists()
+
+
+def test_stats_summarises_telemetry(memory: Path) -> None:
+    env = {"QMEM_TELEMETRY": "1"}
+    qmem(memory, "remember", "I prefer terse responses", env=env)
+    qmem(memory, "recall", "terse", env=env)
+    qmem(memory, "dream", "--force", env=env)
+    data = qmem(memory, "--json", "stats").json()
+    assert data["qwen-code.memory.recall"]["count"] == 1
+    assert data["qwen-code.memory.dream"]["statuses"] == {"noop": 1}
+    log = (memory.parent / "telemetry.jsonl").read_text()
+    assert "terse" not in log
+
+
+def test_telemetry_off_by_env(memory: Path) -> None:
+    qmem(memory, "recall", "terse", env={"QMEM_TELEMETRY": "0"})
+    assert not (memory.parent / "telemetry.jsonl").exists()
+
+
+def test_hand_commit_runs_the_validation_hook(memory: Path) -> None:
+    bad = memory / "user" / "bad.md"
+    bad.parent.mkdir(exist_ok=True)
+    bad.write_text("no frontmatter here\n")
+    git(memory, "add", "user/bad.md")
+    proc = subprocess.run(
+        ["git", "-C", str(memory), "commit", "-q", "-m", "by hand"], capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert "frontmatter-missing" in proc.stdout + proc.stderr
