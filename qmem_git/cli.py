@@ -296,8 +296,9 @@ def report_outcome(opts: Options, outcome: Outcome, dry_run: bool, extra: dict[s
     else:
         short = outcome.commit[:12] if outcome.commit else "no commit"
         text = f"[{short}] {cs.op}: {cs.subject}"
-    for line in cs.notes:
-        note(opts, line)
+    if opts.verbose:
+        for line in cs.notes:
+            note(opts, line)
     emit(opts, text, data)
 
 
@@ -706,3 +707,87 @@ def stats(opts: Options) -> None:
 
 def fmt_ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f} ms"
+
+
+# --------------------------------------------------------------------------- demo
+
+DEMO_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Create the memory repository", ("init",)),
+    (
+        "Remember one fact by hand",
+        ("remember", "--why", "CI images pin it", "Node 22 is the runtime for the API service"),
+    ),
+    ("Extract from a Qwen Code session", ("extract", "--transcript", "{qwen}")),
+    ("Extract from a Claude Code session", ("extract", "--transcript", "{claude}")),
+    (
+        "Recall before a prompt: 'where is the latency dashboard?'",
+        ("recall", "where is the latency dashboard?"),
+    ),
+    ("Review what the agent learned", ("log", "--stat")),
+    ("The last operation as a diff", ("diff",)),
+    (
+        "Forget the release freeze (dry run, then for real)",
+        ("forget", "--dry-run", "release freeze"),
+    ),
+    ("", ("forget", "release freeze")),
+    ("Restore it from history", ("restore", "release freeze")),
+    ("Qwen Code's own memory writes a duplicate; snapshot commits it", ("snapshot",)),
+    ("Consolidate (dream) folds the duplicate away", ("dream", "--force")),
+    ("Validate every memory file and MEMORY.md", ("validate", "--format", "gcc")),
+    ("MEMORY.md", ("index", "--check")),
+    ("Telemetry", ("stats",)),
+)
+
+
+@main.command()
+@click.option("--keep", is_flag=True, help="Keep the demo folder instead of deleting it.")
+def demo(keep: bool) -> None:
+    """Run the end-to-end demo in a temporary folder (no network, no model needed).
+
+    Uses bundled Qwen Code and Claude Code transcripts and never touches your real memory.
+    """
+    import shutil
+    import tempfile
+    from importlib import resources
+
+    base = tempfile.mkdtemp(prefix="qmem-demo-")
+    memory = os.path.join(base, "shop-api-state", "memory")
+    templates = resources.files("qmem_git.integrations") / "templates"
+    paths = {}
+    for name in ("qwen", "claude"):
+        target = os.path.join(base, f"{name}-session.jsonl")
+        with open(target, "w", encoding="utf-8") as handle:
+            handle.write((templates / f"demo-{name}.jsonl").read_text(encoding="utf-8"))
+        paths[name] = target
+    os.environ.setdefault("QMEM_HOST", "demo-laptop")
+    click.echo(f"Demo folder: {base}\n")
+    failures = 0
+    for title, args in DEMO_STEPS:
+        if title:
+            click.echo(f"\n== {title} ==")
+        if args == ("snapshot",):
+            _write_demo_duplicate(memory)
+        argv = ["--memory-dir", memory, *(a.format(**paths) for a in args)]
+        click.echo("$ qmem-git " + " ".join(_quote(a) for a in argv[2:]))
+        code = run(argv)
+        failures += code != 0
+    click.echo(f"\nMemory repository: {memory} (try: git -C {memory} log --stat)")
+    if not keep:
+        shutil.rmtree(base, ignore_errors=True)
+        click.echo("Demo folder removed (use --keep to keep it).")
+    if failures:
+        raise QmemError(f"{failures} demo step(s) failed", "rerun with -v to see why")
+
+
+def _write_demo_duplicate(memory: str) -> None:
+    os.makedirs(os.path.join(memory, "user"), exist_ok=True)
+    with open(os.path.join(memory, "user", "terse.md"), "w", encoding="utf-8") as handle:
+        handle.write(
+            "---\nname: Terse answers\ndescription: User wants short answers\ntype: user\n---\n\n"
+            "I prefer terse responses, lead with the answer.\n\n"
+            "Why: Long replies slow them down.\n"
+        )
+
+
+def _quote(arg: str) -> str:
+    return f"'{arg}'" if " " in arg or "?" in arg else arg

@@ -23,6 +23,8 @@ class Settings:
     env: Mapping[str, str]
     telemetry: bool = True
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    author_name: str = ""
+    author_email: str = ""
 
     @property
     def chats_dir(self) -> str:
@@ -54,6 +56,8 @@ def build_settings(
         env=dict(env),
         telemetry=env.get("QMEM_TELEMETRY", "1") != "0",
         lock_timeout=_float(env.get("QMEM_LOCK_TIMEOUT"), DEFAULT_LOCK_TIMEOUT),
+        author_name=env.get("GIT_AUTHOR_NAME", ""),
+        author_email=env.get("GIT_AUTHOR_EMAIL", ""),
     )
 
 

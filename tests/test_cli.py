@@ -281,3 +281,27 @@ def test_hand_commit_runs_the_validation_hook(memory: Path) -> None:
     )
     assert proc.returncode != 0
     assert "frontmatter-missing" in proc.stdout + proc.stderr
+
+
+def test_demo_runs_end_to_end_without_network(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "qmem_git", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Error" not in proc.stderr
+    for marker in (
+        "extract: 4 memories from session",
+        "### The latency dashboard is https://grafana.internal/d/api-latency",
+        "forget: forgot 1 entry",
+        "restore: 1 memory",
+        "edit: add user/terse.md",
+        "dream: deduplicated 1 entry (user)",
+        "MEMORY.md is up to date",
+    ):
+        assert marker in proc.stdout, marker
+    assert list(tmp_path.iterdir()) == []  # the demo folder is removed
+    assert not (Path(os.environ["HOME"]) / ".qwen").exists()

@@ -1,4 +1,4 @@
-"""extract -> recall -> forget -> restore -> dream as real processes, every commit checked by C git."""
+"""extract, recall, forget, restore and dream as real processes; each commit checked by C git."""
 
 from __future__ import annotations
 

@@ -43,6 +43,14 @@ def emit_event(settings: Settings, name: str, now: datetime, **fields: object) -
         record_event(settings.layout.state_dir, telemetry.make_event(name, iso_ms(now), fields))
 
 
+def _remember_own_stamps(settings: Settings) -> None:
+    """Our own extract/dream stamps meta.json too; a later snapshot must not credit them to
+    the companion tool, so the snapshot record is moved along with them."""
+    from qmem_git.ops.snapshot import load_meta, save_snapshot_meta
+
+    save_snapshot_meta(settings.layout.state_dir, load_meta(settings.layout.state_dir))
+
+
 # --------------------------------------------------------------------------- extract
 
 
@@ -138,6 +146,7 @@ def _extract_once(
         if not dry_run:
             state.write_cursor(layout, extract_plan.cursor)
             state.update_meta(layout, extract_plan.meta_updates, now)
+            _remember_own_stamps(settings)
     if not dry_run:
         emit_event(
             settings,
@@ -201,6 +210,7 @@ def run_dream(
         outcome = execute(settings, plan_op, now)
         dream_plan = holder[-1]
         state.update_meta(layout, dream_plan.meta_updates, now)
+        _remember_own_stamps(settings)
     status = "updated" if dream_plan.touched_topics else "noop"
     emit_event(
         settings,

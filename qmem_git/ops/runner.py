@@ -9,7 +9,7 @@ from datetime import datetime
 from qmem_git.core.changes import ChangeSet
 from qmem_git.settings import Settings
 from qmem_git.store.recovery import RecoveryReport
-from qmem_git.store.repo import ApplyResult, identity_from_git_config, run_writer
+from qmem_git.store.repo import ApplyResult, Identity, identity_from_git_config, run_writer
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,12 @@ class Outcome:
     commit: str | None
     recovery: RecoveryReport | None
     applied: ApplyResult | None = None
+
+
+def identity_for(settings: Settings) -> Identity:
+    """GIT_AUTHOR_NAME/EMAIL when set (as C git does), else the user's git config."""
+    identity = identity_from_git_config(settings.host)
+    return Identity(settings.author_name or identity.name, settings.author_email or identity.email)
 
 
 def execute(
@@ -36,7 +42,7 @@ def execute(
     result = run_writer(
         settings.layout,
         plan,
-        identity=identity_from_git_config(settings.host),
+        identity=identity_for(settings),
         host=settings.host,
         now=now,
         lock_timeout=settings.lock_timeout,
