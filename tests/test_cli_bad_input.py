@@ -1,0 +1,187 @@
+"""Bad input through the real CLI: clear messages, documented exit codes, nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from clihelpers import assert_clean_repo, head, one_error_line, qmem, qwen_transcript
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Path:
+    root = tmp_path / "state" / "memory"
+    assert qmem(root, "init").code == 0
+    return root
+
+
+def test_empty_transcript_changes_nothing(memory: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    before = head(memory)
+    result = qmem(memory, "--json", "extract", "--transcript", str(empty))
+    assert result.code == 0, result.err
+    assert result.json()["patches"] == []
+    assert head(memory) == before
+
+
+def test_truncated_and_invalid_lines_are_skipped_counted_and_reported(
+    memory: Path, tmp_path: Path
+) -> None:
+    good = qwen_transcript(tmp_path / "t.jsonl", "s-1", ["I prefer terse responses."])
+    text = "not json at all\n" + good.read_text() + '{"uuid": "cut", "type": "us'
+    good.write_text(text)
+    result = qmem(memory, "--json", "extract", "--transcript", str(good))
+    assert result.code == 0, result.err
+    data = result.json()
+    assert data["bad_lines"] == 2
+    assert data["touchedTopics"] == ["user"]
+    assert (
+        "skipped 2 unreadable transcript line(s)"
+        in qmem(memory, "extract", "--transcript", str(good)).err
+    )
+    assert_clean_repo(memory)
+
+
+def test_missing_transcript_is_one_error(memory: Path, tmp_path: Path) -> None:
+    result = qmem(memory, "extract", "--transcript", str(tmp_path / "nope.jsonl"))
+    assert result.code in (1, 2)
+    assert "nope.jsonl" in one_error_line(result.err)
+
+
+def test_huge_transcript_is_streamed_with_bounded_memory(memory: Path, tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    filler = json.dumps(
+        {"type": "assistant", "message": {"role": "model", "parts": [{"text": "x" * 1000}]}}
+    )
+    with path.open("w") as handle:
+        line = json.dumps(
+            {"type": "user", "message": {"role": "user", "parts": [{"text": "I prefer tabs."}]}}
+        )
+        handle.write(line + "\n")
+        for _ in range(50 * 1024):  # ~50 MB
+            handle.write(filler + "\n")
+    assert path.stat().st_size > 50 * 1024 * 1024
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import resource, sys\n"
+            "from qmem_git.__main__ import main\n"
+            f"code = main(['--memory-dir', {str(memory)!r}, 'extract', '--transcript', {str(path)!r}])\n"
+            "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "print('PEAK', peak)\n"
+            "sys.exit(code)\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    peak_kib = int(proc.stdout.split("PEAK")[1])
+    assert peak_kib < 200 * 1024, f"peak RSS {peak_kib} KiB"
+    assert (memory / "user" / "i-prefer-tabs.md").exists()
+
+
+def test_query_of_100_kb(memory: Path) -> None:
+    qmem(memory, "remember", "The latency dashboard is https://grafana.internal/d/x")
+    query = ("latency " * 12_500)[: 100 * 1024]
+    started = time.monotonic()
+    result = qmem(memory, "recall", query)
+    assert result.code == 0
+    assert time.monotonic() - started < 10
+    assert "grafana.internal" in result.out
+
+
+def test_consolidation_lock_with_garbage_is_stale(memory: Path) -> None:
+    (memory.parent / "consolidation.lock").write_text("garbage\x00\xff")
+    result = qmem(memory, "--json", "dream", "--force")
+    assert result.code == 0, result.err
+    assert result.json()["status"] in ("noop", "updated")
+    assert not (memory.parent / "consolidation.lock").exists()
+
+
+def test_consolidation_lock_of_another_live_process_blocks(memory: Path) -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock = memory.parent / "consolidation.lock"
+        lock.write_text(f"{sleeper.pid}\n")
+        result = qmem(memory, "--json", "dream", "--force")
+        assert result.code == 0
+        assert result.json() == {"status": "skipped", "skipped_reason": "locked"}
+        assert lock.read_text() == f"{sleeper.pid}\n"  # not ours: left alone
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_second_extract_is_queued_and_run_by_the_first(memory: Path, tmp_path: Path) -> None:
+    """Spec §7.9 across processes: the busy slot queues the request; the holder runs it."""
+    first = qwen_transcript(tmp_path / "a.jsonl", "sess-a", ["I prefer terse responses."])
+    second = qwen_transcript(
+        tmp_path / "b.jsonl", "sess-b", ["The latency dashboard is https://grafana.internal/d/x"]
+    )
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from qmem_git.store.extractqueue import ExtractSlot\n"
+            f"slot = ExtractSlot({str(memory.parent)!r})\n"
+            "assert slot.acquire_or_queue({'transcript': 'unused'})\n"
+            "print('held', flush=True)\n"
+            "sys.stdin.readline()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        queued = qmem(memory, "--json", "extract", "--transcript", str(second))
+        assert queued.code == 0, queued.err
+        assert queued.json() == {"status": "queued"}
+        assert (memory.parent / "extract-queue.json").exists()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    # the next extraction runs its own request, then the queued one
+    result = qmem(memory, "extract", "--transcript", str(first))
+    assert result.code == 0, result.err
+    ops = [e["session"] for e in qmem(memory, "--json", "log", "--op", "extract").json()]
+    assert ops == ["sess-b", "sess-a"]
+    assert not (memory.parent / "extract-queue.json").exists()
+    assert_clean_repo(memory)
+
+
+def test_memory_root_that_is_a_file(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    result = qmem(target, "remember", "I prefer terse responses")
+    assert result.code != 0
+    one_error_line(result.err)
+    assert target.read_text() == "x"
+
+
+def test_unwritable_state_is_a_clear_error(memory: Path) -> None:
+    if os.geteuid() == 0:
+        # root ignores permissions: make the lock file a directory instead
+        lock = memory / ".git" / "qmem.lock"
+        if lock.exists():
+            lock.unlink()
+        lock.mkdir()
+    else:
+        os.chmod(memory / ".git", 0o500)
+    try:
+        result = qmem(memory, "remember", "I prefer terse responses")
+        assert result.code != 0
+        one_error_line(result.err)
+    finally:
+        os.chmod(memory / ".git", 0o755)
