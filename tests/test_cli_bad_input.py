@@ -73,7 +73,8 @@ def test_huge_transcript_is_streamed_with_bounded_memory(memory: Path, tmp_path:
             "-c",
             "import resource, sys\n"
             "from qmem_git.__main__ import main\n"
-            f"code = main(['--memory-dir', {str(memory)!r}, 'extract', '--transcript', {str(path)!r}])\n"
+            f"args = ['--memory-dir', {str(memory)!r}, 'extract', '--transcript', {str(path)!r}]\n"
+            "code = main(args)\n"
             "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
             "print('PEAK', peak)\n"
             "sys.exit(code)\n",
