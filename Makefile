@@ -37,7 +37,7 @@ format: $(DEV)
 	$(VENV)/bin/ruff format qmem_git tests bench
 
 bench: $(DEV)
-	@for script in bench/bench_*.py; do $(PY) $$script || exit 1; done
+	@status=0; for script in bench/bench_*.py; do echo "### $$script"; $(PY) $$script || status=1; echo; done; exit $$status
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

@@ -791,3 +791,25 @@ def _write_demo_duplicate(memory: str) -> None:
 
 def _quote(arg: str) -> str:
     return f"'{arg}'" if " " in arg or "?" in arg else arg
+
+
+@main.command()
+@pass_options
+def doctor(opts: Options) -> None:
+    """Check this project's memory store and say how to fix what is wrong."""
+    from qmem_git.ops.doctor import run_checks
+
+    checks = run_checks(opts.settings())
+    lines = []
+    for check in checks:
+        mark = "ok" if check.ok else ("warn" if check.warning else "FAIL")
+        lines.append(f"[{mark:>4}] {check.name}: {check.detail}")
+        if not check.ok and check.hint:
+            lines.append(f"       fix: {check.hint}")
+    data = [
+        {"check": c.name, "ok": c.ok, "warning": c.warning, "detail": c.detail, "hint": c.hint}
+        for c in checks
+    ]
+    emit(opts, "\n".join(lines), data)
+    if any(not c.ok and not c.warning for c in checks):
+        exit_with(1)

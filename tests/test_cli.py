@@ -305,3 +305,15 @@ def test_demo_runs_end_to_end_without_network(tmp_path: Path) -> None:
         assert marker in proc.stdout, marker
     assert list(tmp_path.iterdir()) == []  # the demo folder is removed
     assert not (Path(os.environ["HOME"]) / ".qwen").exists()
+
+
+def test_doctor_reports_and_fails_on_problems(memory: Path, tmp_path: Path) -> None:
+    healthy = qmem(memory, "--json", "doctor")
+    assert healthy.code == 0, healthy.out
+    assert {c["check"] for c in healthy.json()} >= {"history", "index", "validate", "git hook"}
+    (memory / "MEMORY.md").write_text("stale")
+    broken = qmem(memory, "doctor")
+    assert broken.code == 1
+    assert "[FAIL] index: MEMORY.md is stale" in broken.out
+    assert "fix: qmem-git index" in broken.out
+    assert qmem(tmp_path / "none", "doctor").code == 1

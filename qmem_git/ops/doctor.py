@@ -1,0 +1,103 @@
+"""Health check of one project's memory store: each check says what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from qmem_git.settings import Settings
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    hint: str = ""
+    warning: bool = False  # a failed warning does not make doctor fail
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    """Layout, repository, locks, index, validation and the git hook, in that order."""
+    root = settings.layout.memory_root
+    checks = [_layout(settings)]
+    if not os.path.isdir(os.path.join(root, ".git")):
+        checks.append(Check("repository", False, f"{root} is not a repository", "qmem-git init"))
+        return checks
+    checks += [_head(root), _locks(root), _index(settings), _validation(root), _hook(root)]
+    return checks
+
+
+def _layout(settings: Settings) -> Check:
+    layout = settings.layout
+    return Check("layout", True, f"{layout.mode} mode, memory root {layout.memory_root}")
+
+
+def _head(root: str) -> Check:
+    from qmem_git.errors import QmemError
+    from qmem_git.ops.history import log
+
+    try:
+        entries = log(root, limit=1)
+    except QmemError as exc:
+        return Check("history", False, exc.message, exc.hint)
+    if not entries:
+        return Check("history", False, "no commits yet", "qmem-git init")
+    last = entries[0]
+    return Check("history", True, f"last operation {last.short}: {last.info.subject}")
+
+
+def _locks(root: str) -> Check:
+    git_dir = os.path.join(root, ".git")
+    leftovers = [
+        name
+        for name in ("index.lock", "HEAD.lock", os.path.join("refs", "heads", "main.lock"))
+        if os.path.exists(os.path.join(git_dir, name))
+    ]
+    if leftovers:
+        return Check(
+            "locks",
+            False,
+            "lock files left in .git: " + ", ".join(leftovers),
+            "the next writing command removes them when stale",
+            warning=True,
+        )
+    return Check("locks", True, "no leftover git lock files")
+
+
+def _index(settings: Settings) -> Check:
+    from qmem_git.ops.lifecycle import check_index
+
+    status = check_index(settings)
+    if not status.up_to_date:
+        return Check("index", False, "MEMORY.md is stale", "qmem-git index")
+    if status.dropped:
+        return Check(
+            "index",
+            False,
+            f"{len(status.dropped)} memories do not fit in MEMORY.md",
+            "run qmem-git dream or forget old memories",
+            warning=True,
+        )
+    return Check("index", True, "MEMORY.md is up to date")
+
+
+def _validation(root: str) -> Check:
+    from qmem_git.ops.validate import validate_tree
+
+    report = validate_tree(root)
+    errors, warnings = report.count("error"), report.count("warning")
+    detail = f"{report.files_checked} files: {errors} error(s), {warnings} warning(s)"
+    return Check("validate", errors == 0, detail, "qmem-git validate" if errors else "")
+
+
+def _hook(root: str) -> Check:
+    path = os.path.join(root, ".git", "hooks", "pre-commit")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            ours = "qmem" in handle.read()
+    except OSError:
+        ours = False
+    if not ours:
+        return Check("git hook", False, "pre-commit hook missing", "qmem-git init", warning=True)
+    return Check("git hook", True, "pre-commit hook validates hand-made commits")
