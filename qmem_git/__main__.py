@@ -20,6 +20,11 @@ _GLOBAL_FLAG["--verbose"] = "verbose"
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    rest = _take_globals(args, {})
+    if rest[:1] == ["hook"] and not {"-h", "--help"} & set(rest):  # agent hooks: no click
+        from qmem_git.hookentry import main as hook_main
+
+        return hook_main(args[: len(args) - len(rest)] + rest[1:])
     fast = _parse_recall(args)
     if fast is not None:
         return _fast_recall(fast)

@@ -21,6 +21,7 @@ from qmem_git.errors import QmemError, UsageError
 from qmem_git.settings import Settings, build_settings
 
 if TYPE_CHECKING:
+    from qmem_git.integrations.hooksettings import InstallResult
     from qmem_git.ops.runner import Outcome
     from qmem_git.store.history import LogEntry
 
@@ -226,7 +227,8 @@ def index(opts: Options, check: bool, dry_run: bool) -> None:
     type=click.Choice(["text", "gcc", "json"]),
     default="text",
     show_default=True,
-    help="gcc: path:line:col: severity: message [rule-id] (for editors and CI).",
+    help="gcc: path:line:col: severity: message [rule-id] (for editors and CI); paths are "
+    "absolute unless run inside the memory folder.",
 )
 @pass_options
 def validate(opts: Options, paths: tuple[str, ...], fmt: str) -> None:
@@ -242,12 +244,14 @@ def validate(opts: Options, paths: tuple[str, ...], fmt: str) -> None:
 
     settings = opts.settings()
     root = settings.layout.memory_root
+    # relative PATHs are memory-root relative unless we are standing inside the root
+    inside = is_inside(os.path.realpath(root), os.path.realpath(settings.cwd))
     if paths:
-        # relative PATHs are memory-root relative unless we are standing inside the root
-        inside = is_inside(os.path.realpath(root), os.path.realpath(settings.cwd))
         report = validate_paths(root, paths, base=settings.cwd if inside else root)
     else:
         report = validate_tree(root)
+    if fmt == "gcc" and not inside:
+        report = report.anchored(root)  # editors resolve paths against their own workspace
     chosen = "json" if opts.json else fmt
     output = format_findings(report.findings, chosen)  # type: ignore[arg-type]
     if chosen == "json" or output:
@@ -813,3 +817,113 @@ def doctor(opts: Options) -> None:
     emit(opts, "\n".join(lines), data)
     if any(not c.ok and not c.warning for c in checks):
         exit_with(1)
+
+
+# --------------------------------------------------------------------------- agents and editors
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[--agent qwen|claude] EVENT")
+@pass_options
+def hook(opts: Options, args: tuple[str, ...]) -> None:
+    """Agent hook adapter: event JSON on stdin, at most one JSON object on stdout, exit 0.
+
+    EVENT is UserPromptSubmit, SessionStart, Stop, PreCompact or SessionEnd (or prompt,
+    session-start, stop, pre-compact, session-end); --agent defaults to detection.
+    Problems are logged to <state dir>/hook.log; the exit status is always 0 so the agent
+    is never blocked. `qmem-git hook` is served before click loads (see __main__); this
+    command is the same entry point for --help and in-process callers.
+    """
+    from qmem_git.hookentry import main as hook_main
+
+    argv = ["--project", opts.project] if opts.project else []
+    argv += ["--memory-dir", opts.memory_dir] if opts.memory_dir else []
+    exit_with(hook_main([*argv, *args]))
+
+
+@main.command("install-hooks")
+@click.option("--agent", type=click.Choice(["qwen", "claude"]), required=True)
+@click.option(
+    "--scope",
+    type=click.Choice(["user", "project"]),
+    default="user",
+    show_default=True,
+    help="user: ~/.<agent>/settings.json; project: <project>/.<agent>/settings.json.",
+)
+@click.option("--uninstall", is_flag=True, help="Remove qmem-git's hooks (only ours).")
+@click.option(
+    "--engine",
+    is_flag=True,
+    help="Qwen Code: also switch its own auto-memory and dream off, so qmem-git extracts.",
+)
+@dry_run_option
+@pass_options
+def install_hooks(
+    opts: Options, agent: str, scope: str, uninstall: bool, engine: bool, dry_run: bool
+) -> None:
+    """Add qmem-git's hooks to Qwen Code's or Claude Code's settings.json (reversible).
+
+    Every other key and hook is kept; installing twice adds nothing; the previous file is
+    kept as settings.json.bak-<timestamp>. The hooks recall memories into each prompt,
+    extract after each turn (in the background) and dream at session end. Without --engine,
+    Qwen Code keeps writing memory itself and qmem-git commits its changes (companion mode).
+    """
+    from qmem_git.integrations.hooksettings import install_hooks as install
+
+    settings = opts.settings()
+    result = install(
+        agent,  # type: ignore[arg-type]
+        scope,  # type: ignore[arg-type]
+        settings.layout.project_root or settings.cwd,
+        settings.home,
+        uninstall=uninstall,
+        dry_run=dry_run,
+        engine=engine,
+        now=now(),
+    )
+    report_install(opts, result, dry_run, uninstall, "hooks")
+
+
+@main.command("install-tasks")
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@click.option("--uninstall", is_flag=True, help="Remove qmem-git's tasks (only ours).")
+@dry_run_option
+@pass_options
+def install_tasks(opts: Options, directory: str | None, uninstall: bool, dry_run: bool) -> None:
+    """Add qmem: tasks to DIR/.vscode/tasks.json (default: the project directory).
+
+    Tasks: validate on folder open (problems in the editor), recall, log, diff, sync,
+    dream and forget. Other tasks are kept; --uninstall removes only ours.
+    """
+    from qmem_git.integrations.vscode import install_tasks as install
+
+    settings = opts.settings()
+    target = directory or settings.layout.project_root or settings.cwd
+    result = install(target, uninstall=uninstall, dry_run=dry_run, now=now())
+    report_install(opts, result, dry_run, uninstall, "tasks")
+
+
+def report_install(
+    opts: Options, result: InstallResult, dry_run: bool, uninstall: bool, what: str
+) -> None:
+    """The new file on --dry-run, else one line naming the file and the backup."""
+    data = {
+        "path": result.path,
+        "changed": result.changed,
+        "backup": result.backup,
+        "dry_run": dry_run,
+        "notes": list(result.notes),
+    }
+    if dry_run:
+        emit(opts, result.text.rstrip("\n"), {**data, "text": result.text})
+    else:
+        done = "Removed" if uninstall else "Installed"
+        text = (
+            f"{done} qmem-git {what} in {result.path}"
+            + (f" (backup: {result.backup})" if result.backup else "")
+            if result.changed
+            else f"{result.path} already {'has no' if uninstall else 'has the'} qmem-git {what}"
+        )
+        emit(opts, text, data)
+    for line in result.notes:
+        note(opts, f"note: {line}")

@@ -48,6 +48,15 @@ class Report:
     def count(self, severity: str) -> int:
         return sum(1 for finding in self.findings if finding.severity == severity)
 
+    def anchored(self, memory_root: str) -> Report:
+        """Root-relative paths made absolute, for editors whose workspace is elsewhere."""
+        root = os.path.abspath(memory_root)
+        findings = tuple(
+            f if os.path.isabs(f.path) else replace(f, path=os.path.join(root, f.path))
+            for f in self.findings
+        )
+        return Report(findings, self.files_checked)
+
 
 class _Unreadable(Exception):
     """A file that must not or cannot be read; ``finding`` says why."""

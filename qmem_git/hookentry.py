@@ -1,0 +1,547 @@
+"""``qmem-git hook [--agent qwen|claude] EVENT``: the Qwen Code / Claude Code hook adapter.
+
+The agent sends one JSON object on stdin; we print at most one JSON object on stdout and always
+exit 0 (agent-integration §3.3-§3.4, implementation note 8): an exit code of 2 would block the
+user's prompt. Problems go to ``<state dir>/hook.log`` (never the prompt text).
+
+UserPromptSubmit runs before every prompt, so its path imports only ``os``, ``sys``, the C JSON
+scanner and the recall operation: no click, dulwich, yaml, and not even ``json`` (which pulls in
+``re``) or ``settings`` (``dataclasses``, ``socket``: ~50 ms together). The memory layout is
+therefore resolved here by a lean copy of ``core.paths.resolve_layout``; a test keeps the two
+equal. Every other event is rare and may import what it likes.
+
+Per-session state (note 7) lives in ``<state dir>/hooks/<session>.json``: ``awaiting`` is set at
+SessionStart and Stop and cleared by the next prompt, so tool-result continuations, crons and
+subagent notices get no recall; ``offset`` is the transcript size last handed to extraction.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+MARKER = "[qmem-git recall]"  # = integrations.transcripts.RECALL_MARKER (a test checks)
+CONTEXT_CAP_BYTES = 8000  # note 9: ~6-8 KB; Claude moves >10,000 chars out to a file
+SESSION_INDEX_BYTES = 6000
+FIRST_PROMPT_INDEX_BYTES = 3000
+TELEMETRY_FILE = "telemetry.jsonl"  # = store.telemetry (a test checks)
+TELEMETRY_ROTATE_BYTES = 1024 * 1024
+SESSION_DIR = "hooks"
+AGENTS = ("qwen", "claude")
+EVENTS = {
+    "UserPromptSubmit": "UserPromptSubmit",
+    "prompt": "UserPromptSubmit",
+    "SessionStart": "SessionStart",
+    "session-start": "SessionStart",
+    "Stop": "Stop",
+    "stop": "Stop",
+    "PreCompact": "PreCompact",
+    "pre-compact": "PreCompact",
+    "SessionEnd": "SessionEnd",
+    "session-end": "SessionEnd",
+}
+_VALUE_OPTIONS = ("--agent", "--project", "--memory-dir")
+_IGNORED_FLAGS = ("--json", "-q", "--quiet", "-v", "--verbose")
+
+
+class Hook:
+    """One hook call: the agent, the event, what it sent, and where the memory lives."""
+
+    __slots__ = (
+        "agent",
+        "event",
+        "home",
+        "memory_dir",
+        "memory_root",
+        "payload",
+        "project",
+        "state_dir",
+    )
+
+    def __init__(
+        self,
+        agent: str,
+        event: str,
+        payload: dict[str, object],
+        project: str,
+        memory_dir: str | None,
+        home: str,
+        layout: tuple[str, str],
+    ) -> None:
+        self.agent = agent
+        self.event = event
+        self.payload = payload
+        self.project = project
+        self.memory_dir = memory_dir
+        self.home = home
+        self.memory_root, self.state_dir = layout
+
+    def text(self, key: str) -> str:
+        value = self.payload.get(key)
+        return value if isinstance(value, str) else ""
+
+    @property
+    def session(self) -> str:
+        return self.text("session_id")
+
+    def log(self, message: str) -> None:
+        from qmem_git.integrations.agents import append_log, log_path
+
+        append_log(log_path(self.state_dir), f"{self.agent} {self.event}: {message}")
+
+
+def main(argv: list[str], stdin: bytes | None = None) -> int:
+    """Run one hook call; whatever happens, the exit status is 0."""
+    env = os.environ
+    hook: Hook | None = None
+    try:
+        hook = prepare(argv, stdin, env)
+        if hook is not None:
+            HANDLERS[hook.event](hook, env)
+    except Exception as exc:
+        _log_crash(hook, argv, env, exc)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+# --------------------------------------------------------------------------- input
+
+
+def prepare(argv: list[str], stdin: bytes | None, env: Mapping[str, str]) -> Hook | None:
+    """Parse argv and the payload; log and return None when there is nothing we can act on."""
+    opts, problem = parse_args(argv)
+    raw = read_stdin() if stdin is None else stdin
+    payload = parse_payload(raw)
+    cwd = os.getcwd()
+    home = env.get("HOME") or os.path.expanduser("~")
+    cwd_value = payload.get("cwd") if payload else None
+    project = (
+        opts.get("--project")
+        or (cwd_value if isinstance(cwd_value, str) and cwd_value else None)
+        or env.get("QWEN_PROJECT_DIR")
+        or env.get("CLAUDE_PROJECT_DIR")
+        or cwd
+    )
+    project = expand(project, home, cwd)
+    memory_dir = opts.get("--memory-dir")
+    memory_dir = expand(memory_dir, home, cwd) if memory_dir else None
+    event = EVENTS.get(opts.get("event") or "") or EVENTS.get(_text(payload, "hook_event_name"))
+    agent = opts.get("--agent") or detect_agent(env, _text(payload, "transcript_path"))
+    layout = memory_layout(project, memory_dir, env, home)
+    hook = Hook(agent, event or "?", payload or {}, project, memory_dir, home, layout)
+    if problem or payload is None or event is None:
+        reason = problem or ("unreadable or empty payload" if payload is None else "unknown event")
+        hook.log(f"ignored: {reason} (argv: {' '.join(argv)[:200]})")
+        return None
+    return hook
+
+
+def parse_args(argv: list[str]) -> tuple[dict[str, str], str | None]:
+    """``[--agent A] [--project P] [--memory-dir D] EVENT`` in any order; a problem or None."""
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, _, inline = arg.partition("=")
+        if name in _VALUE_OPTIONS:
+            value = inline if inline else (argv[i + 1] if i + 1 < len(argv) else "")
+            i += 1 if inline else 2
+            opts[name] = value
+        elif arg in _IGNORED_FLAGS:
+            i += 1
+        elif arg.startswith("-") or "event" in opts:
+            return opts, f"unexpected argument {arg!r}"
+        else:
+            opts["event"] = arg
+            i += 1
+    agent = opts.get("--agent")
+    if agent is not None and agent not in AGENTS:
+        return opts, f"unknown agent {agent!r}"
+    if opts.get("event") and opts["event"] not in EVENTS:
+        return opts, f"unknown event {opts['event']!r}"
+    return opts, None
+
+
+def read_stdin() -> bytes:
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return b""
+    return stream.buffer.read()
+
+
+def parse_payload(raw: bytes) -> dict[str, object] | None:
+    """The event object, or None for empty input, garbage or a non-object."""
+    text = raw.decode("utf-8", "replace").lstrip("\ufeff")
+    try:
+        value = loads(text)
+    except Exception:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class _DecodeOptions:
+    """What ``_json.make_scanner`` reads from a ``json.JSONDecoder``."""
+
+    strict = False
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float
+    memo: dict[str, str] = {}  # noqa: RUF012 - the C scanner keeps its own per call
+
+
+def loads(text: str) -> object:
+    """``json.loads`` through the C scanner directly: ``import json`` costs ``re`` (~10 ms)."""
+    try:
+        from _json import make_scanner
+    except ImportError:  # no C accelerator (PyPy): the plain module
+        import json
+
+        return json.loads(text)
+    text = text.strip(" \t\r\n")
+    value, end = make_scanner(_DecodeOptions())(text, 0)  # type: ignore[arg-type]
+    if end != len(text):
+        raise ValueError(f"extra data at {end}")
+    return value
+
+
+def dumps_string(value: str) -> str:
+    try:
+        from _json import encode_basestring_ascii
+    except ImportError:
+        import json
+
+        return json.dumps(value)
+    return str(encode_basestring_ascii(value))
+
+
+def _text(payload: dict[str, object] | None, key: str) -> str:
+    value = payload.get(key) if payload else None
+    return value if isinstance(value, str) else ""
+
+
+def detect_agent(env: Mapping[str, str], transcript_path: str) -> str:
+    """§3.6: Qwen sets QWEN_PROJECT_DIR; else the transcript's folder tells; else Claude."""
+    if env.get("QWEN_PROJECT_DIR"):
+        return "qwen"
+    path = transcript_path.replace("\\", "/")
+    if "/.qwen/" in path:
+        return "qwen"
+    return "claude"
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def expand(value: str, home: str, cwd: str) -> str:
+    """``core.paths.expand_dir``: leading ``~`` and relative paths resolved, normalised."""
+    if value == "~" or value.startswith("~/"):
+        value = home + value[1:]
+    if not posixpath.isabs(value):
+        value = posixpath.join(cwd, value)
+    return posixpath.normpath(value)
+
+
+def sanitize(path: str) -> str:
+    """``core.paths.sanitize`` without ``re``: non-ASCII-alphanumerics become dashes."""
+    return "".join(
+        ch if ch.isascii() and ch.isalnum() else ("--" if ord(ch) > 0xFFFF else "-") for ch in path
+    )
+
+
+def memory_layout(
+    project: str, memory_dir: str | None, env: Mapping[str, str], home: str
+) -> tuple[str, str]:
+    """(memory root, state dir) as ``settings.build_settings`` resolves them (spec §2.2)."""
+    if memory_dir:
+        return memory_dir, posixpath.dirname(memory_dir)
+    if env.get("QWEN_CODE_MEMORY_LOCAL") == "1":
+        state = posixpath.join(project, ".qwen")
+        return posixpath.join(state, "memory"), state
+    base = env.get("QWEN_CODE_MEMORY_BASE_DIR") or env.get("QWEN_RUNTIME_DIR")
+    base = expand(base, home, os.getcwd()) if base else posixpath.join(home, ".qwen")
+    state = posixpath.join(base, "projects", sanitize(git_root(project)))
+    return posixpath.join(state, "memory"), state
+
+
+def git_root(project: str) -> str:
+    current = project
+    while not os.path.lexists(posixpath.join(current, ".git")):
+        parent = posixpath.dirname(current)
+        if parent == current:
+            return project
+        current = parent
+    return current
+
+
+# --------------------------------------------------------------------------- session state
+
+
+def session_file(state_dir: str, session: str) -> str:
+    """A file name from the session id: safe characters kept, the rest ``_``."""
+    safe = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.") else "_" for ch in session)
+    safe = safe[:128].lstrip(".") or "_"
+    return posixpath.join(state_dir, SESSION_DIR, safe + ".json")
+
+
+def read_session(state_dir: str, session: str) -> dict[str, object] | None:
+    """The session's state, None when no hook has recorded this session (or it has no id)."""
+    if not session:
+        return None
+    try:
+        with open(session_file(state_dir, session), "rb") as handle:
+            data = parse_payload(handle.read())
+    except OSError:
+        return None
+    return data if data is not None else {}
+
+
+def write_session(state_dir: str, session: str, awaiting: bool, offset: int) -> None:
+    """Replace the session's state atomically (only where a memory state dir exists)."""
+    if not session or not os.path.isdir(state_dir):
+        return
+    path = session_file(state_dir, session)
+    os.makedirs(posixpath.dirname(path), exist_ok=True)
+    temp = f"{path}.{os.getpid()}.tmp"
+    with open(temp, "w", encoding="utf-8") as handle:
+        handle.write(f'{{"awaiting":{"true" if awaiting else "false"},"offset":{int(offset)}}}\n')
+    os.replace(temp, path)
+
+
+def _offset(state: dict[str, object] | None) -> int:
+    value = state.get("offset") if state else None
+    return value if isinstance(value, int) else 0
+
+
+# --------------------------------------------------------------------------- output
+
+
+def emit(event: str, context: str) -> None:
+    """Note 8: one line, one object, context under hookSpecificOutput; nothing if empty."""
+    if not context:
+        return
+    line = (
+        f'{{"hookSpecificOutput":{{"hookEventName":{dumps_string(event)},'
+        f'"additionalContext":{dumps_string(context)}}}}}\n'
+    )
+    sys.stdout.buffer.write(line.encode("ascii"))
+    sys.stdout.flush()
+
+
+def cap_lines(lines: list[str], budget: int) -> str:
+    """Whole lines joined by newlines, stopping before ``budget`` UTF-8 bytes."""
+    out: list[str] = []
+    used = 0
+    for line in lines:
+        used += len(line.encode("utf-8")) + 1
+        if used > budget:
+            break
+        out.append(line)
+    return "\n".join(out)
+
+
+def build_context(*blocks: str) -> str:
+    """Marker line + blocks, capped at whole lines; our marker never appears twice (note 6)."""
+    body = "\n\n".join(block.replace(MARKER, "[qmem-git]").strip("\n") for block in blocks if block)
+    if not body.strip():
+        return ""
+    return cap_lines([MARKER, *body.split("\n")], CONTEXT_CAP_BYTES)
+
+
+# --------------------------------------------------------------------------- events
+
+
+def on_prompt(hook: Hook, env: Mapping[str, str]) -> None:
+    """Recall for a user's prompt (the hot path); continuations get nothing (note 7)."""
+    if not os.path.isdir(hook.memory_root):
+        return
+    state = read_session(hook.state_dir, hook.session)
+    submitted = hook.payload.get("submitted_prompt")
+    if not (isinstance(submitted, str) or state is None or state.get("awaiting") is True):
+        return
+    if state is None or state.get("awaiting") is not False:
+        write_session(hook.state_dir, hook.session, False, _offset(state))
+    query = submitted if isinstance(submitted, str) and submitted.strip() else hook.text("prompt")
+    marker = query.find(MARKER)  # old Qwen builds merged our context into the prompt
+    query = query if marker < 0 else query[:marker]
+    index = ""
+    if state is None and hook.agent == "claude" and env.get("QMEM_MODE") != "companion":
+        from qmem_git.integrations.agents import index_context
+
+        index = cap_lines(index_context(hook.memory_root), FIRST_PROMPT_INDEX_BYTES)  # #10373
+    emit("UserPromptSubmit", build_context(index, recall_block(hook, query, env)))
+
+
+def recall_block(hook: Hook, query: str, env: Mapping[str, str]) -> str:
+    import time
+
+    from qmem_git.ops.recall import recall
+
+    if not query.strip():
+        return ""
+    started = time.monotonic()
+    result = recall(hook.memory_root, hook.state_dir, query, int(time.time() * 1000))
+    if env.get("QMEM_TELEMETRY", "1") != "0":
+        elapsed = int((time.monotonic() - started) * 1000)
+        record_recall(
+            hook.state_dir,
+            len(query),
+            result.docs_scanned,
+            len(result.selected),
+            result.strategy,
+            elapsed,
+        )
+    return result.prompt
+
+
+def record_recall(
+    state_dir: str, query_length: int, scanned: int, selected: int, strategy: str, ms: int
+) -> None:
+    """Spec §10.1 recall event (no query text), as ``qmem-git recall`` writes it; best effort."""
+    import time
+
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+    line = (
+        f'{{"event":"qwen-code.memory.recall","time":"{stamp}","query_length":{query_length},'
+        f'"docs_scanned":{scanned},"docs_selected":{selected},"strategy":"{strategy}",'
+        f'"duration_ms":{ms}}}\n'
+    ).encode()
+    path = posixpath.join(state_dir, TELEMETRY_FILE)
+    try:
+        if os.path.getsize(path) + len(line) > TELEMETRY_ROTATE_BYTES:
+            os.replace(path, path + ".1")
+    except OSError:
+        pass
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:
+        return
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def on_session_start(hook: Hook, env: Mapping[str, str]) -> None:
+    """Arm recall for the first prompt; in engine mode show the MEMORY.md index.
+
+    Companion mode means Qwen Code's own managed memory is on and already loads MEMORY.md,
+    which must not be injected twice (§4 (3)).
+    """
+    from qmem_git.integrations.agents import COMPANION, detect_mode, index_context
+
+    state = read_session(hook.state_dir, hook.session)
+    write_session(hook.state_dir, hook.session, True, _offset(state))
+    if detect_mode(hook.agent, env, hook.project, hook.home) == COMPANION:
+        return
+    index = cap_lines(index_context(hook.memory_root), SESSION_INDEX_BYTES)
+    emit("SessionStart", build_context(index))
+
+
+def on_stop(hook: Hook, env: Mapping[str, str]) -> None:
+    """End of a turn: arm recall for the next prompt, extract the new part in the background."""
+    if hook.payload.get("stop_hook_active"):
+        return
+    schedule(hook, env, awaiting=True)
+
+
+def on_pre_compact(hook: Hook, env: Mapping[str, str]) -> None:
+    """Extract what compaction is about to fold away; never block it (§3.3)."""
+    schedule(hook, env, awaiting=None)
+
+
+def on_session_end(hook: Hook, env: Mapping[str, str]) -> None:
+    """Final extraction then a gated dream, in a detached worker (Claude kills us at ~1.5 s)."""
+    schedule(hook, env, awaiting=False)
+    if hook.session and os.path.exists(path := session_file(hook.state_dir, hook.session)):
+        os.unlink(path)
+
+
+def schedule(hook: Hook, env: Mapping[str, str], awaiting: bool | None) -> None:
+    """Record the session state and start the background worker for this event.
+
+    ``awaiting`` None keeps the session's flag as it is.
+    """
+    from qmem_git.integrations import agents
+
+    state = read_session(hook.state_dir, hook.session)
+    if awaiting is None:
+        awaiting = bool(state and state.get("awaiting") is True)
+    mode = agents.detect_mode(hook.agent, env, hook.project, hook.home)
+    transcript = transcript_for(hook, env) if mode == agents.ENGINE else None
+    size = _size(transcript)
+    if hook.event != "SessionEnd":
+        write_session(hook.state_dir, hook.session, awaiting, size or _offset(state))
+        if mode == agents.ENGINE and (size is None or size == _offset(state)):
+            return  # nothing new since the last extraction we started
+    scope = ["--project", hook.project]
+    scope += ["--memory-dir", hook.memory_dir] if hook.memory_dir else []
+    steps = agents.worker_steps(hook.event, mode, scope, transcript, hook.session)
+    if not steps:
+        return
+    delay = agents.CLAUDE_FLUSH_DELAY_S if hook.agent == "claude" and transcript else 0.0
+    log = agents.log_path(hook.state_dir)
+    os.makedirs(hook.state_dir, exist_ok=True)
+    agents.spawn_detached(agents.worker_argv(steps, log, delay), hook.project)
+
+
+def transcript_for(hook: Hook, env: Mapping[str, str]) -> str | None:
+    """The payload's transcript_path, else where the agent keeps it (note 10)."""
+    from qmem_git.integrations.agents import find_transcript
+
+    path = hook.text("transcript_path")
+    if path:
+        path = expand(path, hook.home, hook.project)
+        if os.path.isfile(path):
+            return path
+    found = find_transcript(hook.agent, hook.project, hook.session, env, hook.home)
+    if found is None:
+        hook.log("no transcript found for this session; nothing to extract")
+    return found
+
+
+def _size(path: str | None) -> int | None:
+    if path is None:
+        return None
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
+
+
+HANDLERS = {
+    "UserPromptSubmit": on_prompt,
+    "SessionStart": on_session_start,
+    "Stop": on_stop,
+    "PreCompact": on_pre_compact,
+    "SessionEnd": on_session_end,
+}
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def _log_crash(hook: Hook | None, argv: list[str], env: Mapping[str, str], exc: Exception) -> None:
+    """Where it failed (type, message, innermost frame): enough to report, no payload text."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    message = f"internal error {type(exc).__name__}: {str(exc)[:300]}{where}"
+    try:
+        if hook is None:
+            home = env.get("HOME") or os.path.expanduser("~")
+            project = env.get("QWEN_PROJECT_DIR") or env.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+            layout = memory_layout(expand(project, home, os.getcwd()), None, env, home)
+            hook = Hook("?", "?", {}, project, None, home, layout)
+        hook.log(message)
+    except Exception:
+        pass

@@ -1,0 +1,378 @@
+"""Agent hook settings: render our hook entries and merge them into settings.json files.
+
+Pure functions (render, merge, remove) plus one effectful ``install_hooks`` that reads the
+settings file, writes a backup and replaces it atomically. Our entries are recognised by their
+command (``... hook --agent <agent> <event>`` run by qmem-git) and, for Qwen Code, also by the
+``name`` field it accepts; Claude Code validates hook objects, so nothing extra goes there
+(agent-integration §3.1). Everything else in the file is kept in place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from qmem_git.errors import QmemError, UsageError
+
+Agent = Literal["qwen", "claude"]
+Scope = Literal["user", "project"]
+AGENTS: tuple[Agent, ...] = ("qwen", "claude")
+HOOK_NAME = "qmem-git"
+HOOK_DESCRIPTION = "qmem-git managed auto-memory (added by qmem-git install-hooks)"
+DEFAULT_COMMAND = "qmem-git"
+
+
+@dataclass(frozen=True)
+class HookEvent:
+    """One agent event we hook: its name, our CLI alias, matcher, timeout (s) and async flag."""
+
+    event: str
+    alias: str
+    timeout_s: int
+    is_async: bool = False
+    matcher: str | None = None
+
+
+# agent-integration §3.1: matchers on SessionStart only; async for Stop and PreCompact.
+EVENTS: tuple[HookEvent, ...] = (
+    HookEvent("SessionStart", "session-start", 20, matcher="startup|resume|clear|compact"),
+    HookEvent("UserPromptSubmit", "prompt", 10),
+    HookEvent("Stop", "stop", 300, is_async=True),
+    HookEvent("PreCompact", "pre-compact", 60, is_async=True),
+    HookEvent("SessionEnd", "session-end", 5),
+)
+# Old Qwen Code cores report a compaction as source "compress" (§3.2).
+QWEN_EXTRA_SOURCES = "|compress"
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    """What an install/uninstall did (or would do): the file, the new text, the backup."""
+
+    path: str
+    changed: bool
+    backup: str | None
+    text: str
+    notes: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def command_prefix(executable: str = sys.executable) -> str:
+    """How settings should start qmem-git without relying on PATH.
+
+    The console script beside the interpreter (venv, pipx) starts fastest; otherwise the
+    interpreter runs the package with ``-m``.
+    """
+    folder = os.path.dirname(executable)
+    for name in ("qmem-git", "qmem-git.exe"):
+        script = os.path.join(folder, name)
+        if os.path.isfile(script) and os.access(script, os.X_OK):
+            return _quote(script)
+    return f"{_quote(executable)} -m qmem_git"
+
+
+def _quote(path: str) -> str:
+    if os.name == "nt":
+        return f'"{path}"' if " " in path else path
+    return shlex.quote(path)
+
+
+def hook_command(agent: Agent, alias: str, prefix: str = DEFAULT_COMMAND) -> str:
+    return f"{prefix} hook --agent {agent} {alias}"
+
+
+def render_hook(agent: Agent, spec: HookEvent, prefix: str = DEFAULT_COMMAND) -> dict[str, Any]:
+    """One command hook object; Qwen takes milliseconds and a name, Claude seconds."""
+    hook: dict[str, Any] = {"type": "command", "command": hook_command(agent, spec.alias, prefix)}
+    if agent == "qwen":
+        hook = {"name": HOOK_NAME, "description": HOOK_DESCRIPTION, **hook}
+    if spec.is_async:
+        hook["async"] = True
+    hook["timeout"] = spec.timeout_s * 1000 if agent == "qwen" else spec.timeout_s
+    return hook
+
+
+def render_group(agent: Agent, spec: HookEvent, prefix: str = DEFAULT_COMMAND) -> dict[str, Any]:
+    group: dict[str, Any] = {}
+    if spec.matcher:
+        group["matcher"] = spec.matcher + (QWEN_EXTRA_SOURCES if agent == "qwen" else "")
+    group["hooks"] = [render_hook(agent, spec, prefix)]
+    return group
+
+
+def render_hooks(agent: Agent, prefix: str = DEFAULT_COMMAND) -> dict[str, Any]:
+    """The ``{"hooks": {...}}`` snippet for ``agent`` (what hooks/<agent>-settings.json holds)."""
+    return {"hooks": {spec.event: [render_group(agent, spec, prefix)] for spec in EVENTS}}
+
+
+def dumps(data: object) -> str:
+    """Deterministic JSON text as we write settings files (2-space indent, trailing newline)."""
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+# --------------------------------------------------------------------------- merging
+
+
+def is_our_hook(hook: object) -> bool:
+    """A hook object qmem-git installed: Qwen's name marker, or our command line."""
+    if not isinstance(hook, dict):
+        return False
+    if hook.get("name") == HOOK_NAME:
+        return True
+    command = hook.get("command")
+    return (
+        isinstance(command, str)
+        and " hook --agent " in command
+        and ("qmem-git" in command or "qmem_git" in command)
+    )
+
+
+def remove_hooks(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` without our hooks; containers emptied by the removal are dropped too."""
+    result = dict(settings)
+    hooks = result.get("hooks")
+    if not isinstance(hooks, dict) or not hooks:
+        return result
+    kept: dict[str, Any] = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            kept[event] = groups
+            continue
+        new_groups = _without_ours(groups)
+        if new_groups or not groups:
+            kept[event] = new_groups
+    if kept:
+        result["hooks"] = kept
+    else:
+        del result["hooks"]
+    return result
+
+
+def _without_ours(groups: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for group in groups:
+        inner = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(inner, list):
+            out.append(group)
+            continue
+        mine = [hook for hook in inner if is_our_hook(hook)]
+        if not mine:
+            out.append(group)
+        elif len(mine) < len(inner):
+            out.append({**group, "hooks": [hook for hook in inner if not is_our_hook(hook)]})
+    return out
+
+
+def add_hooks(
+    settings: Mapping[str, Any], agent: Agent, prefix: str = DEFAULT_COMMAND
+) -> dict[str, Any]:
+    """Our hooks (replacing any earlier qmem-git entries), every other key and hook kept."""
+    result = remove_hooks(settings)
+    hooks = result.get("hooks")
+    if hooks is not None and not isinstance(hooks, dict):
+        raise QmemError(
+            "the settings file has a 'hooks' value that is not an object",
+            "fix or remove that key, then run install-hooks again",
+        )
+    merged: dict[str, Any] = dict(hooks or {})
+    for event, groups in render_hooks(agent, prefix)["hooks"].items():
+        existing = merged.get(event)
+        merged[event] = [*(existing if isinstance(existing, list) else []), *groups]
+    result["hooks"] = merged
+    return result
+
+
+def set_engine_mode(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Switch Qwen Code's own extraction and dream off so only qmem-git writes (§4 (2))."""
+    result = dict(settings)
+    memory = result.get("memory")
+    memory = dict(memory) if isinstance(memory, dict) else {}
+    memory["enableManagedAutoMemory"] = False
+    memory["enableManagedAutoDream"] = False
+    result["memory"] = memory
+    return result
+
+
+# --------------------------------------------------------------------------- JSON with comments
+
+
+def parse_jsonc(text: str, where: str) -> object:
+    """JSON that may hold ``//`` and ``/* */`` comments and trailing commas (VS Code, Qwen).
+
+    Raises QmemError naming ``where`` and the line when the text is still not JSON.
+    """
+    try:
+        return json.loads(strip_jsonc(text.lstrip("\ufeff")))
+    except json.JSONDecodeError as exc:
+        raise QmemError(
+            f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            "fix the file by hand; nothing was written",
+        ) from None
+
+
+def strip_jsonc(text: str) -> str:
+    """Blank out comments and drop trailing commas, leaving strings untouched."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            end = _string_end(text, i)
+            out.append(text[i:end])
+            i = end
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            out.append(" ")
+        elif ch in "}]":
+            _drop_trailing_comma(out)
+            out.append(ch)
+            i += 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _string_end(text: str, start: int) -> int:
+    i = start + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+        elif text[i] == '"':
+            return i + 1
+        else:
+            i += 1
+    return len(text)
+
+
+def _drop_trailing_comma(out: list[str]) -> None:
+    """Outside strings every piece is one character, so the comma is a piece of its own."""
+    for k in range(len(out) - 1, -1, -1):
+        if out[k].strip():
+            if out[k] == ",":
+                out[k] = ""
+            return
+
+
+# --------------------------------------------------------------------------- files
+
+
+def settings_path(agent: Agent, scope: Scope, project_dir: str, home: str) -> str:
+    """``.qwen/settings.json`` / ``.claude/settings.json`` in the project or the home dir."""
+    base = home if scope == "user" else project_dir
+    return os.path.join(base, f".{agent}", "settings.json")
+
+
+def read_settings(path: str) -> tuple[dict[str, Any], str | None]:
+    """The parsed settings object (empty when the file is missing) and the original text."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        raise QmemError(
+            f"{path}: cannot read ({exc.strerror or exc})", "check its permissions"
+        ) from None
+    if not text.strip():
+        return {}, text
+    data = parse_jsonc(text, path)
+    if not isinstance(data, dict):
+        raise QmemError(f"{path}: the top level is not a JSON object", "fix the file by hand")
+    return data, text
+
+
+def write_with_backup(path: str, text: str, previous: str | None, now: datetime) -> str | None:
+    """Keep the previous file as ``<name>.bak-<timestamp>``, then replace it atomically."""
+    from qmem_git.store.workdir import atomic_write
+
+    backup = None
+    if previous is not None:
+        backup = free_backup_name(path, now, os.path.exists)
+        atomic_write(backup, previous.encode("utf-8"))
+    atomic_write(path, text.encode("utf-8"))
+    return backup
+
+
+def free_backup_name(path: str, now: datetime, exists: Callable[[str], bool]) -> str:
+    stem = f"{path}.bak-{now.strftime('%Y%m%d-%H%M%S')}"
+    candidate, n = stem, 1
+    while exists(candidate):
+        candidate, n = f"{stem}-{n}", n + 1
+    return candidate
+
+
+def install_hooks(
+    agent: Agent,
+    scope: Scope,
+    project_dir: str,
+    home: str,
+    *,
+    uninstall: bool = False,
+    dry_run: bool = False,
+    engine: bool = False,
+    now: datetime,
+    prefix: str | None = None,
+) -> InstallResult:
+    """Add (or remove) our hooks in the agent's settings file; see the module docstring.
+
+    ``prefix`` is how the command starts (default: ``command_prefix()``, an absolute path).
+    """
+    if agent not in AGENTS:
+        raise UsageError(f"unknown agent {agent!r}", "use --agent qwen or --agent claude")
+    if engine and agent != "qwen":
+        raise UsageError("--engine applies to Qwen Code only", "drop --engine for Claude Code")
+    path = settings_path(agent, scope, project_dir, home)
+    current, previous = read_settings(path)
+    if uninstall:
+        updated = remove_hooks(current)
+    else:
+        updated = add_hooks(current, agent, prefix or command_prefix())
+        updated = set_engine_mode(updated) if engine else updated
+    changed = updated != current
+    text = dumps(updated)
+    notes = install_notes(agent, scope, updated, uninstall=uninstall, engine=engine)
+    backup = None
+    if changed and not dry_run:
+        backup = write_with_backup(path, text, previous, now)
+    return InstallResult(path, changed, backup, text, notes)
+
+
+def install_notes(
+    agent: Agent, scope: Scope, settings: Mapping[str, Any], *, uninstall: bool, engine: bool
+) -> tuple[str, ...]:
+    """Warnings the user should see: disabled hooks, untrusted folders, two extractors."""
+    notes: list[str] = []
+    if settings.get("disableAllHooks") is True:
+        notes.append("this settings file has disableAllHooks: true; no hook will run")
+    if uninstall:
+        if agent == "qwen" and _managed_memory_off(settings):
+            notes.append(
+                "Qwen Code's own auto-memory stays switched off; turn it back on with /memory"
+            )
+        return tuple(notes)
+    if agent == "qwen" and scope == "project":
+        notes.append("Qwen Code reads .qwen/settings.json only in trusted folders")
+    if agent == "qwen" and not engine and not _managed_memory_off(settings):
+        notes.append(
+            "Qwen Code's own auto-memory is on: qmem-git runs in companion mode and commits "
+            "its changes; use --engine to let qmem-git extract instead"
+        )
+    return tuple(notes)
+
+
+def _managed_memory_off(settings: Mapping[str, Any]) -> bool:
+    memory = settings.get("memory")
+    return isinstance(memory, dict) and memory.get("enableManagedAutoMemory") is False

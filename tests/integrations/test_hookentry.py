@@ -1,0 +1,630 @@
+"""The agent hook adapter in process: event handling, session state, layout parity, hot path.
+
+Background workers are not started here (``spawn_detached`` is replaced by a recorder); the
+real processes run in test_hooks_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from qmem_git import hookentry
+from qmem_git.__main__ import main as qmem_main
+from qmem_git.core.paths import sanitize as core_sanitize
+from qmem_git.integrations import agents, transcripts
+from qmem_git.settings import build_settings
+from qmem_git.store import telemetry
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("click", "dulwich", "requests", "yaml", "filelock", "frontmatter", "psutil")
+
+
+@pytest.fixture
+def project(tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project dir with its runtime dir in tmp; the memory root does not exist yet."""
+    monkeypatch.setenv("QWEN_RUNTIME_DIR", str(tmp_path / "runtime"))
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    return proj
+
+
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    calls: list[list[str]] = []
+
+    def record(argv: list[str], cwd: str | None) -> int:
+        calls.append(list(argv))
+        return 0
+
+    monkeypatch.setattr(agents, "spawn_detached", record)
+    return calls
+
+
+def layout(project: Path) -> tuple[Path, Path]:
+    settings = build_settings(os.environ, project=str(project))
+    return Path(settings.layout.memory_root), Path(settings.layout.state_dir)
+
+
+def write_memory(root: Path, rel: str, title: str, body: str, kind: str = "project") -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f"---\nname: {title}\ndescription: {title}\ntype: {kind}\n---\n\n{body}\n", "utf-8"
+    )
+
+
+@pytest.fixture
+def memories(project: Path) -> Path:
+    root, _ = layout(project)
+    write_memory(root, "project/canary.md", "Canary deploys", "Roll out canary deploys at 5%.")
+    write_memory(root, "user/terse.md", "Terse replies", "User prefers terse replies.", "user")
+    (root / "MEMORY.md").write_text(
+        "- [Canary deploys](project/canary.md) — Canary deploys\n"
+        "- [Terse replies](user/terse.md) — Terse replies\n",
+        "utf-8",
+    )
+    return root
+
+
+def payload(project: Path, event: str, **extra: object) -> bytes:
+    data = {"session_id": "sess-1", "transcript_path": "", "cwd": str(project)}
+    data["hook_event_name"] = event
+    data.update(extra)
+    return json.dumps(data).encode()
+
+
+def run(
+    capsys: pytest.CaptureFixture[str], argv: list[str], stdin: bytes
+) -> dict[str, object] | None:
+    """Run the hook in process; the parsed stdout object, or None when it printed nothing."""
+    assert hookentry.main(argv, stdin) == 0
+    out = capsys.readouterr().out
+    if not out:
+        return None
+    assert out.endswith("\n") and out.count("\n") == 1, out
+    value = json.loads(out)
+    assert isinstance(value, dict)
+    return value
+
+
+def context_of(output: dict[str, object] | None, event: str) -> str:
+    assert output is not None
+    specific = output["hookSpecificOutput"]
+    assert isinstance(specific, dict)
+    assert set(output) == {"hookSpecificOutput"}
+    assert specific["hookEventName"] == event
+    context = specific["additionalContext"]
+    assert isinstance(context, str)
+    assert context.startswith(hookentry.MARKER + "\n")
+    return context
+
+
+def log_text(project: Path) -> str:
+    _, state = layout(project)
+    path = state / "hook.log"
+    return path.read_text("utf-8") if path.exists() else ""
+
+
+# --------------------------------------------------------------------------- constants, parsing
+
+
+def test_marker_and_telemetry_names_match_the_modules_they_mirror() -> None:
+    assert hookentry.MARKER == transcripts.RECALL_MARKER
+    assert hookentry.TELEMETRY_FILE == telemetry.TELEMETRY_FILE
+    assert hookentry.TELEMETRY_ROTATE_BYTES == telemetry.ROTATE_BYTES
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected", "problem"),
+    [
+        (["prompt"], {"event": "prompt"}, None),
+        (["--agent", "qwen", "Stop"], {"--agent": "qwen", "event": "Stop"}, None),
+        (["--agent=claude", "-q", "session-end"], {"--agent": "claude", "event": "session-end"},
+         None),
+        (["--project", "/p", "--memory-dir", "/m", "stop"],
+         {"--project": "/p", "--memory-dir": "/m", "event": "stop"}, None),
+        (["--agent", "gemini", "stop"], None, "unknown agent"),
+        (["nonsense"], None, "unknown event"),
+        (["stop", "extra"], None, "unexpected argument"),
+        (["--frobnicate", "stop"], None, "unexpected argument"),
+    ],
+)  # fmt: skip
+def test_parse_args(argv: list[str], expected: dict[str, str] | None, problem: str | None) -> None:
+    opts, found = hookentry.parse_args(argv)
+    if problem is None:
+        assert found is None and opts == expected
+    else:
+        assert found is not None and problem in found
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(JSON_VALUES, st.booleans())
+def test_loads_agrees_with_json(value: object, ascii_only: bool) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=1 if ascii_only else None)
+    assert hookentry.loads(f" \n{text}\r\n") == json.loads(text)
+
+
+@given(st.text())
+def test_dumps_string_is_json(value: str) -> None:
+    assert json.loads(hookentry.dumps_string(value)) == value
+
+
+@pytest.mark.parametrize(
+    "raw", [b"", b"   ", b"garbage", b"[1, 2]", b'{"a": 1} trailing', b"\xff\xfe{"]
+)
+def test_parse_payload_rejects_non_objects(raw: bytes) -> None:
+    assert hookentry.parse_payload(raw) is None
+
+
+def test_parse_payload_accepts_a_bom() -> None:
+    assert hookentry.parse_payload('\ufeff{"a": 1}'.encode()) == {"a": 1}
+
+
+# --------------------------------------------------------------------------- layout parity
+
+
+@given(st.text(max_size=30))
+def test_sanitize_matches_core(path: str) -> None:
+    assert hookentry.sanitize(path) == core_sanitize(path)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"QWEN_RUNTIME_DIR": "rt"},
+        {"QWEN_RUNTIME_DIR": "~/rt", "QWEN_CODE_MEMORY_BASE_DIR": "~/base"},
+        {"QWEN_CODE_MEMORY_LOCAL": "1"},
+        {"QWEN_CODE_MEMORY_LOCAL": "0", "QWEN_CODE_MEMORY_BASE_DIR": "/abs/base"},
+    ],
+)
+@pytest.mark.parametrize("nested", [False, True])
+def test_memory_layout_matches_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], nested: bool
+) -> None:
+    home = tmp_path / "home dir"
+    repo = tmp_path / "my_proj.v2 ☃"
+    (repo / ".git").mkdir(parents=True)
+    project = repo / "sub" / "pkg" if nested else repo
+    project.mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(tmp_path)
+    full = {"HOME": str(home), **env}
+    expected = build_settings(full, project=str(project)).layout
+    got = hookentry.memory_layout(str(project), None, full, str(home))
+    assert got == (expected.memory_root, expected.state_dir)
+
+
+def test_memory_dir_layout_matches_settings(tmp_path: Path) -> None:
+    root = str(tmp_path / "mem")
+    expected = build_settings({"HOME": str(tmp_path)}, memory_dir=root).layout
+    assert hookentry.memory_layout("/x", root, {}, str(tmp_path)) == (
+        expected.memory_root,
+        expected.state_dir,
+    )
+
+
+# --------------------------------------------------------------------------- prompt
+
+
+def test_first_prompt_injects_recall_and_index_for_claude(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+) -> None:
+    data = payload(project, "UserPromptSubmit", prompt="how do canary deploys roll out?")
+    out = run(capsys, ["--agent", "claude", "prompt"], data)
+    context = context_of(out, "UserPromptSubmit")
+    assert "## Memory index" in context  # SessionStart was never delivered (#10373)
+    assert "## Relevant memory" in context
+    assert "Roll out canary deploys at 5%." in context
+    assert context.count(hookentry.MARKER) == 1
+
+
+def test_no_recall_for_continuations_until_the_next_turn(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, spawned: list[list[str]]
+) -> None:
+    prompt = payload(project, "UserPromptSubmit", prompt="canary deploys?")
+    assert (
+        run(capsys, ["--agent", "claude", "session-start"], payload(project, "SessionStart"))
+        is not None
+    )
+    first = context_of(run(capsys, ["--agent", "claude", "prompt"], prompt), "UserPromptSubmit")
+    assert "## Memory index" not in first  # SessionStart showed it already
+    assert run(capsys, ["--agent", "claude", "prompt"], prompt) is None  # a continuation
+    run(capsys, ["--agent", "claude", "stop"], payload(project, "Stop", stop_hook_active=False))
+    assert run(capsys, ["--agent", "claude", "prompt"], prompt) is not None
+
+
+def test_submitted_prompt_marks_a_user_turn_and_is_the_query(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+) -> None:
+    hookentry.write_session(str(layout(project)[1]), "sess-1", False, 0)
+    continuation = payload(project, "UserPromptSubmit", prompt="canary deploys")
+    assert run(capsys, ["--agent", "qwen", "prompt"], continuation) is None
+    turn = payload(
+        project,
+        "UserPromptSubmit",
+        prompt="expanded text about nothing",
+        submitted_prompt="canary?",
+    )
+    context = context_of(run(capsys, ["--agent", "qwen", "prompt"], turn), "UserPromptSubmit")
+    assert "Canary deploys" in context
+    assert "## Memory index" not in context  # Qwen loads its own MEMORY.md
+
+
+def test_nothing_relevant_prints_nothing(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+) -> None:
+    data = payload(project, "UserPromptSubmit", prompt="zebra quantum", submitted_prompt="zebra")
+    assert run(capsys, ["--agent", "qwen", "prompt"], data) is None
+
+
+def test_no_memory_folder_means_no_output_and_no_files(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    assert run(capsys, ["prompt"], payload(project, "UserPromptSubmit", prompt="hi")) is None
+    assert not layout(project)[1].exists()
+
+
+def test_our_marker_never_comes_back(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+) -> None:
+    write_memory(memories, "project/echo.md", "Canary echo", f"{hookentry.MARKER} canary text")
+    prompt = f"canary?\n\n{hookentry.MARKER}\n## Relevant memory\nzebra"
+    data = payload(project, "UserPromptSubmit", prompt=prompt, submitted_prompt=prompt)
+    context = context_of(run(capsys, ["--agent", "qwen", "prompt"], data), "UserPromptSubmit")
+    assert context.count(hookentry.MARKER) == 1
+    assert "Canary" in context
+
+
+def test_context_is_capped(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+) -> None:
+    for i in range(5):
+        write_memory(memories, f"project/big{i}.md", f"Canary big {i}", "canary rollout " * 600)
+    data = payload(
+        project, "UserPromptSubmit", prompt="canary rollout", submitted_prompt="x canary"
+    )
+    context = context_of(run(capsys, ["--agent", "qwen", "prompt"], data), "UserPromptSubmit")
+    assert len(context.encode()) <= hookentry.CONTEXT_CAP_BYTES
+
+
+def test_recall_telemetry_has_no_query_text(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    memories: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("QMEM_TELEMETRY", "1")
+    run(capsys, ["prompt"], payload(project, "UserPromptSubmit", prompt="canary secretword"))
+    lines = (layout(project)[1] / "telemetry.jsonl").read_text().splitlines()
+    event = json.loads(lines[-1])
+    assert event["event"] == "qwen-code.memory.recall"
+    assert event["query_length"] == len("canary secretword")
+    assert "secretword" not in lines[-1]
+
+
+# --------------------------------------------------------------------------- session start
+
+
+def test_session_start_in_companion_mode_injects_nothing(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+) -> None:
+    assert (
+        run(capsys, ["--agent", "qwen", "SessionStart"], payload(project, "SessionStart")) is None
+    )
+    state = hookentry.read_session(str(layout(project)[1]), "sess-1")
+    assert state == {"awaiting": True, "offset": 0}
+
+
+def test_session_start_in_engine_mode_shows_the_index(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+) -> None:
+    (project / ".qwen").mkdir()
+    (project / ".qwen" / "settings.json").write_text(
+        '{\n  // qmem-git extracts\n  "memory": {"enableManagedAutoMemory": false,},\n}\n'
+    )
+    out = run(capsys, ["--agent", "qwen", "session-start"], payload(project, "SessionStart"))
+    context = context_of(out, "SessionStart")
+    assert "- [Canary deploys](project/canary.md)" in context
+
+
+# --------------------------------------------------------------------------- background events
+
+
+def transcript(project: Path, name: str = "t.jsonl") -> Path:
+    path = project / name
+    path.write_text((REPO_ROOT / "tests/fixtures/hooks/qwen-transcript.jsonl").read_text())
+    return path
+
+
+def steps_of(argv: list[str]) -> list[list[str]]:
+    assert argv[:3] == [sys.executable, "-m", "qmem_git.integrations.agents"]
+    steps = json.loads(argv[5])
+    assert isinstance(steps, list)
+    return steps
+
+
+def test_stop_starts_an_extraction_once_per_new_content(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, spawned: list[list[str]]
+) -> None:
+    path = transcript(project)
+    data = payload(project, "Stop", transcript_path=str(path), stop_hook_active=False)
+    assert run(capsys, ["--agent", "claude", "stop"], data) is None
+    assert run(capsys, ["--agent", "claude", "stop"], data) is None  # nothing new
+    assert len(spawned) == 1
+    extract = ["extract", "--transcript", str(path), "--session-id", "sess-1"]
+    assert steps_of(spawned[0]) == [["-q", "--project", str(project), *extract]]
+    assert spawned[0][4] == str(agents.CLAUDE_FLUSH_DELAY_S)
+    with path.open("a") as handle:
+        handle.write("\n")
+    run(capsys, ["--agent", "claude", "stop"], data)
+    assert len(spawned) == 2
+
+
+def test_stop_hook_active_does_nothing(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, spawned: list[list[str]]
+) -> None:
+    data = payload(project, "Stop", transcript_path=str(transcript(project)), stop_hook_active=True)
+    assert run(capsys, ["--agent", "claude", "stop"], data) is None
+    assert spawned == []
+    assert hookentry.read_session(str(layout(project)[1]), "sess-1") is None
+
+
+def test_companion_mode_snapshots_instead_of_extracting(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, spawned: list[list[str]]
+) -> None:
+    run(capsys, ["--agent", "qwen", "stop"], payload(project, "Stop", stop_hook_active=False))
+    run(capsys, ["--agent", "qwen", "session-end"], payload(project, "SessionEnd"))
+    assert [steps_of(argv) for argv in spawned] == [
+        [["-q", "--project", str(project), "snapshot"]],
+        [["-q", "--project", str(project), "snapshot"]],
+    ]
+
+
+def test_session_end_extracts_then_dreams_and_forgets_the_session(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    memories: Path,
+    spawned: list[list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("QMEM_MODE", "engine")
+    state = str(layout(project)[1])
+    hookentry.write_session(state, "sess-1", True, 0)
+    path = transcript(project)
+    data = payload(project, "SessionEnd", transcript_path=str(path))
+    run(capsys, ["--agent", "qwen", "session-end"], data)
+    base = ["-q", "--project", str(project)]
+    assert steps_of(spawned[0]) == [
+        [*base, "extract", "--transcript", str(path), "--session-id", "sess-1"],
+        [*base, "dream", "--session-id", "sess-1"],
+    ]
+    assert spawned[0][4] == "0.0"
+    assert hookentry.read_session(state, "sess-1") is None
+
+
+def test_empty_transcript_path_is_found_in_the_qwen_chats_dir(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    memories: Path,
+    spawned: list[list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("QMEM_MODE", "engine")
+    chats = Path(build_settings(os.environ, project=str(project)).chats_dir)
+    chats.mkdir(parents=True)
+    path = transcript(project)
+    path.rename(chats / "sess-1.jsonl")
+    run(capsys, ["--agent", "qwen", "pre-compact"], payload(project, "PreCompact"))
+    assert steps_of(spawned[0])[0][4:6] == ["--transcript", str(chats / "sess-1.jsonl")]
+
+
+def test_empty_transcript_path_is_found_in_claude_projects(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    memories: Path,
+    spawned: list[list[str]],
+    isolated_home: Path,
+) -> None:
+    folder = isolated_home / ".claude" / "projects" / "-some-where"
+    folder.mkdir(parents=True)
+    transcript(project).rename(folder / "sess-1.jsonl")
+    run(capsys, ["--agent", "claude", "stop"], payload(project, "Stop"))
+    assert steps_of(spawned[0])[0][5] == str(folder / "sess-1.jsonl")
+
+
+def test_missing_transcript_is_logged(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, spawned: list[list[str]]
+) -> None:
+    run(capsys, ["--agent", "claude", "stop"], payload(project, "Stop"))
+    assert spawned == []
+    assert "no transcript found" in log_text(project)
+
+
+# --------------------------------------------------------------------------- failures
+
+
+@pytest.mark.parametrize("stdin", [b"", b"not json", b"[]", b'{"cwd": 1}'])
+def test_garbage_input_prints_nothing_and_logs(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    stdin: bytes,
+) -> None:
+    monkeypatch.chdir(project)
+    assert run(capsys, ["--agent", "claude", "prompt"], stdin) is None
+    if stdin == b'{"cwd": 1}':
+        return  # an object without usable fields: a prompt with nothing to recall
+    assert "ignored: unreadable or empty payload" in log_text(project)
+
+
+def test_unknown_event_is_logged_without_prompt_text(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    data = payload(project, "Notification", prompt="top secret words")
+    assert run(capsys, ["--agent", "claude", "notification"], data) is None
+    text = log_text(project)
+    assert "unknown event 'notification'" in text
+    assert "top secret" not in text
+
+
+def test_event_name_may_come_from_the_payload(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+) -> None:
+    data = payload(project, "UserPromptSubmit", prompt="canary?", submitted_prompt="canary?")
+    assert run(capsys, ["--agent", "qwen"], data) is not None
+
+
+def test_a_crash_is_logged_and_exits_zero(
+    capsys: pytest.CaptureFixture[str], project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(hook: hookentry.Hook, env: object) -> None:
+        raise RuntimeError("kaput")
+
+    monkeypatch.setitem(hookentry.HANDLERS, "Stop", boom)
+    assert run(capsys, ["stop"], payload(project, "Stop")) is None
+    assert "internal error RuntimeError: kaput at test_hookentry.py" in log_text(project)
+
+
+def test_log_is_capped(tmp_path: Path) -> None:
+    path = str(tmp_path / "hook.log")
+    for _ in range(40):
+        agents.append_log(path, "x" * 100, cap=1000)
+    assert os.path.getsize(path) <= 1000
+    assert os.path.getsize(path + ".1") <= 1000
+
+
+def test_main_dispatches_hook_with_global_options(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    memories: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    other = project.parent / "elsewhere"
+    other.mkdir()
+    data = json.dumps({"session_id": "s", "cwd": str(other), "prompt": "canary?"}).encode()
+    monkeypatch.setattr(sys, "stdin", _Stdin(data))
+    assert qmem_main(["--project", str(project), "hook", "--agent", "claude", "prompt"]) == 0
+    assert "Canary deploys" in capsys.readouterr().out
+
+
+class _Stdin:
+    def __init__(self, data: bytes) -> None:
+        import io
+
+        self.buffer = io.BytesIO(data)
+
+    def isatty(self) -> bool:
+        return False
+
+
+# --------------------------------------------------------------------------- worker, modes
+
+
+def test_worker_logs_a_failing_step(tmp_path: Path) -> None:
+    log = tmp_path / "hook.log"
+    steps = [["-q", "--memory-dir", str(tmp_path / "m"), "no-such-command"]]
+    code = agents.worker_main([str(log), "0", json.dumps(steps)])
+    assert code == 2
+    assert "worker step: exit 2:" in log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("agent", "env", "project_settings", "user_settings", "expected"),
+    [
+        ("claude", {}, None, None, "engine"),
+        ("claude", {"QMEM_MODE": "companion"}, None, None, "companion"),
+        ("qwen", {}, None, None, "companion"),
+        ("qwen", {"QMEM_MODE": "engine"}, None, None, "engine"),
+        ("qwen", {}, None, '{"memory": {"enableManagedAutoMemory": false}}', "engine"),
+        ("qwen", {}, '{"memory": {"enableManagedAutoMemory": true}}',
+         '{"memory": {"enableManagedAutoMemory": false}}', "companion"),
+        ("qwen", {}, "{ broken", '{"memory.enableManagedAutoMemory": false}', "engine"),
+    ],
+)  # fmt: skip
+def test_detect_mode(
+    tmp_path: Path,
+    agent: str,
+    env: dict[str, str],
+    project_settings: str | None,
+    user_settings: str | None,
+    expected: str,
+) -> None:
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    for base, text in ((proj, project_settings), (home, user_settings)):
+        if text is not None:
+            (base / ".qwen").mkdir(parents=True)
+            (base / ".qwen" / "settings.json").write_text(text)
+    assert agents.detect_mode(agent, env, str(proj), str(home)) == expected
+
+
+def test_detect_agent() -> None:
+    assert hookentry.detect_agent({"QWEN_PROJECT_DIR": "/p"}, "") == "qwen"
+    assert hookentry.detect_agent({}, "/home/u/.qwen/projects/x/chats/s.jsonl") == "qwen"
+    assert hookentry.detect_agent({}, "/home/u/.claude/projects/x/s.jsonl") == "claude"
+    assert hookentry.detect_agent({"CLAUDE_PROJECT_DIR": "/p"}, "") == "claude"
+
+
+# --------------------------------------------------------------------------- hot path
+
+
+def test_prompt_hook_keeps_heavy_and_slow_modules_out(project: Path, memories: Path) -> None:
+    """ARCHITECTURE §6: the prompt hook loads neither heavy packages nor json/re/dataclasses."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from qmem_git.hookentry import main; "
+        "main(['--agent', 'claude', 'prompt']); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in sys.argv[2].split(',')), "
+        "file=sys.stderr)"
+    )
+    watched = ",".join((*HEAVY, "json", "re", "dataclasses", "typing", "socket", "subprocess"))
+    data = payload(project, "UserPromptSubmit", prompt="canary deploys?")
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(REPO_ROOT), watched],
+        input=data,
+        capture_output=True,
+        env={**os.environ},
+        check=True,
+    )
+    assert done.stderr.decode().strip() == "[]"
+    assert b"Canary deploys" in done.stdout
+
+
+def test_a_payload_without_session_id_keeps_no_state(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, spawned: list[list[str]]
+) -> None:
+    data = json.dumps({"cwd": str(project), "prompt": "canary?"}).encode()
+    assert run(capsys, ["prompt"], data) is not None
+    assert run(capsys, ["prompt"], data) is not None  # no state to tell turns apart: recall
+    assert not (layout(project)[1] / "hooks").exists()
+
+
+def test_session_file_names_are_safe(tmp_path: Path) -> None:
+    state = str(tmp_path)
+    assert hookentry.session_file(state, "../../etc/passwd") == f"{state}/hooks/_.._etc_passwd.json"
+    assert hookentry.session_file(state, "...") == f"{state}/hooks/_.json"
+
+
+def test_hook_help_falls_through_to_click(capsys: pytest.CaptureFixture[str]) -> None:
+    from qmem_git import hookentry as entry
+
+    called: list[list[str]] = []
+    original = entry.main
+    try:
+        entry.main = lambda argv, stdin=None: called.append(argv) or 0  # type: ignore[assignment]
+        qmem_main(["hook", "--help"])
+    finally:
+        entry.main = original
+    assert called == []  # click answered (or reported the command) instead
