@@ -119,6 +119,7 @@ def run_recall(
             int(time.time() * 1000),
             limit=limit,
             excluded=tuple(exclude),
+            model=settings.model,  # None unless configured: requests is imported only then
         )
     except QmemError as exc:
         sys.stderr.write(f"Error: {exc}\n")

@@ -22,6 +22,7 @@ from qmem_git.settings import Settings, build_settings
 
 if TYPE_CHECKING:
     from qmem_git.integrations.hooksettings import InstallResult
+    from qmem_git.ops.models import Strategy
     from qmem_git.ops.runner import Outcome
     from qmem_git.store.history import LogEntry
 
@@ -272,6 +273,24 @@ dry_run_option = click.option(
 )
 
 
+planner_option = click.option(
+    "--planner",
+    type=click.Choice(["auto", "heuristic", "model"]),
+    default="auto",
+    show_default=True,
+    help="Who decides: auto = the model when one is configured (QMEM_LLM_*), else heuristic.",
+)
+
+
+def report_strategy(opts: Options, strategy: Strategy | None) -> dict[str, Any]:
+    """Warn when the model was tried and not used; the ``--json`` fields either way."""
+    if strategy is None:
+        return {"strategy": None, "model_fallback": None}
+    if strategy.fallback and strategy.fallback != "no-op":
+        note(opts, f"warning: model not used ({strategy.fallback}); used the heuristic planner")
+    return {"strategy": strategy.name, "model_fallback": strategy.fallback}
+
+
 def report_outcome(opts: Options, outcome: Outcome, dry_run: bool, extra: dict[str, Any]) -> None:
     """Render a writing command's result: the ChangeSet on --dry-run, else the commit."""
     cs = outcome.changeset
@@ -497,13 +516,7 @@ def undo(opts: Options, rev: str | None, force: bool, dry_run: bool) -> None:
     help="Qwen Code or Claude Code JSONL transcript, or a JSON list of {role, text}.",
 )
 @click.option("--session-id", help="Session id (default: read from the transcript).")
-@click.option(
-    "--planner",
-    type=click.Choice(["auto", "heuristic", "model"]),
-    default="auto",
-    show_default=True,
-    help="Who decides what to keep (auto = heuristic until a model is configured).",
-)
+@planner_option
 @dry_run_option
 @pass_options
 def extract(
@@ -518,13 +531,9 @@ def extract(
     """
     from qmem_git.ops.pipeline import ExtractRequest, run_extract
 
-    if planner == "model":
-        raise UsageError(
-            "the model planner needs a model endpoint, which this version does not support yet",
-            "use --planner heuristic (or auto)",
-        )
     settings = opts.settings()
-    result = run_extract(settings, ExtractRequest(transcript, session_id), now(), dry_run=dry_run)
+    request = ExtractRequest(transcript, session_id, planner)
+    result = run_extract(settings, request, now(), dry_run=dry_run)
     if result.status == "queued":
         emit(opts, "Another extraction is running; this request is queued.", {"status": "queued"})
         return
@@ -545,6 +554,7 @@ def extract(
         "systemMessage": plan.system_message,
         "dropped_secrets": plan.dropped_secrets,
         "bad_lines": plan.bad_lines,
+        **report_strategy(opts, plan.strategy),
     }
     if result.status == "skipped":
         emit(opts, f"Skipped: {result.skipped_reason}", extra)
@@ -555,9 +565,10 @@ def extract(
 @main.command()
 @click.option("--force", is_flag=True, help="Skip the time/session gates (not the lock).")
 @click.option("--session-id", help="Current session id (for the same-session gate).")
+@planner_option
 @dry_run_option
 @pass_options
-def dream(opts: Options, force: bool, session_id: str | None, dry_run: bool) -> None:
+def dream(opts: Options, force: bool, session_id: str | None, planner: str, dry_run: bool) -> None:
     """Consolidate memories: merge duplicate entries and files (one commit).
 
     Without --force it runs only when due: at least 24 hours and 5 sessions since the
@@ -565,7 +576,14 @@ def dream(opts: Options, force: bool, session_id: str | None, dry_run: bool) -> 
     """
     from qmem_git.ops.pipeline import run_dream
 
-    result = run_dream(opts.settings(), now(), session_id=session_id, force=force, dry_run=dry_run)
+    result = run_dream(
+        opts.settings(),
+        now(),
+        session_id=session_id,
+        force=force,
+        dry_run=dry_run,
+        planner=planner,
+    )
     if result.status == "skipped":
         emit(
             opts,
@@ -578,6 +596,7 @@ def dream(opts: Options, force: bool, session_id: str | None, dry_run: bool) -> 
         "status": result.status,
         "deduped_entries": result.plan.deduped_entries,
         "systemMessage": result.plan.system_message,
+        **report_strategy(opts, result.plan.strategy),
     }
     report_outcome(opts, result.outcome, dry_run, extra)
     if not opts.json and not opts.quiet:
@@ -587,9 +606,12 @@ def dream(opts: Options, force: bool, session_id: str | None, dry_run: bool) -> 
 @main.command()
 @click.argument("query", required=False)
 @click.option("--id", "ids", multiple=True, help="Entry id (path, or path:index); repeatable.")
+@planner_option
 @dry_run_option
 @pass_options
-def forget(opts: Options, query: str | None, ids: tuple[str, ...], dry_run: bool) -> None:
+def forget(
+    opts: Options, query: str | None, ids: tuple[str, ...], planner: str, dry_run: bool
+) -> None:
     """Remove memories matching QUERY (or --id) as one commit; restore can bring them back.
 
     QUERY matches, case-insensitively, anywhere in an entry's summary, why or how-to-apply.
@@ -600,7 +622,9 @@ def forget(opts: Options, query: str | None, ids: tuple[str, ...], dry_run: bool
     require(
         bool(ids) != bool(query and query.strip()), "give a QUERY or --id", "qmem-git forget --help"
     )
-    result = run_forget(opts.settings(), now(), query=query, ids=ids, dry_run=dry_run)
+    result = run_forget(
+        opts.settings(), now(), query=query, ids=ids, dry_run=dry_run, planner=planner
+    )
     matches = [
         {"id": m.id, "type": m.type, "summary": m.entry.summary} for m in result.plan.matches
     ]
@@ -613,7 +637,11 @@ def forget(opts: Options, query: str | None, ids: tuple[str, ...], dry_run: bool
         opts,
         result.outcome,
         dry_run,
-        {"matches": matches, "systemMessage": result.plan.system_message},
+        {
+            "matches": matches,
+            "systemMessage": result.plan.system_message,
+            **report_strategy(opts, result.plan.strategy),
+        },
     )
 
 

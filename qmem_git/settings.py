@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from qmem_git.core.paths import Layout, chats_dir, explicit_layout, resolve_layout
+from qmem_git.modelconfig import ModelConfig, load_model_config
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 
@@ -20,11 +20,12 @@ class Settings:
     host: str
     home: str
     cwd: str
-    env: Mapping[str, str]
+    env: Mapping[str, str] = field(repr=False)  # may hold API keys (QMEM_LLM_API_KEY)
     telemetry: bool = True
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT
     author_name: str = ""
     author_email: str = ""
+    model: ModelConfig | None = None  # the optional LLM endpoint (modelconfig.py); None = none
 
     @property
     def chats_dir(self) -> str:
@@ -50,7 +51,7 @@ def build_settings(
         layout = resolve_layout(project or cwd, env, home, cwd, os.path.lexists)
     return Settings(
         layout=layout,
-        host=env.get("QMEM_HOST") or socket.gethostname() or "localhost",
+        host=env.get("QMEM_HOST") or _hostname() or "localhost",
         home=home,
         cwd=cwd,
         env=dict(env),
@@ -58,7 +59,17 @@ def build_settings(
         lock_timeout=_float(env.get("QMEM_LOCK_TIMEOUT"), DEFAULT_LOCK_TIMEOUT),
         author_name=env.get("GIT_AUTHOR_NAME", ""),
         author_email=env.get("GIT_AUTHOR_EMAIL", ""),
+        model=load_model_config(env, home).config,
     )
+
+
+def _hostname() -> str:
+    """``socket.gethostname()`` without importing socket (~5 ms) where ``os.uname`` exists."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket  # pragma: no cover - Windows
+
+    return socket.gethostname()  # pragma: no cover
 
 
 def _float(value: str | None, default: float) -> float:

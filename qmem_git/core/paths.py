@@ -6,7 +6,6 @@ import posixpath
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import PurePath
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
 
@@ -106,4 +105,4 @@ def chats_dir(project_root: str, env: Mapping[str, str], home: str, cwd: str) ->
 def is_inside(root: str, target: str) -> bool:
     """True when ``target`` is ``root`` or below it (spec §2.3), without touching the disk."""
     rel = posixpath.relpath(posixpath.normpath(target), posixpath.normpath(root))
-    return rel == "." or not (rel == ".." or rel.startswith("../") or PurePath(rel).is_absolute())
+    return rel == "." or not (rel == ".." or rel.startswith("../") or posixpath.isabs(rel))

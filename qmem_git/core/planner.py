@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from qmem_git.core.extract import Message
 from qmem_git.core.model import MemoryType
 from qmem_git.core.patches import MIN_SUMMARY_CHARS, Patch, is_temporal
 from qmem_git.core.text import normalize_space
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # core.extract costs ~5 ms to import; `remember` only needs classify_topic
+    from qmem_git.core.extract import Message
 
 _I = re.IGNORECASE
 

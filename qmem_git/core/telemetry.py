@@ -16,7 +16,16 @@ FORGET = "qmem-git.memory.forget"
 # Only these fields may ever be recorded: counts, statuses, durations, topic names.
 ALLOWED_FIELDS: Mapping[str, frozenset[str]] = {
     EXTRACT: frozenset(
-        {"trigger", "status", "skipped_reason", "patches_count", "touched_topics", "duration_ms"}
+        {
+            "trigger",
+            "status",
+            "skipped_reason",
+            "patches_count",
+            "touched_topics",
+            "duration_ms",
+            "strategy",
+            "model_fallback",
+        }
     ),
     DREAM: frozenset(
         {
@@ -26,10 +35,14 @@ ALLOWED_FIELDS: Mapping[str, frozenset[str]] = {
             "touched_topics",
             "touched_topics_count",
             "duration_ms",
+            "strategy",
+            "model_fallback",
         }
     ),
     RECALL: frozenset({"query_length", "docs_scanned", "docs_selected", "strategy", "duration_ms"}),
-    FORGET: frozenset({"status", "removed_entries", "touched_topics", "duration_ms"}),
+    FORGET: frozenset(
+        {"status", "removed_entries", "touched_topics", "duration_ms", "strategy", "model_fallback"}
+    ),
 }
 
 

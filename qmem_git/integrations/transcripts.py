@@ -30,6 +30,9 @@ RECALL_MARKER = "[qmem-git recall]"
 MAX_JSON_LIST_BYTES = 50 * 1024 * 1024
 MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_MESSAGE_CHARS = 16_000
+# Assistant text is only context (facts come from user messages, spec §7.3); a short prefix
+# keeps a long session's memory use proportional to its turns rather than its bytes.
+MAX_ASSISTANT_CHARS = 500
 
 # Text the agent or a hook injected into a user record; not something the user said.
 _INJECTED = re.compile(
@@ -115,7 +118,8 @@ def _read_json_list(handle: IO[bytes], path: str, memory_roots: Sequence[str]) -
     for message in messages_from_history(history, memory_roots):
         text = message.text
         text = clean_user_text(text) if message.role == "user" else cut_recall(text)
-        text = normalize_space(text)[:MAX_MESSAGE_CHARS]
+        cap = MAX_MESSAGE_CHARS if message.role == "user" else MAX_ASSISTANT_CHARS
+        text = normalize_space(text)[:cap]
         if text or message.writes_memory:
             messages.append(Message(message.offset, message.role, text, message.writes_memory))
     return Transcript(messages)
@@ -168,9 +172,12 @@ class _Item:
     write_calls: list[str] = field(default_factory=list)
 
     def add_text(self, text: str) -> None:
-        text = normalize_space(text)
-        if text and self.chars < MAX_MESSAGE_CHARS:
-            self.pieces.append(text[: MAX_MESSAGE_CHARS - self.chars])
+        cap = MAX_MESSAGE_CHARS if self.role == "user" else MAX_ASSISTANT_CHARS
+        if self.chars >= cap:
+            return
+        text = normalize_space(text[: 4 * cap])
+        if text:
+            self.pieces.append(text[: cap - self.chars])
             self.chars += len(self.pieces[-1]) + 1
 
 

@@ -23,8 +23,9 @@ def run_checks(settings: Settings) -> list[Check]:
     checks = [_layout(settings)]
     if not os.path.isdir(os.path.join(root, ".git")):
         checks.append(Check("repository", False, f"{root} is not a repository", "qmem-git init"))
-        return checks
+        return [*checks, _model(settings)]
     checks += [_head(root), _locks(root), _index(settings), _validation(root), _hook(root)]
+    checks.append(_model(settings))
     return checks
 
 
@@ -101,3 +102,23 @@ def _hook(root: str) -> Check:
     if not ours:
         return Check("git hook", False, "pre-commit hook missing", "qmem-git init", warning=True)
     return Check("git hook", True, "pre-commit hook validates hand-made commits")
+
+
+def _model(settings: Settings) -> Check:
+    """The optional model endpoint: one short request (no retries), or why it is not used."""
+    from qmem_git.modelconfig import load_model_config
+
+    problems = load_model_config(settings.env, settings.home).problems
+    if problems:
+        hint = "fix the model settings (docs-models.md) or unset QMEM_LLM_*"
+        return Check("model", False, "; ".join(problems), hint, warning=True)
+    if settings.model is None:
+        return Check("model", True, "no model configured; heuristic planners only")
+    from qmem_git.integrations.llm import check_endpoint
+
+    report = check_endpoint(settings.model)
+    where = f"{report.model} at {report.url}"
+    if not report.ok:
+        return Check("model", False, f"{where}: {report.reason}", report.hint, warning=True)
+    detail = f"{where} answered in {report.round_trip_ms} ms"
+    return Check("model", True, detail + (f"; {report.warning}" if report.warning else ""))

@@ -31,6 +31,7 @@ from qmem_git.core.dreamgate import (
     skipped,
 )
 from qmem_git.core.statefile import iso_ms
+from qmem_git.ops.models import DreamPlanner, Strategy
 from qmem_git.store.consolidation import (
     list_session_files,
     lock_is_live,
@@ -52,6 +53,7 @@ class DreamOpPlan:
     touched_topics: tuple[str, ...]
     system_message: str | None
     meta_updates: dict[str, Any] = field(default_factory=dict)
+    strategy: Strategy | None = None  # None: the plain mechanical pass, no trailer
 
 
 def plan_dream_op(
@@ -60,20 +62,37 @@ def plan_dream_op(
     *,
     session_id: str | None = None,
     manual: bool = False,
+    planner: DreamPlanner | None = None,
 ) -> DreamOpPlan:
-    """Scan the memory root and plan the mechanical pass (spec §8.4; §8.5 when ``manual``)."""
+    """Scan the memory root and plan the dream (spec §8.4; §8.5 when ``manual``).
+
+    ``planner`` (from ``ops.models.dream_planner``) may ask a model first; without one this is
+    the mechanical pass.
+    """
     docs = scan_documents(memory_root)
-    plan = plan_dream(docs, lambda rel: read_text(os.path.join(memory_root, rel)))
+
+    def read(rel: str) -> str | None:
+        return read_text(os.path.join(memory_root, rel))
+
+    strategy: Strategy | None = None
+    if planner is None:
+        plan = plan_dream(docs, read)
+    else:
+        planned = planner(docs, read)
+        plan, strategy = planned.plan, planned.strategy
     return DreamOpPlan(
-        changeset=dream_changeset(plan, session_id),
+        changeset=dream_changeset(plan, session_id, strategy),
         deduped_entries=plan.deduped_entries,
         touched_topics=tuple(plan.touched_topics),
         system_message=plan.system_message,
         meta_updates=dream_meta_updates(plan, now, session_id=session_id, manual=manual),
+        strategy=strategy,
     )
 
 
-def dream_changeset(plan: DreamPlan, session_id: str | None = None) -> ChangeSet | None:
+def dream_changeset(
+    plan: DreamPlan, session_id: str | None = None, strategy: Strategy | None = None
+) -> ChangeSet | None:
     if plan.is_empty:
         return None
     return ChangeSet(
@@ -84,7 +103,8 @@ def dream_changeset(plan: DreamPlan, session_id: str | None = None) -> ChangeSet
         topics=tuple(plan.touched_topics),
         removed=len(plan.deletes),
         session=session_id,
-        trailers=((DEDUPED_TRAILER, str(plan.deduped_entries)),),
+        trailers=((DEDUPED_TRAILER, str(plan.deduped_entries)),)
+        + (strategy.trailers() if strategy else ()),
     )
 
 

@@ -33,9 +33,11 @@ from qmem_git.core.patches import (
 )
 from qmem_git.core.planner import plan_heuristic
 from qmem_git.integrations.transcripts import Transcript
+from qmem_git.ops.models import PlannedPatches, Strategy
 from qmem_git.store.workdir import read_text, scan_documents
 
-Planner = Callable[[list[Message]], list[Patch]]
+Planner = Callable[[list[Message]], "list[Patch] | PlannedPatches"]
+"""Plain planners (``plan_heuristic``) return patches; ``ops.models`` planners add a strategy."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class ExtractPlan:
     system_message: str | None = None
     dropped_secrets: list[str] = field(default_factory=list)
     bad_lines: int = 0
+    strategy: Strategy | None = None  # None: a plain planner, no Qmem-Strategy trailer
 
 
 def plan_extract(
@@ -76,7 +79,8 @@ def plan_extract(
             meta_updates={},
             bad_lines=transcript.bad_lines,
         )
-    patches, dropped = drop_secret_patches(normalize_patches(planner(eligible)))
+    raw, strategy = run_planner(planner, eligible)
+    patches, dropped = drop_secret_patches(normalize_patches(raw))
     plan = plan_patches(
         scan_documents(memory_root),
         patches,
@@ -85,7 +89,7 @@ def plan_extract(
         now_ms=int(now.timestamp() * 1000),
     )
     return ExtractPlan(
-        changeset=extract_changeset(plan, session),
+        changeset=extract_changeset(plan, session, strategy),
         patches=patches,
         touched_topics=plan.touched_topics,
         skipped_reason=None,
@@ -94,10 +98,21 @@ def plan_extract(
         system_message=system_message(plan.touched_topics),
         dropped_secrets=dropped,
         bad_lines=transcript.bad_lines,
+        strategy=strategy,
     )
 
 
-def extract_changeset(plan: PatchPlan, session: str | None) -> ChangeSet | None:
+def run_planner(planner: Planner, messages: list[Message]) -> tuple[list[Patch], Strategy | None]:
+    """The planner's patches and, when it reports one, its strategy."""
+    result = planner(messages)
+    if isinstance(result, PlannedPatches):
+        return result.patches, result.strategy
+    return result, None
+
+
+def extract_changeset(
+    plan: PatchPlan, session: str | None, strategy: Strategy | None = None
+) -> ChangeSet | None:
     """One ``extract`` commit for the planned writes, or None when nothing changes."""
     if plan.is_empty:
         return None
@@ -111,6 +126,7 @@ def extract_changeset(plan: PatchPlan, session: str | None) -> ChangeSet | None:
         session=session or None,
         notes=tuple(f"created {rel}" for rel in plan.created)
         + tuple(f"updated {rel}" for rel in plan.updated),
+        trailers=strategy.trailers() if strategy else (),
     )
 
 

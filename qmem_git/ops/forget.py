@@ -19,6 +19,7 @@ from qmem_git.core.forget import (
 )
 from qmem_git.core.statefile import iso_ms
 from qmem_git.errors import UsageError
+from qmem_git.ops.models import ForgetSelector, Strategy
 from qmem_git.store.workdir import read_text, scan_documents
 
 SUBJECT_QUERY_CHARS = 60
@@ -35,6 +36,7 @@ class ForgetOpPlan:
     system_message: str | None
     removed: tuple[Candidate, ...] = ()
     meta_updates: dict[str, Any] = field(default_factory=dict)
+    strategy: Strategy | None = None  # None: ids, or the plain heuristic without a selector
 
 
 def list_forget_candidates(memory_root: str) -> list[Candidate]:
@@ -50,30 +52,43 @@ def plan_forget_op(
     now: datetime,
     limit: int | None = None,
     session_id: str | None = None,
+    selector: ForgetSelector | None = None,
 ) -> ForgetOpPlan:
-    """Select by ``ids`` or by heuristic ``query`` (unlimited by default) and plan the removal."""
+    """Select by ``ids`` or by ``query`` (unlimited by default) and plan the removal.
+
+    ``selector`` (from ``ops.models.forget_selector``) may ask a model (spec §11.2); without one
+    a query selects by the substring heuristic.
+    """
     if ids and query and query.strip():
         raise UsageError("give either a query or --id, not both", "drop the query or the ids")
     docs = scan_documents(memory_root)
     candidates = list_candidates(docs)
+    strategy: Strategy | None = None
     if ids:
         matches = select_by_ids(candidates, ids)
+    elif selector is not None:
+        selected = selector(candidates, (query or "").strip(), limit)
+        matches, strategy = selected.matches, selected.strategy
     else:
         matches = select_heuristic(candidates, (query or "").strip(), limit)
     if not matches:
-        return ForgetOpPlan(None, (), 0, None)
+        return ForgetOpPlan(None, (), 0, None, strategy=strategy)
     plan = plan_forget(docs, matches, lambda rel: read_text(os.path.join(memory_root, rel)))
+    subject = forget_subject(plan, query, ids)
     return ForgetOpPlan(
-        changeset=forget_changeset(plan, forget_subject(plan, query, ids), session_id),
+        changeset=forget_changeset(plan, subject, session_id, strategy),
         matches=tuple(matches),
         removed_count=plan.removed_count,
         system_message=plan.system_message,
         removed=tuple(plan.removed),
         meta_updates={"updatedAt": iso_ms(now)} if plan.touched_topics else {},
+        strategy=strategy,
     )
 
 
-def forget_changeset(plan: ForgetPlan, subject: str, session_id: str | None) -> ChangeSet | None:
+def forget_changeset(
+    plan: ForgetPlan, subject: str, session_id: str | None, strategy: Strategy | None = None
+) -> ChangeSet | None:
     if plan.is_empty:
         return None
     return ChangeSet(
@@ -84,6 +99,7 @@ def forget_changeset(plan: ForgetPlan, subject: str, session_id: str | None) -> 
         topics=tuple(plan.touched_topics),
         removed=plan.entries_removed,
         session=session_id,
+        trailers=strategy.trailers() if strategy else (),
     )
 
 

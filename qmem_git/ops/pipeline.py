@@ -21,6 +21,7 @@ from qmem_git.ops.dream import DreamOpPlan, gate_dream, plan_dream_op
 from qmem_git.ops.extract import ExtractPlan, plan_extract
 from qmem_git.ops.forget import ForgetOpPlan, plan_forget_op
 from qmem_git.ops.lifecycle import ensure_repository
+from qmem_git.ops.models import Strategy
 from qmem_git.ops.runner import Outcome, execute
 from qmem_git.settings import Settings
 from qmem_git.store import state
@@ -69,9 +70,14 @@ class ExtractOutcome:
 class ExtractRequest:
     transcript: str
     session_id: str | None = None
+    planner: str = "auto"  # --planner auto|heuristic|model (ops.models.model_for)
 
     def to_json(self) -> dict[str, Any]:
-        return {"transcript": self.transcript, "sessionId": self.session_id}
+        return {
+            "transcript": self.transcript,
+            "sessionId": self.session_id,
+            "planner": self.planner,
+        }
 
 
 def run_extract(
@@ -117,22 +123,38 @@ def _request_from(data: dict[str, Any] | None) -> ExtractRequest | None:
     if not data or not isinstance(data.get("transcript"), str):
         return None
     session = data.get("sessionId")
-    return ExtractRequest(data["transcript"], session if isinstance(session, str) else None)
+    planner = data.get("planner")
+    return ExtractRequest(
+        data["transcript"],
+        session if isinstance(session, str) else None,
+        planner if isinstance(planner, str) else "auto",
+    )
 
 
 def _extract_once(
     settings: Settings, request: ExtractRequest, now: datetime, *, dry_run: bool = False
 ) -> ExtractOutcome:
     from qmem_git.integrations.transcripts import read_transcript
+    from qmem_git.ops.models import extract_planner, model_for, warm_extract
+    from qmem_git.store.workdir import scan_documents
 
     started = time.monotonic()
     layout = settings.layout
+    model = model_for(request.planner, settings.model)
     transcript = read_transcript(request.transcript, (layout.memory_root,))
+    planner = extract_planner(model, lambda: scan_documents(layout.memory_root))
+    if model is not None:  # ask the model before taking the writer lock
+        warm_extract(planner, transcript, request.session_id, state.read_cursor(layout))
     holder: list[ExtractPlan] = []
 
     def plan() -> ChangeSet:
         extract_plan = plan_extract(
-            layout.memory_root, transcript, request.session_id, state.read_cursor(layout), now
+            layout.memory_root,
+            transcript,
+            request.session_id,
+            state.read_cursor(layout),
+            now,
+            planner=planner,
         )
         holder.append(extract_plan)
         return _changeset_or_empty(extract_plan.changeset, "extract")
@@ -158,8 +180,16 @@ def _extract_once(
             patches_count=len(extract_plan.patches),
             touched_topics=",".join(extract_plan.touched_topics),
             duration_ms=_elapsed_ms(started),
+            **_strategy_fields(extract_plan.strategy),
         )
     return ExtractOutcome(status, extract_plan, outcome, extract_plan.skipped_reason)
+
+
+def _strategy_fields(strategy: Strategy | None) -> dict[str, object]:
+    """Telemetry fields naming who planned (never any model text, never the key)."""
+    if strategy is None:
+        return {}
+    return {"strategy": strategy.name, "model_fallback": strategy.fallback}
 
 
 # --------------------------------------------------------------------------- dream
@@ -181,17 +211,23 @@ def run_dream(
     force: bool = False,
     dry_run: bool = False,
     trigger: str = "manual",
+    planner: str = "auto",
 ) -> DreamOutcome:
     """Gate (spec §8.1, skipped by ``force``), take consolidation.lock, dedupe as one commit."""
+    from qmem_git.ops.models import dream_planner, model_for, warm_dream
     from qmem_git.store.consolidation import try_acquire
 
+    model = model_for(planner, settings.model)
+    dreamer = dream_planner(model)
     ensure_repository(settings, now)
     layout = settings.layout
     gate = gate_dream(layout.state_dir, settings.chats_dir, session_id or "", now, force=force)
     if not gate.proceed:
         return DreamOutcome("skipped", gate.reason)
     if dry_run:
-        plan = plan_dream_op(layout.memory_root, now, session_id=session_id, manual=force)
+        plan = plan_dream_op(
+            layout.memory_root, now, session_id=session_id, manual=force, planner=dreamer
+        )
         cs = _changeset_or_empty(plan.changeset, "dream")
         return DreamOutcome("dry-run", None, plan, Outcome(cs, None, None))
     lock = try_acquire(layout.state_dir, now)
@@ -199,11 +235,15 @@ def run_dream(
         return DreamOutcome("skipped", "locked")
     started = time.monotonic()
     with lock:
+        if model is not None:  # ask the model before taking the writer lock
+            warm_dream(dreamer, layout.memory_root)
         holder: list[DreamOpPlan] = []
 
         def plan_op() -> ChangeSet:
             holder.append(
-                plan_dream_op(layout.memory_root, now, session_id=session_id, manual=force)
+                plan_dream_op(
+                    layout.memory_root, now, session_id=session_id, manual=force, planner=dreamer
+                )
             )
             return _changeset_or_empty(holder[-1].changeset, "dream")
 
@@ -222,6 +262,7 @@ def run_dream(
         touched_topics=",".join(dream_plan.touched_topics),
         touched_topics_count=len(dream_plan.touched_topics),
         duration_ms=_elapsed_ms(started),
+        **_strategy_fields(dream_plan.strategy),
     )
     return DreamOutcome(status, None, dream_plan, outcome)
 
@@ -242,15 +283,24 @@ def run_forget(
     query: str | None,
     ids: Sequence[str] = (),
     dry_run: bool = False,
+    planner: str = "auto",
 ) -> ForgetOutcome:
     """Remove matching entries as one commit (spec §11); nothing matched is an error."""
+    from qmem_git.ops.models import forget_selector, model_for, warm_forget
+
+    model = model_for(planner, settings.model)
+    selector = forget_selector(model)
     ensure_repository(settings, now)
     layout = settings.layout
     started = time.monotonic()
+    if model is not None and not ids:  # ask the model before taking the writer lock
+        warm_forget(selector, layout.memory_root, query)
     holder: list[ForgetOpPlan] = []
 
     def plan() -> ChangeSet:
-        holder.append(plan_forget_op(layout.memory_root, query=query, ids=ids, now=now))
+        holder.append(
+            plan_forget_op(layout.memory_root, query=query, ids=ids, now=now, selector=selector)
+        )
         return _changeset_or_empty(holder[-1].changeset, "forget")
 
     outcome = execute(settings, plan, now, dry_run=dry_run)
@@ -270,6 +320,7 @@ def run_forget(
             removed_entries=forget_plan.removed_count,
             touched_topics=",".join(outcome.changeset.topics),
             duration_ms=_elapsed_ms(started),
+            **_strategy_fields(forget_plan.strategy),
         )
     return ForgetOutcome(forget_plan, outcome)
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from qmem_git.core.recall import Selector
+    from qmem_git.modelconfig import ModelConfig
     from qmem_git.store.doccache import CachedDoc
 
 
@@ -28,15 +29,21 @@ def recall(
     limit: int = MAX_RECALL_DOCS,
     excluded: Iterable[str] = (),
     selector: Selector[CachedDoc] | None = None,
+    model: ModelConfig | None = None,
 ) -> RecallResult:
     """Scan (cached, top 200 in scan order), drop ``excluded`` paths, select and render.
 
     ``excluded`` holds paths already surfaced or written this turn, absolute or relative to the
     memory root; they are never selected and not counted in ``docs_scanned`` (spec §10.1).
-    ``state_dir`` None disables the parse cache.
+    ``state_dir`` None disables the parse cache. ``model`` (when no ``selector`` is given)
+    selects with the model of spec §10.6; the HTTP client is imported only then.
     """
     docs = scan_cached(memory_root, state_dir)
     skip = [relative_to_root(path, memory_root) for path in excluded]
+    if selector is None and model is not None:
+        from qmem_git.ops.models import recall_selector
+
+        selector = recall_selector(model)
     return resolve_recall(docs, query, now_ms, limit, skip, selector)
 
 

@@ -1,0 +1,221 @@
+"""Where the optional model endpoint is configured: environment first, then a JSON config file.
+
+Built once by ``settings.build_settings`` from the environment mapping the CLI hands over (only
+``cli.py`` reads ``os.environ``). The config file is JSON, not TOML: ``tomllib`` is 3.11+ and the
+package supports 3.10. It lives at ``$QMEM_CONFIG``, else ``$XDG_CONFIG_HOME/qmem-git/config.json``,
+else ``~/.config/qmem-git/config.json``::
+
+    {"llm": {"base_url": "https://dashscope.aliyuncs.com/compatible-mode/v1",
+             "model": "qwen-plus", "api_key_env": "DASHSCOPE_API_KEY",
+             "timeout": 30, "connect_timeout": 5, "max_retries": 2, "max_retry_wait": 10}}
+
+A broken file never breaks a command (recall runs on every prompt): it reads as "no model" and
+``problems`` says why, for ``doctor``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+ENV_BASE_URL = "QMEM_LLM_BASE_URL"
+ENV_MODEL = "QMEM_LLM_MODEL"
+ENV_API_KEY = "QMEM_LLM_API_KEY"
+ENV_TIMEOUT = "QMEM_LLM_TIMEOUT"
+ENV_CONFIG = "QMEM_CONFIG"
+FALLBACK_KEY_ENVS = ("DASHSCOPE_API_KEY", "OPENAI_API_KEY")
+
+DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_READ_TIMEOUT = 30.0
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_MAX_RETRY_WAIT = 10.0
+MAX_RETRIES_CAP = 5
+
+
+class ApiKey:
+    """A bearer token that cannot leak by accident: ``str``/``repr`` show ``***`` only.
+
+    Only the HTTP client calls :meth:`reveal`. Not a ``str`` subclass, so ``json.dumps`` or an
+    f-string in a log line cannot print the value either.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "ApiKey('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ApiKey) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(("ApiKey", self._value))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        raise TypeError("an API key is not picklable")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """An OpenAI-compatible chat-completions endpoint; ``api_key`` None for keyless (Ollama)."""
+
+    base_url: str
+    model: str
+    api_key: ApiKey | None = field(default=None, repr=False, compare=False)
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    max_retries: int = DEFAULT_MAX_RETRIES
+    max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT
+    source: str = "environment"
+
+    @property
+    def endpoint(self) -> str:
+        """The chat-completions URL: ``<base_url>/chat/completions``."""
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+
+@dataclass(frozen=True)
+class ModelConfigResult:
+    """The configured endpoint (None when not configured) and what was wrong with the input."""
+
+    config: ModelConfig | None
+    problems: tuple[str, ...] = ()
+
+
+def config_file_path(env: Mapping[str, str], home: str) -> str:
+    """``$QMEM_CONFIG``, else ``$XDG_CONFIG_HOME/qmem-git/config.json``, else ``~/.config/…``."""
+    explicit = env.get(ENV_CONFIG)
+    if explicit:
+        return explicit
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    return os.path.join(base, "qmem-git", "config.json")
+
+
+def load_model_config(env: Mapping[str, str], home: str) -> ModelConfigResult:
+    """Read the config file (when there is one) and combine it with ``env``."""
+    path = config_file_path(env, home)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text: str | None = handle.read()
+    except FileNotFoundError:
+        text = None
+    except OSError as exc:
+        return parse_model_config(env, None, problems=(f"{path}: {exc.strerror}",))
+    return parse_model_config(env, text, source=path)
+
+
+def parse_model_config(
+    env: Mapping[str, str],
+    config_text: str | None,
+    *,
+    source: str = "config file",
+    problems: tuple[str, ...] = (),
+) -> ModelConfigResult:
+    """Environment values win over the file's ``llm`` section, key by key."""
+    section, found = _file_section(config_text, source)
+    issues = [*problems, *found]
+    base_url = env.get(ENV_BASE_URL) or _text(section, "base_url")
+    model = env.get(ENV_MODEL) or _text(section, "model")
+    if not base_url and not model:
+        return ModelConfigResult(None, tuple(issues))
+    if not base_url or not model:
+        missing = ENV_BASE_URL if not base_url else ENV_MODEL
+        issues.append(f"model endpoint half configured: {missing} (or llm.{_key(missing)}) unset")
+        return ModelConfigResult(None, tuple(issues))
+    if not base_url.startswith(("http://", "https://")):
+        issues.append(f"base URL must start with http:// or https://, got {base_url[:40]!r}")
+        return ModelConfigResult(None, tuple(issues))
+    config = ModelConfig(
+        base_url=base_url.rstrip("/"),
+        model=model,
+        api_key=_api_key(env, section),
+        connect_timeout=_seconds(section, "connect_timeout", DEFAULT_CONNECT_TIMEOUT, issues),
+        read_timeout=_read_timeout(env, section, issues),
+        max_retries=min(
+            int(_number(section, "max_retries", DEFAULT_MAX_RETRIES, issues)), MAX_RETRIES_CAP
+        ),
+        max_retry_wait=_number(section, "max_retry_wait", DEFAULT_MAX_RETRY_WAIT, issues),
+        source="environment" if env.get(ENV_BASE_URL) else source,
+    )
+    return ModelConfigResult(config, tuple(issues))
+
+
+def _file_section(text: str | None, source: str) -> tuple[Mapping[str, object], list[str]]:
+    """The ``llm`` object of the config file; ``{}`` (and a problem) when it is unusable."""
+    if text is None or not text.strip():
+        return {}, []
+    import json
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return {}, [f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})"]
+    section = data.get("llm", {}) if isinstance(data, dict) else None
+    if not isinstance(section, dict):
+        return {}, [f'{source}: "llm" must be a JSON object']
+    return section, []
+
+
+def _api_key(env: Mapping[str, str], section: Mapping[str, object]) -> ApiKey | None:
+    """QMEM_LLM_API_KEY, the file's ``api_key_env`` / ``api_key``, then the vendor variables."""
+    named = _text(section, "api_key_env")
+    candidates = [
+        env.get(ENV_API_KEY),
+        env.get(named) if named else None,
+        _text(section, "api_key"),
+    ]
+    candidates += [env.get(name) for name in FALLBACK_KEY_ENVS]
+    value = next((c.strip() for c in candidates if c and c.strip()), None)
+    return ApiKey(value) if value else None
+
+
+def _read_timeout(
+    env: Mapping[str, str], section: Mapping[str, object], issues: list[str]
+) -> float:
+    raw = env.get(ENV_TIMEOUT)
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            issues.append(f"{ENV_TIMEOUT} is not a number: {raw[:20]!r}")
+        else:
+            if value > 0:
+                return value
+            issues.append(f"{ENV_TIMEOUT} must be positive")
+    return _seconds(section, "timeout", DEFAULT_READ_TIMEOUT, issues)
+
+
+def _text(section: Mapping[str, object], key: str) -> str:
+    value = section.get(key)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _number(section: Mapping[str, object], key: str, default: float, issues: list[str]) -> float:
+    value = section.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        issues.append(f"llm.{key} must be a non-negative number")
+        return default
+    return float(value)
+
+
+def _seconds(section: Mapping[str, object], key: str, default: float, issues: list[str]) -> float:
+    """A timeout: zero would make every request fail at once, so it must be positive."""
+    value = _number(section, key, default, issues)
+    if value > 0:
+        return value
+    issues.append(f"llm.{key} must be positive")
+    return default
+
+
+def _key(env_name: str) -> str:
+    return "base_url" if env_name == ENV_BASE_URL else "model"

@@ -1,0 +1,349 @@
+"""The chat-completions client and the model configuration, against a real local HTTP server."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from qmem_git.integrations import llm
+from qmem_git.integrations.llm import ChatClient, ModelCallError, check_endpoint
+from qmem_git.modelconfig import (
+    ApiKey,
+    ModelConfig,
+    config_file_path,
+    load_model_config,
+    parse_model_config,
+)
+from qmem_git.settings import build_settings
+
+from .model_server import API_KEY, MODEL, ModelServer, Reply, chat, error, refused_url
+
+GITHUB_PAT = "ghp_" + "a1B2c3D4e5" * 3 + "abcdef"
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    with ModelServer() as running:
+        yield running
+
+
+def no_key(*texts: object) -> None:
+    for text in texts:
+        assert API_KEY not in str(text)
+
+
+# --------------------------------------------------------------------------- requests
+
+
+def test_request_is_well_formed_chat_completions(server: ModelServer) -> None:
+    server.script(chat({"ok": True}))
+    answer = ChatClient(server.config()).complete_json("system text", "user text")
+    assert answer == {"ok": True}
+    (request,) = server.requests
+    assert request.method == "POST"
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["Authorization"] == f"Bearer {API_KEY}"
+    assert request.headers["Content-Type"] == "application/json"
+    body = request.json
+    assert body["model"] == MODEL
+    assert body["messages"] == [
+        {"role": "system", "content": "system text"},
+        {"role": "user", "content": "user text"},
+    ]
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["temperature"] == 0
+
+
+def test_keyless_endpoint_sends_no_authorization(server: ModelServer) -> None:
+    server.script(chat({}))
+    ChatClient(server.config(api_key=None)).complete_json("s", "u")
+    assert "Authorization" not in server.requests[0].headers
+
+
+def test_secrets_and_the_key_itself_are_redacted_before_sending(server: ModelServer) -> None:
+    server.script(chat({}))
+    ChatClient(server.config()).complete_json("s", f"token {GITHUB_PAT} and key {API_KEY}")
+    body = server.requests[0].body.decode()
+    assert GITHUB_PAT not in body and API_KEY not in body
+    assert "[REDACTED:github-pat]" in body
+    assert llm.KEY_PLACEHOLDER in body
+
+
+def test_fenced_json_answer_is_accepted(server: ModelServer) -> None:
+    server.script(chat('```json\n{"a": 1}\n```'))
+    assert ChatClient(server.config()).complete_json("s", "u") == {"a": 1}
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def call(config: ModelConfig, sleeps: list[float] | None = None) -> ModelCallError:
+    client = ChatClient(config, sleep=(sleeps.append if sleeps is not None else time.sleep))
+    with pytest.raises(ModelCallError) as info:
+        client.complete_json("s", "u")
+    exc = info.value
+    no_key(exc, repr(exc), exc.message, exc.hint)
+    # no chained requests exception (its text names URLs and holds the request) in tracebacks
+    assert exc.__cause__ is None and (exc.__context__ is None or exc.__suppress_context__)
+    return exc
+
+
+def test_401_is_an_auth_failure_without_the_key(server: ModelServer) -> None:
+    server.script(error(401, f"Incorrect API key provided: {API_KEY}"))
+    exc = call(server.config())
+    assert exc.kind == llm.AUTH and exc.status == 401
+    assert "401" in exc.message and llm.KEY_PLACEHOLDER in exc.message
+    assert len(server.requests) == 1  # never retried
+
+
+def test_429_honours_retry_after_then_succeeds(server: ModelServer) -> None:
+    server.script(error(429, headers={"Retry-After": "3"}), chat({"ok": 1}))
+    sleeps: list[float] = []
+    client = ChatClient(server.config(max_retry_wait=5.0), sleep=sleeps.append)
+    assert client.complete_json("s", "u") == {"ok": 1}
+    assert sleeps == [3.0]
+    assert len(server.requests) == 2
+
+
+def test_retry_after_wait_is_capped_and_really_waited(server: ModelServer) -> None:
+    server.script(error(429, headers={"Retry-After": "120"}), chat({"ok": 1}))
+    started = time.monotonic()
+    assert ChatClient(server.config(max_retry_wait=0.3)).complete_json("s", "u") == {"ok": 1}
+    gap = server.requests[1].at - server.requests[0].at
+    assert 0.25 <= gap < 5
+    assert time.monotonic() - started < 5
+
+
+def test_429_gives_up_after_bounded_retries(server: ModelServer) -> None:
+    server.script(*[error(429, headers={"Retry-After": "1"}) for _ in range(5)])
+    sleeps: list[float] = []
+    exc = call(server.config(max_retries=2, max_retry_wait=0.5), sleeps)
+    assert exc.kind == llm.RATE_LIMITED
+    assert len(server.requests) == 3 and sleeps == [0.5, 0.5]
+
+
+def test_500_retries_with_backoff_then_fails(server: ModelServer) -> None:
+    server.script(error(500), error(503), error(502))
+    sleeps: list[float] = []
+    exc = call(server.config(max_retry_wait=10.0), sleeps)
+    assert exc.kind == llm.SERVER_ERROR and exc.status == 502
+    assert sleeps == [0.5, 1.0]  # exponential backoff without Retry-After
+
+
+def test_500_then_success(server: ModelServer) -> None:
+    server.script(error(500), chat({"ok": 2}))
+    assert ChatClient(server.config(), sleep=lambda _: None).complete_json("s", "u") == {"ok": 2}
+
+
+def test_hung_server_times_out_quickly(server: ModelServer) -> None:
+    server.script(chat({}, delay=5))
+    started = time.monotonic()
+    exc = call(server.config(read_timeout=0.3))
+    assert exc.kind == llm.TIMEOUT
+    assert time.monotonic() - started < 2
+    assert len(server.requests) == 1  # a timeout is not retried
+
+
+def test_connection_refused() -> None:
+    config = ModelConfig(refused_url(), MODEL, ApiKey(API_KEY), connect_timeout=1)
+    exc = call(config)
+    assert exc.kind == llm.CONNECTION
+    assert "cannot connect" in exc.message
+
+
+def test_dns_failure() -> None:
+    config = ModelConfig("http://qmem-no-such-host.invalid/v1", MODEL, ApiKey(API_KEY), 2, 2)
+    exc = call(config)
+    assert exc.kind == llm.DNS
+    assert "qmem-no-such-host.invalid" in exc.message
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind"),
+    [
+        (error(404), llm.PROTOCOL),
+        (Reply(200, "<html>hello</html>"), llm.PROTOCOL),
+        (Reply(200, {"data": []}), llm.PROTOCOL),
+        (Reply(200, {"choices": [{"message": {"content": None}}]}), llm.PROTOCOL),
+        (chat("Sure! Here are the patches: none."), llm.INVALID_ANSWER),
+        (error(400, "model qwen-test does not exist"), llm.HTTP_ERROR),
+    ],
+)
+def test_unusable_answers(server: ModelServer, reply: Reply, kind: str) -> None:
+    server.script(reply)
+    assert call(server.config()).kind == kind
+
+
+def test_parse_retry_after_http_date() -> None:
+    now = datetime(2026, 4, 2, 9, 0, 0, tzinfo=timezone.utc)
+    assert llm.parse_retry_after("Thu, 02 Apr 2026 09:00:07 GMT", now) == 7.0
+    assert llm.parse_retry_after("Thu, 02 Apr 2026 08:00:00 GMT", now) == 0.0
+    assert llm.parse_retry_after("2.5", now) == 2.5
+    assert llm.parse_retry_after("soon", now) is None
+
+
+def test_key_never_logged(server: ModelServer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    server.script(error(500), chat({}), error(401, API_KEY))
+    client = ChatClient(server.config(), sleep=lambda _: None)
+    client.complete_json("s", "u")
+    with pytest.raises(ModelCallError):
+        client.complete_json("s", "u")
+    assert caplog.records  # requests/urllib3 and our client did log
+    no_key(caplog.text)
+
+
+# --------------------------------------------------------------------------- doctor
+
+
+def test_check_endpoint_reports_model_and_round_trip(server: ModelServer) -> None:
+    server.script(chat({"ok": True}))
+    report = check_endpoint(server.config())
+    assert report.ok and report.model == MODEL
+    assert report.round_trip_ms is not None and report.round_trip_ms >= 0
+    assert report.url == server.base_url + "/chat/completions"
+    assert server.requests[0].json["max_tokens"] == 16
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "words"),
+    [
+        (error(401, API_KEY), llm.AUTH, "401"),
+        (error(404), llm.PROTOCOL, "no chat-completions API"),
+        (Reply(200, "<html/>"), llm.PROTOCOL, "not OpenAI-compatible"),
+        (error(503), llm.SERVER_ERROR, "503"),
+    ],
+)
+def test_check_endpoint_failures(server: ModelServer, reply: Reply, kind: str, words: str) -> None:
+    server.script(reply)
+    report = check_endpoint(server.config())
+    assert not report.ok and report.kind == kind
+    assert report.reason is not None and words in report.reason
+    assert len(server.requests) == 1  # doctor never retries
+    no_key(report, report.reason, report.hint)
+
+
+def test_check_endpoint_timeout_and_refused(server: ModelServer) -> None:
+    server.script(chat({}, delay=5))
+    assert check_endpoint(server.config(read_timeout=0.3)).kind == llm.TIMEOUT
+    refused = check_endpoint(ModelConfig(refused_url(), MODEL, ApiKey(API_KEY)))
+    assert refused.kind == llm.CONNECTION
+
+
+def test_check_endpoint_warns_when_answer_is_not_json(server: ModelServer) -> None:
+    server.script(chat("pong"))
+    report = check_endpoint(server.config())
+    assert report.ok and report.warning
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def test_config_from_environment_with_key_fallbacks() -> None:
+    env = {
+        "QMEM_LLM_BASE_URL": "https://dashscope.aliyuncs.com/compatible-mode/v1/",
+        "QMEM_LLM_MODEL": "qwen-plus",
+        "OPENAI_API_KEY": "openai-key",
+        "DASHSCOPE_API_KEY": "dashscope-key",
+    }
+    config = parse_model_config(env, None).config
+    assert config is not None
+    assert config.endpoint == "https://dashscope.aliyuncs.com/compatible-mode/v1/chat/completions"
+    assert config.api_key == ApiKey("dashscope-key")
+    assert parse_model_config({**env, "QMEM_LLM_API_KEY": "own"}, None).config.api_key == ApiKey(  # type: ignore[union-attr]
+        "own"
+    )
+    del env["DASHSCOPE_API_KEY"]
+    assert parse_model_config(env, None).config.api_key == ApiKey("openai-key")  # type: ignore[union-attr]
+
+
+def test_config_file_json_and_environment_precedence() -> None:
+    text = json.dumps(
+        {
+            "llm": {
+                "base_url": "http://localhost:11434/v1",
+                "model": "qwen2.5:7b",
+                "timeout": 90,
+                "max_retries": 9,
+                "api_key_env": "MY_KEY",
+            }
+        }
+    )
+    result = parse_model_config({"MY_KEY": "from-named-env"}, text, source="cfg.json")
+    config = result.config
+    assert config is not None and not result.problems
+    assert (config.base_url, config.model, config.read_timeout) == (
+        "http://localhost:11434/v1",
+        "qwen2.5:7b",
+        90.0,
+    )
+    assert config.max_retries == 5  # capped
+    assert config.api_key == ApiKey("from-named-env")
+    assert config.source == "cfg.json"
+    env = {"QMEM_LLM_MODEL": "llama3", "QMEM_LLM_TIMEOUT": "7"}
+    override = parse_model_config(env, text).config
+    assert override is not None
+    assert (override.model, override.read_timeout) == ("llama3", 7.0)
+
+
+@pytest.mark.parametrize(
+    ("env", "text", "problem"),
+    [
+        ({}, "{not json", "not valid JSON"),
+        ({}, '{"llm": []}', '"llm" must be a JSON object'),
+        ({"QMEM_LLM_BASE_URL": "http://x/v1"}, None, "half configured"),
+        ({"QMEM_LLM_BASE_URL": "ftp://x", "QMEM_LLM_MODEL": "m"}, None, "http:// or https://"),
+    ],
+)
+def test_bad_configuration_means_no_model_and_a_problem(
+    env: dict[str, str], text: str | None, problem: str
+) -> None:
+    result = parse_model_config(env, text)
+    assert result.config is None
+    assert any(problem in p for p in result.problems)
+
+
+def test_nothing_configured_is_no_model() -> None:
+    assert parse_model_config({"OPENAI_API_KEY": "k"}, None).config is None
+
+
+def test_config_file_location_and_settings(isolated_home: Path, tmp_path: Path) -> None:
+    env = {"HOME": str(isolated_home)}
+    path = Path(config_file_path(env, str(isolated_home)))
+    assert path == isolated_home / ".config" / "qmem-git" / "config.json"
+    assert build_settings(env, memory_dir=str(tmp_path / "m")).model is None
+    path.parent.mkdir(parents=True)
+    path.write_text('{"llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}')
+    settings = build_settings(
+        {**env, "QMEM_LLM_API_KEY": API_KEY},
+        memory_dir=str(tmp_path / "m"),
+        home=str(isolated_home),
+    )
+    assert settings.model is not None and settings.model.model == "m"
+    no_key(repr(settings), str(settings), repr(settings.model))
+    xdg = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    assert config_file_path(xdg, "/nowhere") == str(tmp_path / "xdg" / "qmem-git" / "config.json")
+    assert config_file_path({"QMEM_CONFIG": "/etc/q.json"}, "/h") == "/etc/q.json"
+
+
+def test_unreadable_config_file_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    result = load_model_config({"QMEM_CONFIG": str(tmp_path)}, str(tmp_path))  # a directory
+    assert result.config is None and result.problems
+
+
+def test_api_key_cannot_leak_through_repr_json_or_pickle(server: ModelServer) -> None:
+    config = server.config()
+    no_key(repr(config), str(config), repr(config.api_key), f"{config.api_key}")
+    no_key(repr(ChatClient(config)))
+    with pytest.raises(TypeError):
+        json.dumps(asdict(config))
+    with pytest.raises(TypeError):
+        pickle.dumps(config.api_key)
