@@ -148,18 +148,32 @@ def require(condition: bool, message: str, hint: str) -> None:
 
 
 @main.command()
+@click.option(
+    "--remote",
+    "remote_url",
+    metavar="URL",
+    help="Share through this git remote (as 'origin'): adopt its memories when this store is "
+    "empty, else merge and push.",
+)
 @pass_options
-def init(opts: Options) -> None:
+def init(opts: Options, remote_url: str | None) -> None:
     """Create the memory folder and make it a git repository (safe to run again).
 
     Existing memory files (for example ones Qwen Code already wrote) are committed as the
     first commit. A pre-commit hook is installed so hand-made commits are validated too.
+    With --remote URL the store is connected to that remote and synced once.
     """
     from qmem_git.ops.lifecycle import hook_command, init_memory
 
     settings = opts.settings()
-    result = init_memory(settings, hook_command(), now())
     root = settings.layout.memory_root
+    if remote_url:
+        from qmem_git.ops.sync import clone_summary, connect
+
+        outcome = connect(settings, remote_url, now(), progress=sync_progress(opts))
+        emit(opts, clone_summary(outcome), outcome.as_dict())
+        return
+    result = init_memory(settings, hook_command(), now())
     text = (
         f"Initialized memory repository in {root} ({result.commit[:12]})"
         if result.commit
@@ -845,6 +859,109 @@ def doctor(opts: Options) -> None:
     emit(opts, "\n".join(lines), data)
     if any(not c.ok and not c.warning for c in checks):
         exit_with(1)
+
+
+# --------------------------------------------------------------------------- sharing
+
+
+def sync_progress(opts: Options) -> Callable[[str], None] | None:
+    """Progress lines on stderr, only when stderr is a terminal (and not under -q/--json)."""
+    if opts.quiet or opts.json or not sys.stderr.isatty():
+        return None
+    return lambda text: click.echo(f"qmem-git: {text}", err=True)
+
+
+@main.group()
+def remote() -> None:
+    """Manage the git remotes memory is shared through.
+
+    URLs: a path, file://, git://, http(s):// (token from QMEM_GIT_USERNAME/QMEM_GIT_TOKEN or
+    your git credential helper) or ssh (user@host:path). Credentials are never printed.
+    """
+
+
+@remote.command("add")
+@click.argument("name")
+@click.argument("url")
+@pass_options
+def remote_add(opts: Options, name: str, url: str) -> None:
+    """Add a remote NAME at URL (the URL is not contacted)."""
+    from qmem_git.ops.sync import add_remote
+
+    added = add_remote(opts.settings(), name, url)
+    emit(opts, f"Added remote {added.name} {added.display_url}", added.as_dict())
+
+
+@remote.command("remove")
+@click.argument("name")
+@pass_options
+def remote_remove(opts: Options, name: str) -> None:
+    """Remove remote NAME (its memories stay in the local store)."""
+    from qmem_git.ops.sync import remove_remote
+
+    removed = remove_remote(opts.settings(), name)
+    emit(opts, f"Removed remote {removed.name}", removed.as_dict())
+
+
+@remote.command("list")
+@pass_options
+def remote_list(opts: Options) -> None:
+    """List remotes with their (redacted) URLs."""
+    from qmem_git.ops.sync import list_remotes
+
+    found = list_remotes(opts.settings())
+    text = "\n".join(f"{r.name}\t{r.display_url}\t({r.kind})" for r in found)
+    emit(
+        opts,
+        text or "No remotes (add one with `qmem-git remote add origin URL`)",
+        [r.as_dict() for r in found],
+    )
+
+
+@main.command()
+@click.argument("remote_name", metavar="[REMOTE]", required=False)
+@click.option("--dry-run", is_flag=True, help="Fetch and report what would happen; change nothing.")
+@click.option("--no-push", is_flag=True, help="Merge or fast-forward locally, do not push.")
+@click.option("--force", is_flag=True, help="Accept a remote that was rewound or force-pushed.")
+@pass_options
+def sync(opts: Options, remote_name: str | None, dry_run: bool, no_push: bool, force: bool) -> None:
+    """Share memories with a git remote: fetch, merge entry by entry, push.
+
+    Up to date: push local commits. Remote ahead: fast-forward. Both changed: merge memory
+    entries (never loses a memory, never writes conflict markers), commit the merge, push.
+    Exit 5 when the remote cannot be reached.
+    """
+    from qmem_git.ops.sync import run_sync, sync_summary
+
+    outcome = run_sync(
+        opts.settings(),
+        now(),
+        remote=remote_name,
+        dry_run=dry_run,
+        push=not no_push,
+        force=force,
+        progress=sync_progress(opts),
+    )
+    if outcome.recovery is not None:
+        for line in outcome.recovery.messages():
+            note(opts, line)
+    emit(opts, sync_summary(outcome.result), outcome.as_dict())
+
+
+@main.command()
+@click.argument("url")
+@click.option("--merge", is_flag=True, help="Merge into a store that already holds memories.")
+@pass_options
+def clone(opts: Options, url: str, merge: bool) -> None:
+    """Create this project's memory from a remote (a new machine joins).
+
+    Files get the times of the commits that last changed them, so MEMORY.md and recall ages
+    match the other machines. A store that already holds memories needs --merge.
+    """
+    from qmem_git.ops.sync import clone_summary, run_clone
+
+    outcome = run_clone(opts.settings(), url, now(), merge=merge, progress=sync_progress(opts))
+    emit(opts, clone_summary(outcome), outcome.as_dict())
 
 
 # --------------------------------------------------------------------------- agents and editors

@@ -96,8 +96,18 @@ def describe_location(settings: Settings) -> dict[str, object]:
         "mode": layout.mode,
         "project": layout.project_root,
         "repository": os.path.isdir(os.path.join(layout.memory_root, ".git")),
-        "remotes": [],
+        "remotes": describe_remotes(layout.memory_root),
     }
+
+
+def describe_remotes(memory_root: str) -> list[str]:
+    """``name url (kind)`` per remote, credentials redacted."""
+    git_dir = os.path.join(memory_root, ".git")
+    if not os.path.isdir(git_dir):
+        return []
+    from qmem_git.store.remotes import list_remotes
+
+    return [f"{r.name} {r.display_url} ({r.kind})" for r in list_remotes(git_dir)]
 
 
 def hook_command() -> str:

@@ -1,0 +1,301 @@
+"""Sharing memory between machines: remotes, ``sync``, ``clone`` and ``init --remote``.
+
+Each function is what one CLI command calls; all take ``Settings`` (the environment was read
+once by the CLI: ``QMEM_GIT_USERNAME`` / ``QMEM_GIT_TOKEN`` for HTTP Basic auth,
+``QMEM_GIT_TIMEOUT`` for the network timeout in seconds) and return data, never print.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from qmem_git.errors import QmemError
+from qmem_git.ops.lifecycle import hook_command, init_memory, require_repository
+from qmem_git.ops.runner import identity_for
+from qmem_git.settings import Settings
+from qmem_git.store import remotes
+from qmem_git.store.recovery import RecoveryReport
+from qmem_git.store.remotes import Credentials, Remote, Transport
+from qmem_git.store.repo import init_repo
+from qmem_git.store.state import ensure_scaffold
+from qmem_git.store.sync import (
+    SyncOptions,
+    SyncResult,
+    adopt_remote,
+    locked_writer,
+    sync_locked,
+    tree_has_memories,
+)
+from qmem_git.store.workdir import iter_memory_files
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SyncOutcome:
+    """A sync's result plus what recovery committed or repaired before it."""
+
+    result: SyncResult
+    recovery: RecoveryReport | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data = self.result.as_dict()
+        data["recovered_commit"] = self.recovery.commit if self.recovery else None
+        return data
+
+
+@dataclass(frozen=True)
+class CloneOutcome:
+    """``mode``: ``cloned`` (adopted the remote's history), ``merged`` or ``pushed``."""
+
+    memory_root: str
+    remote: Remote
+    mode: str
+    result: SyncResult
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "memory_root": self.memory_root,
+            "remote": self.remote.as_dict(),
+            "mode": self.mode,
+            **{k: v for k, v in self.result.as_dict().items() if k not in ("remote", "url")},
+        }
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+
+def credentials_for(settings: Settings) -> Credentials:
+    env = settings.env
+    return Credentials(
+        env.get("QMEM_GIT_USERNAME") or None,
+        env.get("QMEM_GIT_TOKEN") or env.get("QMEM_GIT_PASSWORD") or None,
+    )
+
+
+def timeout_for(settings: Settings) -> float:
+    try:
+        value = float(settings.env.get("QMEM_GIT_TIMEOUT", ""))
+    except ValueError:
+        return remotes.DEFAULT_TIMEOUT
+    return value if value > 0 else remotes.DEFAULT_TIMEOUT
+
+
+def _git_dir(settings: Settings) -> str:
+    return os.path.join(settings.layout.memory_root, ".git")
+
+
+def _transport_factory(settings: Settings, remote: Remote) -> Callable[[bool], Transport]:
+    def open_for(for_push: bool) -> Transport:
+        return remotes.open_transport(
+            remote.url,
+            credentials=credentials_for(settings),
+            env=settings.env,
+            timeout=timeout_for(settings),
+            for_push=for_push,
+        )
+
+    return open_for
+
+
+# --- remotes ----------------------------------------------------------------------------------
+
+
+def add_remote(settings: Settings, name: str, url: str) -> Remote:
+    """``remote add``: local paths are stored absolute; the URL is not contacted."""
+    require_repository(settings)
+    normalized = remotes.normalize_url(url, settings.cwd)
+    return remotes.add_remote(_git_dir(settings), name, normalized)
+
+
+def remove_remote(settings: Settings, name: str) -> Remote:
+    require_repository(settings)
+    return remotes.remove_remote(_git_dir(settings), name)
+
+
+def list_remotes(settings: Settings) -> list[Remote]:
+    """The remotes (an empty list when the store has no repository yet)."""
+    if not os.path.isdir(_git_dir(settings)):
+        return []
+    return remotes.list_remotes(_git_dir(settings))
+
+
+# --- sync -------------------------------------------------------------------------------------
+
+
+def run_sync(
+    settings: Settings,
+    now: datetime,
+    *,
+    remote: str | None = None,
+    dry_run: bool = False,
+    push: bool = True,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> SyncOutcome:
+    """Fetch, fast-forward or merge, push; one merge commit at most (exit 5 on network errors)."""
+    require_repository(settings)
+    git_dir = _git_dir(settings)
+    chosen = remotes.get_remote(git_dir, remote) if remote else remotes.default_remote(git_dir)
+    options = SyncOptions(dry_run=dry_run, push=push, force=force, timeout=timeout_for(settings))
+    identity = identity_for(settings)
+    with locked_writer(
+        settings.layout,
+        identity=identity,
+        host=settings.host,
+        now=now,
+        lock_timeout=settings.lock_timeout,
+        recover=not dry_run,
+    ) as report:
+        result = sync_locked(
+            settings.layout,
+            chosen.name,
+            _transport_factory(settings, chosen),
+            options,
+            identity=identity,
+            host=settings.host,
+            now=now,
+            progress=progress,
+        )
+    return SyncOutcome(result, report)
+
+
+# --- clone and init --remote ------------------------------------------------------------------
+
+
+def run_clone(
+    settings: Settings,
+    url: str,
+    now: datetime,
+    *,
+    merge: bool = False,
+    name: str = remotes.DEFAULT_REMOTE,
+    progress: Progress | None = None,
+) -> CloneOutcome:
+    """Create this project's memory from a remote; an existing store needs ``merge=True``."""
+    layout = settings.layout
+    if _has_local_memories(settings) and not merge:
+        raise QmemError(
+            f"{layout.memory_root} already holds memories",
+            "use `qmem-git clone --merge URL` to merge them with the remote's",
+        )
+    return connect(settings, url, now, name=name, progress=progress)
+
+
+def connect(
+    settings: Settings,
+    url: str,
+    now: datetime,
+    *,
+    name: str = remotes.DEFAULT_REMOTE,
+    progress: Progress | None = None,
+) -> CloneOutcome:
+    """Attach a remote to this store: adopt its history when the store is empty, else sync.
+
+    Used by ``clone`` and ``init --remote``. An empty store takes the remote's commits as they
+    are (no merge commit); one with memories merges them in and pushes the result; an empty
+    remote receives the local history.
+    """
+    layout = settings.layout
+    normalized = remotes.normalize_url(url, settings.cwd)
+    ensure_scaffold(layout, now)
+    identity = identity_for(settings)
+    init_repo(layout, identity, hook_command())
+    remote = _ensure_remote(settings, name, normalized)
+    if not _has_local_memories(settings):
+        adopted = _adopt(settings, remote, now, progress)
+        if adopted.action == "cloned":
+            return CloneOutcome(layout.memory_root, remote, "cloned", adopted)
+    init_memory(settings, hook_command(), now)
+    outcome = run_sync(settings, now, remote=name, progress=progress)
+    mode = "merged" if outcome.result.merge_commit else "pushed"
+    return CloneOutcome(layout.memory_root, remote, mode, outcome.result)
+
+
+def _adopt(
+    settings: Settings, remote: Remote, now: datetime, progress: Progress | None
+) -> SyncResult:
+    options = SyncOptions(timeout=timeout_for(settings))
+    with locked_writer(
+        settings.layout,
+        identity=identity_for(settings),
+        host=settings.host,
+        now=now,
+        lock_timeout=settings.lock_timeout,
+        recover=False,
+    ):
+        transport = _transport_factory(settings, remote)(False)
+        return adopt_remote(settings.layout, remote.name, transport, options, progress)
+
+
+def _ensure_remote(settings: Settings, name: str, url: str) -> Remote:
+    """Add the remote, or accept an existing one with the same URL."""
+    git_dir = _git_dir(settings)
+    for remote in remotes.list_remotes(git_dir):
+        if remote.name == name:
+            if remote.url != url:
+                raise QmemError(
+                    f"remote {name!r} already points at {remote.display_url}",
+                    f"run `qmem-git remote remove {name}` first, or `qmem-git sync {name}`",
+                )
+            return remote
+    return remotes.add_remote(git_dir, name, url)
+
+
+def _has_local_memories(settings: Settings) -> bool:
+    """Memory documents in the work tree or in HEAD (an empty MEMORY.md does not count)."""
+    root = settings.layout.memory_root
+    if next(iter_memory_files(root), None) is not None:
+        return True
+    if not os.path.isdir(os.path.join(root, ".git")):
+        return False
+    from qmem_git.ops.lifecycle import has_commits
+
+    return has_commits(root) and tree_has_memories(settings.layout)
+
+
+# --- text for the CLI -------------------------------------------------------------------------
+
+
+def sync_summary(result: SyncResult) -> str:
+    """What a sync did, in a few lines (the CLI prints it; ``--json`` uses ``as_dict``)."""
+    remote, head = result.remote, (result.head or "")[:12]
+    theirs = (result.remote_head or "")[:12]
+    if result.dry_run:
+        done = {
+            "fast-forward": f"Would fast-forward to {theirs} from {remote}",
+            "pushed": f"Would push {head} to {remote}",
+            "merged": f"Would merge {remote}/main into {head}",
+        }
+    else:
+        pushed = f", pushed to {remote}" if result.pushed else " (not pushed)"
+        done = {
+            "fast-forward": f"Fast-forwarded to {head} from {remote}",
+            "pushed": f"Pushed {head} to {remote}",
+            "merged": f"Merged {remote}/main as {head}{pushed}",
+            "ahead": f"{head} is ahead of {remote} (not pushed)",
+        }
+    done["up-to-date"] = f"Already up to date with {remote} ({head or 'no commits'})"
+    done["empty"] = f"{remote} and this memory store are both empty"
+    lines = [done.get(result.action, result.action)]
+    if result.changed_paths:
+        lines.append(f"  {len(result.changed_paths)} file(s) changed")
+    lines += [f"  reconciled {note.path}: {note.detail}" for note in result.reconciled]
+    return "\n".join(lines)
+
+
+def clone_summary(outcome: CloneOutcome) -> str:
+    verbs = {
+        "cloned": "Cloned",
+        "merged": "Merged local memories with",
+        "pushed": "Pushed local memories to",
+    }
+    head = (outcome.result.head or "")[:12]
+    return (
+        f"{verbs.get(outcome.mode, outcome.mode)} {outcome.remote.name} "
+        f"({outcome.remote.display_url}) in {outcome.memory_root}" + (f" at {head}" if head else "")
+    )

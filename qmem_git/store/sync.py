@@ -1,0 +1,1290 @@
+"""Sync the memory branch with a remote: fetch, check, fast-forward or merge, push.
+
+One sync runs under the writer lock, after recovery (so the work tree equals HEAD), and only
+ever moves ``main`` forward: up to date -> push if ahead; remote ahead -> fast-forward; diverged
+-> the entry-aware merge of :mod:`qmem_git.core.merge` committed with two parents, then push. A
+push the remote rejects because it moved meanwhile starts over (bounded).
+
+Fetched objects land in a quarantine object store (``.git/qmem-incoming-*``, alternates to the
+real one) and are checked there like ``git fsck`` would, plus the memory layout rules: only
+regular files (100644) with allowed names under the four type folders and MEMORY.md, no
+symlinks, submodules, ``.git*`` names, device names or case-folding collisions, no blob over
+256 KiB, and the files the sync would write must be readable memory documents without conflict
+markers. Only then is the pack moved into the repository; a refusal leaves nothing behind.
+
+Time comes from history (ARCHITECTURE §3): every memory file written or kept by a sync gets the
+committer time of the commit that last changed it (git's history simplification: follow the
+first parent with the same blob), so MEMORY.md and recall ages agree on every machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import os
+import shutil
+import stat
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.refs import DiskRefsContainer, Ref
+
+from qmem_git.core.changes import ChangeSet, FileChange, render_commit_message
+from qmem_git.core.merge import MergeResult, Reconciled, merge_trees
+from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, MEMORY_TYPES
+from qmem_git.core.names import (
+    LEGACY_TOPIC_FILES,
+    check_path_safety,
+    check_relative_path,
+    fold_name,
+)
+from qmem_git.core.paths import Layout
+from qmem_git.core.validate import check_conflict_markers, decode_memory_bytes
+from qmem_git.errors import InvalidMemoryFile, QmemError, RemoteError, RepoLocked, UnsafePath
+from qmem_git.store import gitindex
+from qmem_git.store.remotes import Transport, remote_error, socket_timeout, tracking_ref
+from qmem_git.store.repo import BRANCH, Identity, Repository, blob_id
+from qmem_git.store.workdir import TEMP_MARKER, atomic_write, fsync_dir, render_index
+
+if TYPE_CHECKING:
+    from dulwich.object_store import BaseObjectStore, DiskObjectStore
+    from dulwich.pack import UnpackedObject
+    from dulwich.repo import ParentsProvider
+
+    from qmem_git.store.recovery import RecoveryReport
+
+FILE_MODE = 0o100644
+DIR_MODE = 0o040000
+QUARANTINE_PREFIX = "qmem-incoming-"
+MAX_PUSH_ATTEMPTS = 4
+MAX_INCOMING_PACK_BYTES = 256 * 1024 * 1024
+REPACK_THRESHOLD = 16
+Progress = Callable[[str], None]
+
+
+# --- results ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SyncOptions:
+    """What the caller asked for; ``timeout`` bounds every network wait (seconds)."""
+
+    dry_run: bool = False
+    push: bool = True
+    force: bool = False
+    timeout: float = 20.0
+    allow_unrelated: bool = True
+
+
+@dataclass
+class SyncResult:
+    """What one sync did (``action``: up-to-date, pushed, fast-forward, merged, empty)."""
+
+    remote: str
+    url: str
+    action: str = "up-to-date"
+    before: str | None = None
+    head: str | None = None
+    remote_head: str | None = None
+    fetched: int = 0
+    merge_commit: str | None = None
+    pushed: bool = False
+    reconciled: list[Reconciled] = field(default_factory=list)
+    attempts: int = 0
+    dry_run: bool = False
+    packed: int = 0
+    changed_paths: list[str] = field(default_factory=list)
+
+    @property
+    def merged(self) -> bool:
+        return self.merge_commit is not None or (self.dry_run and self.action == "merged")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "remote": self.remote,
+            "url": self.url,
+            "action": self.action,
+            "dry_run": self.dry_run,
+            "before": self.before,
+            "head": self.head,
+            "remote_head": self.remote_head,
+            "fetched": self.fetched,
+            "merged": self.merged,
+            "merge_commit": self.merge_commit,
+            "pushed": self.pushed,
+            "conflicts_reconciled": [note.as_dict() for note in self.reconciled],
+            "changed_paths": self.changed_paths,
+            "attempts": self.attempts,
+            "packed_objects": self.packed,
+        }
+
+
+class RemoteMoved(Exception):
+    """The remote branch changed between our fetch and our push."""
+
+
+# --- reading objects --------------------------------------------------------------------------
+
+
+class Objects:
+    """Cached reads of commits, trees and blobs from one dulwich object store."""
+
+    def __init__(self, store: BaseObjectStore) -> None:
+        self.store = store
+        self._commits: dict[str, Commit] = {}
+        self._trees: dict[str, Tree] = {}
+
+    def get(self, sha: str) -> ShaFile:
+        try:
+            obj: ShaFile = self.store[ObjectID(sha.encode("ascii"))]
+        except KeyError as exc:
+            raise RemoteError(
+                f"object {sha} is missing: the remote sent an incomplete history",
+                "run the sync again; if it persists, check the remote with `git fsck`",
+            ) from exc
+        return obj
+
+    def commit(self, sha: str) -> Commit:
+        found = self._commits.get(sha)
+        if found is None:
+            obj = self.get(sha)
+            if not isinstance(obj, Commit):
+                raise UnsafePath(f"{sha} is a {obj.type_name.decode()}, not a commit")
+            found = self._commits[sha] = obj
+        return found
+
+    def tree(self, sha: str) -> Tree:
+        found = self._trees.get(sha)
+        if found is None:
+            obj = self.get(sha)
+            if not isinstance(obj, Tree):
+                raise UnsafePath(f"{sha} is a {obj.type_name.decode()}, not a tree")
+            found = self._trees[sha] = obj
+        return found
+
+    def blob(self, sha: str) -> bytes:
+        obj = self.get(sha)
+        if not isinstance(obj, Blob):
+            raise UnsafePath(f"{sha} is a {obj.type_name.decode()}, not a blob")
+        data: bytes = obj.as_raw_string()
+        return data
+
+    def tree_of(self, commit: str | None) -> str | None:
+        return None if commit is None else _hex(self.commit(commit).tree)
+
+    def files(self, commit: str | None) -> dict[str, str]:
+        """Every file path in the commit's tree -> blob id."""
+        out: dict[str, str] = {}
+        tree = self.tree_of(commit)
+        if tree is not None:
+            self._walk(tree, "", out)
+        return out
+
+    def _walk(self, tree: str, prefix: str, out: dict[str, str]) -> None:
+        for name, mode, sha in self.tree(tree).iteritems():
+            path = prefix + name.decode("utf-8", "surrogateescape")
+            if stat.S_ISDIR(mode):
+                self._walk(_hex(sha), path + "/", out)
+            else:
+                out[path] = _hex(sha)
+
+    def lookup(self, tree: str | None, path: str) -> str | None:
+        """Blob id of ``path`` in ``tree``, or None."""
+        sha = tree
+        parts = path.split("/")
+        for depth, part in enumerate(parts):
+            if sha is None:
+                return None
+            try:
+                mode, child = self.tree(sha)[part.encode("utf-8", "surrogateescape")]
+            except KeyError:
+                return None
+            if stat.S_ISDIR(mode) == (depth == len(parts) - 1):
+                return None
+            sha = _hex(child)
+        return sha
+
+    def text(self, sha: str | None) -> str | None:
+        return None if sha is None else self.blob(sha).decode("utf-8", "surrogateescape")
+
+
+def _hex(sha: bytes) -> str:
+    return sha.decode("ascii")
+
+
+def _oid(sha: str) -> ObjectID:
+    return ObjectID(sha.encode("ascii"))
+
+
+# --- quarantine and fetch ---------------------------------------------------------------------
+
+
+class Quarantine:
+    """An object store for incoming objects that sees the real store through alternates."""
+
+    def __init__(self, git_dir: str, objects_dir: str) -> None:
+        from dulwich.object_store import DiskObjectStore
+
+        self.path = os.path.join(git_dir, QUARANTINE_PREFIX + os.urandom(6).hex())
+        os.makedirs(os.path.join(self.path, "pack"))
+        os.makedirs(os.path.join(self.path, "info"))
+        self.objects_dir = objects_dir
+        self.store: DiskObjectStore = DiskObjectStore(self.path, alternates=[objects_dir])
+
+    def pack_files(self) -> list[str]:
+        pack_dir = os.path.join(self.path, "pack")
+        return sorted(os.listdir(pack_dir))
+
+    def install(self) -> None:
+        """Move the checked packs into the repository (.pack before .idx, as C git does)."""
+        self.store.close()
+        pack_dir = os.path.join(self.path, "pack")
+        target = os.path.join(self.objects_dir, "pack")
+        os.makedirs(target, exist_ok=True)
+        names = self.pack_files()
+        for suffix in (".pack", ".rev", ".idx"):
+            for name in names:
+                if name.endswith(suffix):
+                    os.replace(os.path.join(pack_dir, name), os.path.join(target, name))
+
+    def discard(self) -> None:
+        self.store.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def remove_stale_quarantines(git_dir: str) -> None:
+    """A killed sync leaves its quarantine behind; under the writer lock it is garbage."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir(git_dir):
+            if name.startswith(QUARANTINE_PREFIX):
+                shutil.rmtree(os.path.join(git_dir, name), ignore_errors=True)
+
+
+@dataclass
+class Fetched:
+    remote_head: str | None
+    quarantine: Quarantine
+    objects: Objects
+    new_commits: int = 0
+
+
+def fetch(
+    repo: Repository,
+    transport: Transport,
+    progress: Progress | None,
+    timeout: float,
+) -> Fetched:
+    """Fetch the remote's ``main`` into a quarantine and check everything new in it."""
+    from dulwich.object_store import ObjectStoreGraphWalker
+
+    quarantine = Quarantine(repo.git_dir, repo.objects_dir)
+    try:
+        spool = os.path.join(quarantine.path, "incoming.pack")
+        local_heads = _local_heads(repo)
+        walker = ObjectStoreGraphWalker([_oid(h) for h in local_heads], _parents_of(repo))
+        remote: dict[str, str | None] = {}
+
+        def determine_wants(
+            refs: Mapping[Ref, ObjectID], depth: int | None = None
+        ) -> list[ObjectID]:
+            del depth
+            head = refs.get(Ref(BRANCH))
+            remote["head"] = head.decode("ascii") if head else None
+            if head is None or _has(repo.objects, head):
+                return []
+            return [head]
+
+        with open(spool, "wb") as sink, _network(transport, "fetching from", timeout):
+            written = [0]
+
+            def pack_data(data: bytes) -> int:
+                written[0] += len(data)
+                if written[0] > MAX_INCOMING_PACK_BYTES:
+                    raise RemoteError(
+                        f"the remote sent more than {MAX_INCOMING_PACK_BYTES >> 20} MiB",
+                        "memory repositories are small; check the remote URL",
+                    )
+                return sink.write(data)
+
+            transport.client.fetch_pack(
+                transport.path,
+                determine_wants,
+                walker,
+                pack_data,
+                progress=_raw_progress(progress),
+            )
+        if os.path.getsize(spool):
+            with open(spool, "rb") as source:
+                quarantine.store.add_thin_pack(source.read, None)
+        os.unlink(spool)
+        objects = Objects(quarantine.store)
+        head = remote.get("head")
+        fetched = Fetched(head, quarantine, objects)
+        if head is not None:
+            fetched.new_commits = check_incoming(objects, repo.objects, head)
+        return fetched
+    except BaseException:
+        quarantine.discard()
+        raise
+
+
+def _parents_of(repo: Repository) -> Callable[[ObjectID], list[ObjectID]]:
+    def parents(sha: ObjectID) -> list[ObjectID]:
+        commit = repo.objects[sha]
+        return list(commit.parents) if isinstance(commit, Commit) else []
+
+    return parents
+
+
+def _has(store: BaseObjectStore, sha: bytes) -> bool:
+    return ObjectID(sha) in store
+
+
+def _local_heads(repo: Repository) -> list[str]:
+    _, head = repo.head()
+    heads = [head] if head else []
+    refs = DiskRefsContainer(repo.git_dir)
+    for name in refs.keys(base=Ref(b"refs/remotes")):
+        value = refs[Ref(b"refs/remotes/" + name)]
+        if _has(repo.objects, value) and value.decode("ascii") not in heads:
+            heads.append(value.decode("ascii"))
+    return heads
+
+
+@contextlib.contextmanager
+def _network(transport: Transport, action: str, timeout: float) -> Iterator[None]:
+    """Bound the waits and turn transport failures into one redacted RemoteError."""
+    try:
+        with socket_timeout(timeout):
+            yield
+    except (QmemError, RemoteMoved):
+        raise
+    except Exception as exc:
+        raise remote_error(exc, transport.url, action, transport.secrets) from exc
+
+
+def _raw_progress(progress: Progress | None) -> Callable[[bytes], None] | None:
+    if progress is None:
+        return None
+
+    def forward(data: bytes) -> None:
+        text = data.decode("utf-8", "replace").strip()
+        if text:
+            progress(text.splitlines()[-1].split("\r")[-1])
+
+    return forward
+
+
+# --- checks on incoming history ---------------------------------------------------------------
+
+
+def check_incoming(objects: Objects, known: BaseObjectStore, tip: str) -> int:
+    """Check every commit (and its trees and blobs) that is new to the repository.
+
+    Returns the number of new commits. Raises UnsafePath naming the path and commit.
+    """
+    check = _IncomingCheck(objects, known)
+    stack, seen, count = [tip], set(), 0
+    while stack:
+        sha = stack.pop()
+        if sha in seen or _oid(sha) in known:
+            continue
+        seen.add(sha)
+        commit = objects.commit(sha)
+        _fsck(commit, sha)
+        count += 1
+        check.tree(_hex(commit.tree), "", sha)
+        stack.extend(_hex(parent) for parent in commit.parents)
+    _check_tip_contents(objects, known, tip)
+    return count
+
+
+def _fsck(obj: ShaFile, sha: str) -> None:
+    from dulwich.errors import ChecksumMismatch, ObjectFormatException
+
+    try:
+        obj.check()
+    except (ObjectFormatException, ChecksumMismatch) as exc:
+        raise UnsafePath(
+            f"refusing the remote's history: object {sha} is malformed ({exc})",
+            "nothing was changed locally; repair the remote (`git fsck` there)",
+        ) from exc
+
+
+def _refuse(path: str, problem: str, commit: str) -> UnsafePath:
+    return UnsafePath(
+        f"refusing the remote's history: {path}: {problem} (commit {commit[:12]})",
+        "nothing was changed locally; remove that path from the remote's history",
+    )
+
+
+class _IncomingCheck:
+    """Layout, modes, names, case collisions and blob sizes of new trees, each checked once.
+
+    Trees already in the repository passed these checks when they arrived (or were built
+    here); at the root or directly in a type folder, where the rules are the same wherever
+    they sit, they are not walked again.
+    """
+
+    def __init__(self, objects: Objects, known: BaseObjectStore) -> None:
+        self.objects = objects
+        self.known = known
+        self.trees: set[tuple[str, str]] = set()
+        self.paths: set[str] = set()
+        self.blobs: set[str] = set()
+        self.folds: dict[str, str] = {}
+
+    def fold(self, name: str) -> str:
+        folded = self.folds.get(name)
+        if folded is None:
+            folded = self.folds[name] = fold_name(name)
+        return folded
+
+    def tree(self, tree: str, prefix: str, commit: str) -> None:
+        if (tree, prefix) in self.trees:
+            return
+        self.trees.add((tree, prefix))
+        is_new = _oid(tree) not in self.known
+        if not is_new and prefix.count("/") <= 1:
+            return
+        obj = self.objects.tree(tree)
+        folded: dict[str, str] = {}
+        for raw_name, mode, sha in obj.iteritems():
+            name = raw_name.decode("utf-8", "surrogateescape")
+            path = prefix + name
+            key = self.fold(name)
+            if key in folded:
+                other = prefix + folded[key]
+                raise _refuse(path, f"collides with {other} on case-insensitive disks", commit)
+            folded[key] = name
+            if mode == DIR_MODE:
+                _check_folder(path, commit)
+                self.tree(_hex(sha), path + "/", commit)
+            else:
+                self.file(path, mode, _hex(sha), commit)
+        if is_new:
+            _fsck(obj, tree)  # after the names: a message naming the path beats "malformed"
+
+    def file(self, path: str, mode: int, sha: str, commit: str) -> None:
+        if mode != FILE_MODE:
+            raise _refuse(path, _mode_problem(mode), commit)
+        if path not in self.paths:
+            problems = check_relative_path(path)
+            if problems:
+                raise _refuse(path, problems[0], commit)
+            self.paths.add(path)
+        if sha not in self.blobs:
+            if _oid(sha) not in self.known:
+                size = len(self.objects.blob(sha))
+                if size > MAX_FILE_BYTES:
+                    limit = f"{MAX_FILE_BYTES:,}"
+                    raise _refuse(path, f"file is {size:,} bytes; the limit is {limit}", commit)
+            self.blobs.add(sha)
+
+
+def _check_folder(path: str, commit: str) -> None:
+    problems = check_path_safety(path)
+    if not problems and path.split("/", 1)[0] not in MEMORY_TYPES:
+        problems = [f"only the folders {', '.join(MEMORY_TYPES)} may hold memories"]
+    if problems:
+        raise _refuse(path + "/", problems[0], commit)
+
+
+def _mode_problem(mode: int) -> str:
+    if mode == 0o120000:
+        return "is a symlink; memory files must be regular files"
+    if mode == 0o160000:
+        return "is a submodule (gitlink); memory files must be regular files"
+    if mode == 0o100755:
+        return "is executable; memory files must be mode 100644"
+    return f"has mode {mode:06o}; memory files must be regular files (100644)"
+
+
+def _check_tip_contents(objects: Objects, known: BaseObjectStore, tip: str) -> None:
+    """Files new in the tip tree reach the work tree: readable documents, no conflict markers."""
+    for path, sha in objects.files(tip).items():
+        if _oid(sha) in known:
+            continue
+        problem = content_problem(path, objects.blob(sha))
+        if problem:
+            raise _refuse(path, problem, tip)
+
+
+def content_problem(path: str, data: bytes) -> str | None:
+    """Why ``data`` may not be written as memory file ``path``; None when it may."""
+    from qmem_git.core.codec import parse_document
+
+    text, findings = decode_memory_bytes(path, data)
+    errors = [f for f in findings if f.severity == "error"]
+    if text is None or errors:
+        return errors[0].message if errors else "file cannot be read as UTF-8"
+    markers = check_conflict_markers(path, text)
+    if markers:
+        return f"line {markers[0].line}: {markers[0].message}"
+    is_document = path != INDEX_NAME and path not in LEGACY_TOPIC_FILES
+    if is_document and parse_document(text, path, 0.0) is None:
+        return "not a memory document (no frontmatter with a valid type)"
+    return None
+
+
+# --- history ----------------------------------------------------------------------------------
+
+
+class _Graph:
+    """What dulwich.graph.find_merge_base needs from a repository."""
+
+    def __init__(self, store: BaseObjectStore) -> None:
+        self.object_store = store
+
+    def parents_provider(self) -> ParentsProvider:
+        from dulwich.repo import ParentsProvider
+
+        return ParentsProvider(self.object_store)
+
+
+def merge_base(objects: Objects, ours: str, theirs: str) -> str | None:
+    from dulwich.graph import find_merge_base
+
+    bases = find_merge_base(_Graph(objects.store), [_oid(ours), _oid(theirs)])  # type: ignore[arg-type]
+    return min(_hex(b) for b in bases) if bases else None
+
+
+def relation(objects: Objects, local: str | None, remote: str | None) -> tuple[str, str | None]:
+    """(``same``/``ahead``/``behind``/``diverged``/``empty``, merge base)."""
+    if local == remote:
+        return ("empty" if local is None else "same"), local
+    if remote is None:
+        return "ahead", None
+    if local is None:
+        return "behind", None
+    base = merge_base(objects, local, remote)
+    if base == remote:
+        return "ahead", base
+    if base == local:
+        return "behind", base
+    return "diverged", base
+
+
+def is_ancestor(objects: Objects, ancestor: str, descendant: str) -> bool:
+    return ancestor == descendant or merge_base(objects, ancestor, descendant) == ancestor
+
+
+def last_change_times(objects: Objects, tip: str, paths: Collection[str]) -> dict[str, int]:
+    """Committer time of the commit that last changed each path (first TREESAME parent)."""
+    result: dict[str, int] = {}
+    pending: dict[str, set[str]] = {tip: set(paths)}
+    queue = [(-objects.commit(tip).commit_time, tip)]
+    while queue:
+        _, sha = heapq.heappop(queue)
+        todo = pending.pop(sha, None)
+        if not todo:
+            continue
+        commit = objects.commit(sha)
+        tree = _hex(commit.tree)
+        here = {path: objects.lookup(tree, path) for path in todo}
+        for parent in (_hex(p) for p in commit.parents):
+            if not todo:
+                break
+            parent_tree = objects.tree_of(parent)
+            same = (
+                set(todo)
+                if parent_tree == tree
+                else {p for p in todo if objects.lookup(parent_tree, p) == here[p]}
+            )
+            if same:
+                if parent not in pending:
+                    heapq.heappush(queue, (-objects.commit(parent).commit_time, parent))
+                pending.setdefault(parent, set()).update(same)
+                todo -= same
+        for path in todo:
+            result[path] = commit.commit_time
+    return result
+
+
+# --- the merge --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """The merged file map (path -> blob id and text for new blobs) and what was reconciled."""
+
+    files: dict[str, str]
+    new_blobs: dict[str, bytes]
+    result: MergeResult
+    ours_files: dict[str, str]
+    theirs_files: dict[str, str]
+
+
+def plan_merge(objects: Objects, ours: str, theirs: str, base: str | None) -> MergePlan:
+    """Three-way merge of the two trees; only paths that differ between the sides are read."""
+    ours_files = _memory_files(objects.files(ours))
+    theirs_files = _memory_files(objects.files(theirs))
+    base_files = _memory_files(objects.files(base))
+    differing = {
+        p for p in {*ours_files, *theirs_files} if ours_files.get(p) != theirs_files.get(p)
+    }
+    same = {p for p in ours_files if p not in differing}
+    both_changed = {
+        p
+        for p in differing
+        if ours_files.get(p) != base_files.get(p) and theirs_files.get(p) != base_files.get(p)
+    }
+    result = merge_trees(
+        _texts(objects, base_files, differing),
+        _texts(objects, ours_files, differing),
+        _texts(objects, theirs_files, differing),
+        ours_times=last_change_times(objects, ours, both_changed & set(ours_files)),
+        theirs_times=last_change_times(objects, theirs, both_changed & set(theirs_files)),
+        reserved=same,
+    )
+    files = {p: ours_files[p] for p in same}
+    new_blobs: dict[str, bytes] = {}
+    for path, text in result.files.items():
+        data = text.encode("utf-8", "surrogateescape")
+        sha = blob_id(data)
+        files[path] = sha
+        if sha not in (ours_files.get(path), theirs_files.get(path)):
+            problem = content_problem(path, data)
+            if problem:
+                raise InvalidMemoryFile(
+                    f"the merge of {path} would not be a valid memory file ({problem})",
+                    "nothing was changed; merge that file by hand in one of the machines",
+                )
+            new_blobs[sha] = data
+    return MergePlan(files, new_blobs, result, ours_files, theirs_files)
+
+
+def _memory_files(files: dict[str, str]) -> dict[str, str]:
+    return {p: sha for p, sha in files.items() if p != INDEX_NAME}
+
+
+def _texts(objects: Objects, files: dict[str, str], paths: Collection[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for path in paths:
+        text = objects.text(files.get(path))
+        if text is not None:
+            out[path] = text
+    return out
+
+
+# --- writing the work tree --------------------------------------------------------------------
+
+
+def checkout(
+    repo: Repository,
+    old: Mapping[str, str],
+    new: Mapping[str, str],
+    times: Mapping[str, int],
+    read: Callable[[str], bytes],
+) -> dict[str, str | None]:
+    """Make the work tree hold ``new`` (path -> blob id) with mtimes from ``times``.
+
+    Returns the touched paths -> blob id (None = deleted), for the git index.
+    """
+    touched: dict[str, str | None] = {}
+    dirs: set[str] = set()
+    for path, sha in sorted(new.items()):
+        full = os.path.join(repo.root, path)
+        mtime_ns = times.get(path)
+        wanted_ns = mtime_ns * 1_000_000_000 if mtime_ns is not None else None
+        if old.get(path) != sha or not os.path.isfile(full):
+            dirs.add(_replace_file(full, read(sha), wanted_ns))
+            touched[path] = sha
+        elif wanted_ns is not None and os.lstat(full).st_mtime_ns != wanted_ns:
+            os.utime(full, ns=(wanted_ns, wanted_ns))
+            touched[path] = sha
+    for path in sorted(set(old) - set(new)):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(repo.root, path))
+        _prune_dirs(repo.root, path)
+        touched[path] = None
+    for directory in sorted(dirs):
+        fsync_dir(directory)
+    return touched
+
+
+def _replace_file(path: str, data: bytes, mtime_ns: int | None) -> str:
+    """Temp file, mtime, rename; returns the folder (fsynced once per checkout).
+
+    No fsync per file: a file torn by a power cut is invalid or differs from HEAD, and the
+    next writer's recovery restores HEAD's version or commits it (``store.recovery``).
+    """
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, "." + os.path.basename(path) + TEMP_MARKER + os.urandom(6).hex())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        if mtime_ns is not None:
+            os.utime(tmp, ns=(mtime_ns, mtime_ns))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return directory
+
+
+def _prune_dirs(root: str, rel: str) -> None:
+    parent = os.path.dirname(rel)
+    while parent:
+        try:
+            os.rmdir(os.path.join(root, parent))
+        except OSError:
+            return
+        parent = os.path.dirname(parent)
+
+
+def update_git_index(repo: Repository, touched: Mapping[str, str | None], head: str) -> None:
+    """Refresh the index entries of the touched paths; an unusable index is left to recovery."""
+    try:
+        index = gitindex.read_index(repo.git_dir)
+    except gitindex.IndexUnreadable:
+        return
+    for path, sha in touched.items():
+        if sha is None:
+            index.remove(path)
+        else:
+            st = os.lstat(os.path.join(repo.root, path))
+            index.set(path, st, sha, gitindex.blob_mode(st))
+    index.head = head
+    with contextlib.suppress(OSError):
+        gitindex.write_index(repo.git_dir, index)
+
+
+def fast_forward(repo: Repository, objects: Objects, local: str | None, remote: str) -> list[str]:
+    """Work tree -> branch -> index, in that order (a crash is repaired by recovery)."""
+    old = objects.files(local)
+    new = objects.files(remote)
+    times = last_change_times(objects, remote, [p for p in new if p != INDEX_NAME])
+    commit_time = objects.commit(remote).commit_time
+    times = {**times, INDEX_NAME: commit_time}
+    touched = checkout(repo, old, new, times, objects.blob)
+    branch, _ = repo.head()
+    if not repo.move_branch(branch, local, remote, "sync: fast-forward"):
+        raise _moved_locally()
+    update_git_index(repo, touched, remote)
+    return sorted(p for p in touched if old.get(p) != new.get(p))
+
+
+def _moved_locally() -> RepoLocked:
+    return RepoLocked(
+        "the memory branch moved while qmem-git was syncing",
+        hint="another program committed in the memory folder; run the sync again",
+    )
+
+
+def commit_merge(
+    repo: Repository,
+    objects: Objects,
+    plan: MergePlan,
+    ours: str,
+    theirs: str,
+    *,
+    remote: str,
+    identity: Identity,
+    host: str,
+    now: datetime,
+) -> tuple[str, list[str]]:
+    """Write the merged files, regenerate MEMORY.md, commit with two parents, move main."""
+    commit_time = int(now.timestamp())
+    times = _merge_times(objects, plan, ours, theirs, commit_time)
+    for data in plan.new_blobs.values():
+        repo.add(Blob.from_string(data))
+    ours_all = objects.files(ours)
+    old = {p: s for p, s in ours_all.items() if p != INDEX_NAME}
+
+    def read(sha: str) -> bytes:
+        return plan.new_blobs[sha] if sha in plan.new_blobs else objects.blob(sha)
+
+    touched = checkout(repo, old, plan.files, times, read)
+    index_data = render_index(repo.root).text.encode("utf-8")
+    index_sha = repo.add(Blob.from_string(index_data))
+    if ours_all.get(INDEX_NAME) != index_sha or not _same_file(repo, INDEX_NAME, index_data):
+        atomic_write(os.path.join(repo.root, INDEX_NAME), index_data, commit_time * 1_000_000_000)
+        touched[INDEX_NAME] = index_sha
+    new_files = {**plan.files, INDEX_NAME: index_sha}
+    changes = _file_changes(ours_all, new_files)
+    tree = repo.build_tree(objects.tree_of(ours), {c.path: new_files.get(c.path) for c in changes})
+    message = render_commit_message(_merge_changeset(plan, changes, remote, theirs), host, changes)
+    commit = _write_merge_commit(repo, tree, [ours, theirs], identity, now, message)
+    branch, _ = repo.head()
+    if not repo.move_branch(branch, ours, commit, f"merge: {remote}/main"):
+        raise _moved_locally()
+    update_git_index(repo, touched, commit)
+    return commit, sorted(c.path for c in changes)
+
+
+def _same_file(repo: Repository, rel: str, data: bytes) -> bool:
+    try:
+        with open(os.path.join(repo.root, rel), "rb") as handle:
+            return handle.read() == data
+    except OSError:
+        return False
+
+
+def _merge_times(
+    objects: Objects, plan: MergePlan, ours: str, theirs: str, commit_time: int
+) -> dict[str, int]:
+    """History mtimes of the merge's files: a file equal to a parent's keeps that lineage's."""
+    from_ours = [p for p, s in plan.files.items() if plan.ours_files.get(p) == s]
+    from_theirs = [
+        p for p, s in plan.files.items() if p not in from_ours and plan.theirs_files.get(p) == s
+    ]
+    times = {p: commit_time for p in plan.files}
+    times.update(last_change_times(objects, ours, from_ours))
+    times.update(last_change_times(objects, theirs, from_theirs))
+    return times
+
+
+def _file_changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[FileChange]:
+    changes = []
+    for path in sorted({*old, *new}):
+        before, after = old.get(path), new.get(path)
+        if before != after:
+            status = "A" if before is None else "D" if after is None else "M"
+            changes.append(FileChange(status, path))
+    return changes
+
+
+def _merge_changeset(
+    plan: MergePlan, changes: list[FileChange], remote: str, theirs: str
+) -> ChangeSet:
+    memory = [c for c in changes if c.path != INDEX_NAME]
+    topics = sorted(
+        {c.path.split("/", 1)[0] for c in memory if c.path.split("/", 1)[0] in MEMORY_TYPES}
+    )
+    notes = plan.result.reconciled
+    subject = f"{remote}/main into main ({len(memory)} file(s) changed, {len(notes)} reconciled)"
+    trailers = [("Qmem-Merged", theirs), ("Qmem-Remote", remote)]
+    trailers += [("Qmem-Reconciled", f"{note.kind} {note.path}") for note in notes]
+    return ChangeSet(
+        op="merge",
+        subject=subject,
+        topics=tuple(topics),
+        added=sum(c.status == "A" for c in memory),
+        removed=sum(c.status == "D" for c in memory),
+        trailers=tuple(trailers),
+    )
+
+
+def _write_merge_commit(
+    repo: Repository, tree: str, parents: list[str], identity: Identity, now: datetime, message: str
+) -> str:
+    commit = Commit()
+    commit.tree = _oid(tree)
+    commit.parents = [_oid(p) for p in parents]
+    commit.author = commit.committer = identity.ident().encode("utf-8")
+    commit.author_time = commit.commit_time = int(now.timestamp())
+    offset = now.utcoffset() if now.tzinfo else now.astimezone().utcoffset()
+    commit.author_timezone = commit.commit_timezone = int(offset.total_seconds()) if offset else 0
+    commit.message = message.encode("utf-8")
+    return repo.add(commit)
+
+
+# --- push -------------------------------------------------------------------------------------
+
+
+def push(
+    repo: Repository,
+    transport: Transport,
+    local: str,
+    expected: str | None,
+    progress: Progress | None,
+    timeout: float,
+) -> None:
+    """Move the remote's ``main`` from ``expected`` to ``local``; RemoteMoved when it moved."""
+    store = repo.objects
+
+    def update_refs(refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
+        current = refs.get(Ref(BRANCH))
+        if (current.decode("ascii") if current else None) != expected:
+            raise RemoteMoved()
+        return {Ref(BRANCH): _oid(local)}
+
+    def generate_pack_data(
+        have: Collection[ObjectID],
+        want: Collection[ObjectID],
+        *,
+        ofs_delta: bool = True,
+        progress: Callable[..., None] | None = None,
+    ) -> tuple[int, Iterator[UnpackedObject]]:
+        haves = [sha for sha in have if sha in store]
+        return store.generate_pack_data(haves, want, ofs_delta=ofs_delta, progress=progress)
+
+    with _network(transport, "pushing to", timeout):
+        result = transport.client.send_pack(
+            _path_bytes(transport),
+            update_refs,
+            generate_pack_data,
+            progress=_raw_progress(progress),
+        )
+    status = (result.ref_status or {}).get(Ref(BRANCH))
+    if status:
+        if _remote_main(transport, timeout) != expected:
+            raise RemoteMoved()
+        raise RemoteError(
+            f"the remote refused the push: {status}",
+            "check that the remote accepts pushes to main (receive.denyCurrentBranch, hooks)",
+        )
+
+
+def _path_bytes(transport: Transport) -> bytes:
+    return transport.path.encode("utf-8")
+
+
+def _remote_main(transport: Transport, timeout: float) -> str | None:
+    """Where the remote's main is now (asked again after a refused push)."""
+    with _network(transport, "reading refs of", timeout):
+        refs = transport.client.get_refs(_path_bytes(transport)).refs
+    value = refs.get(Ref(BRANCH))
+    return value.decode("ascii") if value else None
+
+
+_OPENED: list[Repository] = []
+
+
+def _open(root: str) -> Repository:
+    """A Repository whose object store :func:`locked_writer` closes at the end.
+
+    Packs stay mapped until their store is closed; left to the garbage collector they print
+    "Exception ignored" noise at interpreter exit. One writer per process holds the lock, so
+    a module-level list is enough.
+    """
+    repo = Repository(root)
+    _OPENED.append(repo)
+    return repo
+
+
+def _close_opened() -> None:
+    while _OPENED:
+        _OPENED.pop().objects.close()
+
+
+# --- the whole sync ---------------------------------------------------------------------------
+
+
+def sync_locked(
+    layout: Layout,
+    name: str,
+    transport_for: Callable[[bool], Transport],
+    options: SyncOptions,
+    *,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    progress: Progress | None = None,
+) -> SyncResult:
+    """The sync loop, with the writer lock already held and recovery done."""
+    repo = _open(layout.memory_root)
+    remove_stale_quarantines(repo.git_dir)
+    transport = transport_for(False)
+    result = SyncResult(name, _display(transport), dry_run=options.dry_run)
+    result.before = repo.head()[1]
+    for attempt in range(1, MAX_PUSH_ATTEMPTS + 1):
+        result.attempts = attempt
+        if _sync_once(
+            repo, name, transport, transport_for, options, result, identity, host, now, progress
+        ):
+            break
+        repo = _open(layout.memory_root)
+    else:
+        raise RemoteError(
+            f"the remote's main kept moving during {MAX_PUSH_ATTEMPTS} sync attempts",
+            "another machine is pushing right now; run the sync again in a moment",
+        )
+    if not options.dry_run:
+        result.packed = pack_objects(_open(layout.memory_root))
+    return result
+
+
+def _display(transport: Transport) -> str:
+    from qmem_git.store.remotes import redact_all
+
+    return redact_all(transport.url, transport.secrets)
+
+
+def _sync_once(
+    repo: Repository,
+    name: str,
+    transport: Transport,
+    transport_for: Callable[[bool], Transport],
+    options: SyncOptions,
+    result: SyncResult,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    progress: Progress | None,
+) -> bool:
+    """One fetch-decide-push round; False when the push lost a race and must be repeated."""
+    _say(progress, f"fetching from {name}")
+    fetched = fetch(repo, transport, progress, options.timeout)
+    try:
+        objects = fetched.objects
+        remote_head = fetched.remote_head
+        result.fetched += fetched.new_commits
+        result.remote_head = remote_head
+        _check_not_rewound(repo, objects, name, remote_head, options.force)
+        local = repo.head()[1]
+        kind, base = relation(objects, local, remote_head)
+        if options.dry_run:
+            _describe_dry_run(result, objects, kind, local, remote_head, base)
+            return True
+        if kind == "diverged" and base is None and not options.allow_unrelated:
+            raise QmemError(
+                f"{name} holds an unrelated memory history",
+                "use `qmem-git clone --merge URL` to merge two independent stores",
+            )
+        fetched.quarantine.install()
+    finally:
+        fetched.quarantine.discard()
+    repo = _open(repo.root)
+    objects = Objects(repo.objects)
+    if remote_head is not None:
+        _set_tracking(repo, name, remote_head)
+    return _act(
+        repo,
+        objects,
+        name,
+        transport_for,
+        options,
+        result,
+        kind,
+        local,
+        remote_head,
+        base,
+        identity,
+        host,
+        now,
+        progress,
+    )
+
+
+def _act(
+    repo: Repository,
+    objects: Objects,
+    name: str,
+    transport_for: Callable[[bool], Transport],
+    options: SyncOptions,
+    result: SyncResult,
+    kind: str,
+    local: str | None,
+    remote_head: str | None,
+    base: str | None,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    progress: Progress | None,
+) -> bool:
+    if kind in ("same", "empty"):
+        result.action = "up-to-date" if kind == "same" else "empty"
+        result.head = local
+        return True
+    if kind == "behind":
+        assert remote_head is not None
+        _say(progress, f"fast-forwarding to {remote_head[:12]}")
+        result.changed_paths = fast_forward(repo, objects, local, remote_head)
+        result.action = "fast-forward"
+        result.head = remote_head
+        return True
+    assert local is not None
+    head = local
+    if kind == "diverged":
+        assert remote_head is not None
+        _say(progress, f"merging {name}/main")
+        plan = plan_merge(objects, local, remote_head, base)
+        head, changed = commit_merge(
+            repo,
+            objects,
+            plan,
+            local,
+            remote_head,
+            remote=name,
+            identity=identity,
+            host=host,
+            now=now,
+        )
+        result.merge_commit = head
+        result.reconciled += list(plan.result.reconciled)
+        result.changed_paths = changed
+    result.action = "merged" if result.merge_commit else "pushed"
+    result.head = head
+    if not options.push:
+        result.action = "merged" if result.merge_commit else "ahead"
+        return True
+    _say(progress, f"pushing {head[:12]} to {name}")
+    try:
+        push(repo, transport_for(True), head, remote_head, progress, options.timeout)
+    except RemoteMoved:
+        _say(progress, f"{name} moved meanwhile; fetching again")
+        return False
+    result.pushed = True
+    result.remote_head = head
+    _set_tracking(repo, name, head)
+    return True
+
+
+def _describe_dry_run(
+    result: SyncResult,
+    objects: Objects,
+    kind: str,
+    local: str | None,
+    remote_head: str | None,
+    base: str | None,
+) -> None:
+    """What the sync would do, computed from the quarantine (which is then thrown away)."""
+    result.head = local
+    names = {"same": "up-to-date", "empty": "empty", "behind": "fast-forward", "ahead": "pushed"}
+    result.action = names.get(kind, "merged")
+    if kind == "behind":
+        assert remote_head is not None
+        old, new = objects.files(local), objects.files(remote_head)
+        result.changed_paths = sorted(p for p in {*old, *new} if old.get(p) != new.get(p))
+    if kind == "diverged":
+        assert local is not None and remote_head is not None
+        plan = plan_merge(objects, local, remote_head, base)
+        result.reconciled = list(plan.result.reconciled)
+        ours = plan.ours_files
+        result.changed_paths = sorted(
+            p for p in {*ours, *plan.files} if ours.get(p) != plan.files.get(p)
+        )
+
+
+def _check_not_rewound(
+    repo: Repository, objects: Objects, name: str, remote_head: str | None, force: bool
+) -> None:
+    """Refuse a remote whose main no longer contains what we last saw there (unless forced)."""
+    seen = _read_ref(repo, Ref(tracking_ref(name)))
+    if seen is None or force:
+        return
+    last = seen.decode("ascii")
+    if remote_head is not None and is_ancestor(objects, last, remote_head):
+        return
+    now_at = remote_head[:12] if remote_head else "nothing (branch deleted)"
+    raise QmemError(
+        f"{name}/main was rewound or force-pushed: it was at {last[:12]}, now at {now_at}; "
+        "syncing would drop commits",
+        "nothing was changed; check the remote, or run `qmem-git sync --force` to merge "
+        "with what the remote holds now",
+    )
+
+
+def _read_ref(repo: Repository, name: Ref) -> bytes | None:
+    refs = DiskRefsContainer(repo.git_dir)
+    try:
+        value: bytes = refs[name]
+    except KeyError:
+        return None
+    return value
+
+
+def _set_tracking(repo: Repository, name: str, sha: str) -> None:
+    refs = DiskRefsContainer(repo.git_dir)
+    refs.set_if_equals(Ref(tracking_ref(name)), None, _oid(sha), message=b"qmem-git sync")
+
+
+def _say(progress: Progress | None, text: str) -> None:
+    if progress is not None:
+        progress(text)
+
+
+def pack_objects(repo: Repository) -> int:
+    """Pack loose objects (automatic gc is off); fold packs together when they pile up."""
+    store = repo.objects
+    if not _has_loose_objects(repo.objects_dir):
+        store.close()
+        return 0
+    try:
+        packed: int = store.pack_loose_objects()
+        if len(store.packs) > REPACK_THRESHOLD:
+            store.repack()
+        return packed
+    finally:
+        store.close()
+
+
+def _has_loose_objects(objects_dir: str) -> bool:
+    for name in os.listdir(objects_dir):
+        if len(name) == 2 and os.listdir(os.path.join(objects_dir, name)):
+            return True
+    return False
+
+
+# --- clone ------------------------------------------------------------------------------------
+
+
+def adopt_remote(
+    layout: Layout,
+    name: str,
+    transport: Transport,
+    options: SyncOptions,
+    progress: Progress | None = None,
+) -> SyncResult:
+    """Make an empty local store hold the remote's history (clone); lock already held."""
+    repo = _open(layout.memory_root)
+    remove_stale_quarantines(repo.git_dir)
+    result = SyncResult(name, _display(transport), attempts=1)
+    _say(progress, f"fetching from {name}")
+    fetched = fetch(repo, transport, progress, options.timeout)
+    try:
+        result.fetched = fetched.new_commits
+        result.remote_head = fetched.remote_head
+        fetched.quarantine.install()
+    finally:
+        fetched.quarantine.discard()
+    remote_head = fetched.remote_head
+    if remote_head is None:
+        result.action = "empty"
+        return result
+    repo = _open(layout.memory_root)
+    objects = Objects(repo.objects)
+    local = repo.head()[1]
+    result.before = local
+    result.changed_paths = fast_forward(repo, objects, local, remote_head)
+    _set_tracking(repo, name, remote_head)
+    result.action = "cloned"
+    result.head = remote_head
+    result.packed = pack_objects(_open(layout.memory_root))
+    return result
+
+
+@contextlib.contextmanager
+def locked_writer(
+    layout: Layout,
+    *,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    lock_timeout: float,
+    recover: bool = True,
+) -> Iterator[RecoveryReport | None]:
+    """The writer lock and its tenure, with recovery first (so the work tree equals HEAD)."""
+    from qmem_git.store import locks, recovery
+
+    git_dir = os.path.join(layout.memory_root, ".git")
+    with locks.writer_lock(layout, lock_timeout):
+        locks.begin_tenure(git_dir)
+        try:
+            report = None
+            if recover:
+                report, _ = recovery.recover_for_write(
+                    layout, identity=identity, host=host, now=now
+                )
+            yield report
+        finally:
+            _close_opened()
+            locks.end_tenure(git_dir)
+
+
+def tree_has_memories(layout: Layout) -> bool:
+    """True when HEAD holds anything but MEMORY.md."""
+    repo = Repository(layout.memory_root)
+    objects = Objects(repo.objects)
+    try:
+        return any(p != INDEX_NAME for p in objects.files(repo.head()[1]))
+    finally:
+        repo.objects.close()

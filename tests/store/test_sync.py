@@ -1,0 +1,394 @@
+"""store.sync and store.remotes against real repos: hostile histories crafted with C git
+plumbing, rewound remotes, history mtimes checked against ``git log``, packing, URL handling."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from servers import Machine, fsck_strict, git_in, init_bare
+
+from qmem_git.errors import QmemError, RemoteError, UnsafePath, UsageError
+from qmem_git.store import remotes
+from qmem_git.store.remotes import Credentials
+from qmem_git.store.repo import Repository
+from qmem_git.store.sync import Objects, last_change_times
+
+DOC = "---\nname: {n}\ndescription: {n}\ntype: user\n---\n\n{n}\n"
+
+
+@pytest.fixture
+def clock() -> list[int]:
+    return [1_700_000_000]
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    return init_bare(tmp_path / "remote.git")
+
+
+@pytest.fixture
+def pair(tmp_path: Path, remote: Path, clock: list[int]) -> tuple[Machine, Machine]:
+    """Machine a pushed two memories; machine b cloned them."""
+    a, b = Machine(tmp_path, "a", clock), Machine(tmp_path, "b", clock)
+    a.remember("The release train leaves every Tuesday")
+    a.connect(str(remote))
+    a.remember("Use pnpm for every install in this repo")
+    a.sync()
+    b.clone(str(remote))
+    return a, b
+
+
+# --- URLs -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("/srv/mem.git", "local"),
+        ("../mem.git", "local"),
+        ("file:///srv/mem.git", "file"),
+        ("git://host/mem.git", "git"),
+        ("http://host/mem.git", "http"),
+        ("https://tok@host/mem.git", "https"),
+        ("ssh://git@host:2222/mem.git", "ssh"),
+        ("git+ssh://host/mem.git", "ssh"),
+        ("git@github.com:me/mem.git", "ssh"),
+        ("host:mem.git", "ssh"),
+        ("./a:b/mem.git", "local"),
+    ],
+)
+def test_url_kinds(url: str, kind: str) -> None:
+    assert remotes.url_kind(url) == kind
+
+
+def test_unknown_scheme_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="unsupported remote URL scheme 'ftp'"):
+        remotes.url_kind("ftp://user:pw@host/x")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("https://user:tok@host/x.git", "https://***@host/x.git"),
+        ("https://tok@host/x.git", "https://***@host/x.git"),
+        (
+            "failed: http://a:b@127.0.0.1:8/x and ssh://u:p@h/y",
+            "failed: http://***@127.0.0.1:8/x and ssh://***@h/y",
+        ),
+        ("https://host/x.git", "https://host/x.git"),
+        ("/srv/mem.git", "/srv/mem.git"),
+    ],
+)
+def test_redaction(text: str, expected: str) -> None:
+    assert remotes.redact(text) == expected
+
+
+def test_redact_all_hides_known_secret_values_anywhere() -> None:
+    assert remotes.redact_all("token s3cr3t rejected", ("s3cr3t",)) == "token *** rejected"
+
+
+def test_normalize_url_makes_local_paths_absolute(tmp_path: Path) -> None:
+    assert remotes.normalize_url("mem.git", str(tmp_path)) == str(tmp_path / "mem.git")
+    assert remotes.normalize_url("git://h/x", str(tmp_path)) == "git://h/x"
+    with pytest.raises(UsageError):
+        remotes.normalize_url("ssh://-oProxyCommand=x/y", str(tmp_path))
+    with pytest.raises(UsageError):
+        remotes.normalize_url("  ", str(tmp_path))
+
+
+def test_split_http_credentials_decodes_and_strips() -> None:
+    clean, user, password = remotes.split_http_credentials("https://me:p%40ss@host:8443/x.git")
+    assert (clean, user, password) == ("https://host:8443/x.git", "me", "p@ss")
+
+
+def test_ssh_transport_uses_system_ssh_without_prompts_and_with_a_timeout() -> None:
+    """No sshd here: only the URL handling and the command dulwich will run are checked."""
+    transport = remotes.open_transport(
+        "ssh://git@example.org:2222/srv/mem.git", credentials=Credentials(), env={}, timeout=7
+    )
+    client = transport.client
+    assert transport.path == "/srv/mem.git"
+    assert (client.host, client.port, client.username) == ("example.org", 2222, "git")
+    assert "BatchMode=yes" in client.ssh_command and "ConnectTimeout=7" in client.ssh_command
+    scp = remotes.open_transport(
+        "me@example.org:mem.git", credentials=Credentials(), env={}, timeout=3
+    )
+    assert (scp.client.host, scp.client.username, scp.path) == ("example.org", "me", "mem.git")
+
+
+def test_http_transport_takes_credentials_from_url_then_explicit() -> None:
+    from_url = remotes.open_transport(
+        "https://u:urltok@example.org/x.git",
+        credentials=Credentials("envuser", "envtok"),
+        env={},
+        timeout=3,
+    )
+    assert from_url.secrets == ("urltok", "envtok")
+    assert "urltok" not in from_url.client.get_url("")
+    explicit = remotes.open_transport(
+        "https://example.org/x.git", credentials=Credentials(None, "tok"), env={}, timeout=3
+    )
+    assert explicit.secrets == ("tok", "tok")
+
+
+def test_missing_local_remote_is_a_remote_error(tmp_path: Path) -> None:
+    with pytest.raises(RemoteError, match="no git repository"):
+        remotes.open_transport(
+            str(tmp_path / "nope.git"), credentials=Credentials(), env={}, timeout=1
+        )
+
+
+def test_push_to_a_local_repo_with_a_work_tree_is_refused(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path / "work")], check=True)
+    with pytest.raises(RemoteError, match="bare"):
+        remotes.open_transport(
+            str(tmp_path / "work"), credentials=Credentials(), env={}, timeout=1, for_push=True
+        )
+
+
+def test_remote_error_classifies_a_real_refused_connection() -> None:
+    import socket
+
+    from servers import closed_port
+
+    try:
+        socket.create_connection(("127.0.0.1", closed_port()), 1)
+    except OSError as exc:
+        error = remotes.remote_error(exc, "https://u:tok@127.0.0.1/x", "fetching from", ("tok",))
+    assert error.exit_code == 5
+    assert "connection refused" in error.message and "tok" not in str(error)
+
+
+def test_remote_config_round_trip_is_readable_by_c_git(tmp_path: Path, clock: list[int]) -> None:
+    machine = Machine(tmp_path, "m", clock)
+    machine.remember("Remote config must be C git compatible")
+    git_dir = str(machine.root / ".git")
+    remotes.add_remote(git_dir, "origin", "https://tok@example.org/x.git")
+    assert git_in(machine.root, "config", "remote.origin.fetch").strip() == (
+        "+refs/heads/main:refs/remotes/origin/main"
+    )
+    with pytest.raises(UsageError, match="already exists"):
+        remotes.add_remote(git_dir, "origin", "/x")
+    with pytest.raises(UsageError, match="invalid remote name"):
+        remotes.add_remote(git_dir, "-bad", "/x")
+    assert [r.as_dict() for r in remotes.list_remotes(git_dir)] == [
+        {"name": "origin", "url": "https://***@example.org/x.git", "kind": "https"}
+    ]
+    remotes.remove_remote(git_dir, "origin")
+    assert remotes.list_remotes(git_dir) == []
+    with pytest.raises(UsageError, match="has no remote"):
+        remotes.default_remote(git_dir)
+
+
+# --- hostile histories ------------------------------------------------------------------------
+
+
+def _evil_clone(tmp_path: Path, remote: Path) -> Path:
+    work = tmp_path / "evil"
+    subprocess.run(["git", "clone", "-q", str(remote), str(work)], check=True)
+    return work
+
+
+def _blob(work: Path, data: bytes) -> str:
+    return git_in(work, "hash-object", "-w", "--stdin", stdin=data).strip()
+
+
+def _commit_index(work: Path, *cacheinfo: str) -> None:
+    for info in cacheinfo:
+        git_in(work, "update-index", "--add", "--cacheinfo", info)
+    git_in(work, "commit", "-q", "-m", "hostile")
+    git_in(work, "push", "-q", "origin", "main")
+
+
+def _push_tree(work: Path, extra_root_entries: list[str]) -> None:
+    """A commit whose root tree is HEAD's plus raw entries C git's index would refuse."""
+    entries = git_in(work, "ls-tree", "HEAD").splitlines() + extra_root_entries
+    tree = git_in(work, "mktree", stdin="\n".join(entries) + "\n").strip()
+    commit = git_in(work, "commit-tree", tree, "-p", "HEAD", "-m", "hostile").strip()
+    git_in(work, "push", "-q", "origin", f"{commit}:refs/heads/main")
+
+
+def _sub_tree(work: Path, name: str, data: bytes) -> str:
+    blob = _blob(work, data)
+    return git_in(work, "mktree", stdin=f"100644 blob {blob}\t{name}\n").strip()
+
+
+HOSTILE = {
+    "symlink": ("user/link.md", "symlink"),
+    "gitlink": ("user/sub", "submodule"),
+    "dot-git": (".git/", "git metadata"),
+    "device-name": ("user/con.md", "Windows device name"),
+    "case-collision": ("user/a.md", "collides with user/A.md"),
+    "big-blob": ("user/big.md", "the limit is 262,144"),
+    "executable": ("user/run.md", "executable"),
+    "outside-type-folders": ("notes/", "only the folders"),
+    "conflict-markers": ("user/merged.md", "conflict marker"),
+    "not-a-document": ("user/plain.md", "not a memory document"),
+}
+
+
+def _craft(case: str, work: Path) -> None:
+    doc = DOC.format(n="Hostile memory entry").encode()
+    head = git_in(work, "rev-parse", "HEAD").strip()
+    if case == "symlink":
+        _commit_index(work, f"120000,{_blob(work, b'../../etc/passwd')},user/link.md")
+    elif case == "gitlink":
+        _commit_index(work, f"160000,{head},user/sub")
+    elif case == "dot-git":
+        _push_tree(work, [f"040000 tree {_sub_tree(work, 'config', b'[core]')}\t.git"])
+    elif case == "device-name":
+        _commit_index(work, f"100644,{_blob(work, doc)},user/con.md")
+    elif case == "case-collision":
+        _commit_index(
+            work, f"100644,{_blob(work, doc)},user/A.md", f"100644,{_blob(work, doc)},user/a.md"
+        )
+    elif case == "big-blob":
+        big = doc + b"x" * (300 * 1024)
+        _commit_index(work, f"100644,{_blob(work, big)},user/big.md")
+    elif case == "executable":
+        _commit_index(work, f"100755,{_blob(work, doc)},user/run.md")
+    elif case == "outside-type-folders":
+        _push_tree(work, [f"040000 tree {_sub_tree(work, 'x.md', doc)}\tnotes"])
+    elif case == "conflict-markers":
+        text = doc + b"<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> other\n"
+        _commit_index(work, f"100644,{_blob(work, text)},user/merged.md")
+    elif case == "not-a-document":
+        plain = _blob(work, b"just text\n")
+        _commit_index(work, f"100644,{plain},user/plain.md")
+
+
+def _snapshot(machine: Machine) -> tuple[str, dict[str, str], list[str], list[str], str]:
+    git_dir = machine.root / ".git"
+    packs = sorted(os.listdir(git_dir / "objects" / "pack"))
+    tracking = git_in(machine.root, "rev-parse", "refs/remotes/origin/main").strip()
+    return machine.head(), machine.files(), packs, sorted(os.listdir(git_dir)), tracking
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_history_is_refused_naming_the_path_and_nothing_changes(
+    case: str, tmp_path: Path, remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    _, b = pair
+    _craft(case, _evil_clone(tmp_path, remote))
+    before = _snapshot(b)
+    with pytest.raises(UnsafePath) as caught:
+        b.sync()
+    path, problem = HOSTILE[case]
+    assert path in caught.value.message and problem in caught.value.message
+    assert caught.value.exit_code == 1
+    assert _snapshot(b) == before
+    assert not (b.root / "user" / "link.md").exists()
+
+
+def test_malformed_object_is_refused_like_fsck(
+    tmp_path: Path, remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """A tree whose entries are out of order: git fsck calls it treeNotSorted."""
+    _, b = pair
+    work = _evil_clone(tmp_path, remote)
+    blob = _blob(work, DOC.format(n="Unsorted tree entry").encode())
+    raw = b"".join(b"100644 " + name + b"\0" + bytes.fromhex(blob) for name in (b"b.md", b"a.md"))
+    user = git_in(work, "hash-object", "-t", "tree", "-w", "--literally", "--stdin", stdin=raw)
+    entries = [e for e in git_in(work, "ls-tree", "HEAD").splitlines() if not e.endswith("\tuser")]
+    entries.append(f"040000 tree {user.strip()}\tuser")
+    tree = git_in(work, "mktree", stdin="\n".join(entries) + "\n").strip()
+    commit = git_in(work, "commit-tree", tree, "-p", "HEAD", "-m", "unsorted").strip()
+    git_in(work, "push", "-q", "origin", f"{commit}:refs/heads/main")
+    before = _snapshot(b)
+    with pytest.raises(UnsafePath, match="malformed"):
+        b.sync()
+    assert _snapshot(b) == before
+
+
+# --- rewound remote ---------------------------------------------------------------------------
+
+
+def test_rewound_remote_is_refused_unless_forced(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    _, b = pair
+    first = git_in(remote, "rev-list", "--max-parents=0", "main").strip()
+    git_in(remote, "update-ref", "refs/heads/main", first)  # force-push to the root commit
+    b.remember("Local memory made after the rewind")
+    before = _snapshot(b)
+    with pytest.raises(QmemError, match="rewound or force-pushed") as caught:
+        b.sync()
+    assert caught.value.exit_code == 1 and "--force" in caught.value.hint
+    assert _snapshot(b) == before
+    result = b.sync(force=True)
+    assert result.pushed and result.action == "pushed"
+    assert git_in(remote, "rev-parse", "main").strip() == b.head()
+    assert "Use pnpm for every install in this repo" in b.summaries()
+    fsck_strict(remote)
+
+
+# --- time from history ------------------------------------------------------------------------
+
+
+def test_history_times_match_git_log_on_a_merged_history(
+    tmp_path: Path, remote: Path, clock: list[int], pair: tuple[Machine, Machine]
+) -> None:
+    a, b = pair
+    c = Machine(tmp_path, "c", clock)
+    c.clone(str(remote))
+    a.remember("Alpha machine prefers dark mode in every editor")
+    b.remember("Beta machine runs the integration tests nightly")
+    c.remember("Gamma machine owns the deploy credentials rotation")
+    for machine in (a, b, c, a, b):
+        machine.sync()
+    repo = Repository(str(b.root))
+    objects = Objects(repo.objects)
+    paths = [p for p in git_in(b.root, "ls-files").split() if p]
+    times = last_change_times(objects, b.head(), paths)
+    for path in paths:
+        expected = int(git_in(b.root, "log", "-1", "--format=%ct", "--", path).strip())
+        assert times[path] == expected, path
+        if path != "MEMORY.md":
+            assert int((b.root / path).stat().st_mtime) == expected, path
+    assert a.head() == b.head()
+    assert a.mtimes() == b.mtimes()
+    assert (a.root / "MEMORY.md").read_bytes() == (b.root / "MEMORY.md").read_bytes()
+
+
+def test_clone_gives_files_their_history_times_and_the_same_index(
+    pair: tuple[Machine, Machine],
+) -> None:
+    a, b = pair
+    assert b.head() == a.head()
+    assert b.mtimes() == a.mtimes()
+    assert (b.root / "MEMORY.md").read_bytes() == (a.root / "MEMORY.md").read_bytes()
+    assert git_in(b.root, "status", "--porcelain") == ""
+
+
+# --- housekeeping -----------------------------------------------------------------------------
+
+
+def test_sync_packs_loose_objects_and_removes_stale_quarantines(
+    pair: tuple[Machine, Machine],
+) -> None:
+    a, _ = pair
+    stale = a.root / ".git" / "qmem-incoming-deadbeef"
+    (stale / "pack").mkdir(parents=True)
+    a.remember("Packing happens during every sync run")
+    a.sync()
+    assert not stale.exists()
+    counts = dict(line.split(": ") for line in git_in(a.root, "count-objects", "-v").splitlines())
+    assert counts["count"] == "0" and int(counts["packs"]) >= 1
+    fsck_strict(a.root)
+
+
+def test_dry_run_fetches_nothing_into_the_repository(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    a, b = pair
+    a.remember("Dry runs must not change the local repository")
+    a.sync()
+    before = _snapshot(b)
+    result = b.sync(dry_run=True)
+    assert result.action == "fast-forward" and result.dry_run
+    assert "MEMORY.md" in result.changed_paths
+    assert _snapshot(b) == before
+    assert b.sync().action == "fast-forward"
