@@ -763,12 +763,9 @@ DEMO_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "Remember one fact by hand",
         ("remember", "--why", "CI images pin it", "Node 22 is the runtime for the API service"),
     ),
-    ("Extract from a Qwen Code session", ("extract", "--transcript", "{qwen}")),
-    ("Extract from a Claude Code session", ("extract", "--transcript", "{claude}")),
-    (
-        "Recall before a prompt: 'where is the latency dashboard?'",
-        ("recall", "where is the latency dashboard?"),
-    ),
+    ("Claude Code session: hooks fire as the agent runs them", ("@hooks",)),
+    ("Extract from a Qwen Code session transcript", ("extract", "--transcript", "{qwen}")),
+    ("Recall before a prompt: 'latency dashboard link'", ("recall", "latency dashboard link")),
     ("Review what the agent learned", ("log", "--stat")),
     ("The last operation as a diff", ("diff",)),
     (
@@ -777,8 +774,13 @@ DEMO_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("", ("forget", "release freeze")),
     ("Restore it from history", ("restore", "release freeze")),
-    ("Qwen Code's own memory writes a duplicate; snapshot commits it", ("snapshot",)),
+    ("Qwen Code's own memory writes a duplicate; snapshot commits it", ("@duplicate",)),
+    ("", ("snapshot",)),
     ("Consolidate (dream) folds the duplicate away", ("dream", "--force")),
+    ("Share: sync to a bare remote on a shared disk", ("@bare",)),
+    ("", ("remote", "add", "origin", "{remote}")),
+    ("", ("sync",)),
+    ("A second machine clones the memory", ("@clone",)),
     ("Validate every memory file and MEMORY.md", ("validate", "--format", "gcc")),
     ("MEMORY.md", ("index", "--check")),
     ("Telemetry", ("stats",)),
@@ -790,39 +792,123 @@ DEMO_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 def demo(keep: bool) -> None:
     """Run the end-to-end demo in a temporary folder (no network, no model needed).
 
-    Uses bundled Qwen Code and Claude Code transcripts and never touches your real memory.
+    Uses bundled Qwen Code and Claude Code transcripts, runs the agent hooks as the agents
+    would, and syncs to a local bare remote and a second machine. It never touches your
+    real memory folders.
     """
     import shutil
     import tempfile
-    from importlib import resources
 
     base = tempfile.mkdtemp(prefix="qmem-demo-")
-    memory = os.path.join(base, "shop-api-state", "memory")
+    project = os.path.join(base, "shop-api")
+    os.makedirs(project)
+    for key in [k for k in os.environ if k.startswith(("QMEM_LLM_", "QWEN_CODE_MEMORY_"))]:
+        del os.environ[key]  # the demo runs on the built-in defaults
+    os.environ.update(
+        QWEN_CODE_MEMORY_BASE_DIR=os.path.join(base, "laptop"),
+        QWEN_RUNTIME_DIR=os.path.join(base, "laptop"),
+        QMEM_HOST=os.environ.get("QMEM_HOST", "demo-laptop"),
+        QMEM_MODE="engine",
+    )
+    paths = _demo_files(base)
+    click.echo(f"Demo folder: {base}")
+    failures = 0
+    for title, args in DEMO_STEPS:
+        if title:
+            click.echo(f"\n== {title} ==")
+        if args[0].startswith("@"):
+            failures += _demo_action(args[0], project, base, paths) != 0
+            continue
+        argv = ["--project", project, *(a.format(**paths) for a in args)]
+        click.echo("$ qmem-git " + " ".join(_quote(a) for a in argv[2:]))
+        failures += run(argv) != 0
+    if not keep:
+        shutil.rmtree(base, ignore_errors=True)
+        click.echo("\nDemo folder removed (use --keep to keep it).")
+    if failures:
+        raise QmemError(f"{failures} demo step(s) failed", "rerun with -v to see why")
+
+
+def _demo_files(base: str) -> dict[str, str]:
+    from importlib import resources
+
     templates = resources.files("qmem_git.integrations") / "templates"
-    paths = {}
+    paths = {"remote": os.path.join(base, "shared-disk", "memory.git")}
     for name in ("qwen", "claude"):
         target = os.path.join(base, f"{name}-session.jsonl")
         with open(target, "w", encoding="utf-8") as handle:
             handle.write((templates / f"demo-{name}.jsonl").read_text(encoding="utf-8"))
         paths[name] = target
-    os.environ.setdefault("QMEM_HOST", "demo-laptop")
-    click.echo(f"Demo folder: {base}\n")
-    failures = 0
-    for title, args in DEMO_STEPS:
-        if title:
-            click.echo(f"\n== {title} ==")
-        if args == ("snapshot",):
-            _write_demo_duplicate(memory)
-        argv = ["--memory-dir", memory, *(a.format(**paths) for a in args)]
-        click.echo("$ qmem-git " + " ".join(_quote(a) for a in argv[2:]))
-        code = run(argv)
-        failures += code != 0
-    click.echo(f"\nMemory repository: {memory} (try: git -C {memory} log --stat)")
-    if not keep:
-        shutil.rmtree(base, ignore_errors=True)
-        click.echo("Demo folder removed (use --keep to keep it).")
-    if failures:
-        raise QmemError(f"{failures} demo step(s) failed", "rerun with -v to see why")
+    return paths
+
+
+def _demo_action(action: str, project: str, base: str, paths: dict[str, str]) -> int:
+    if action == "@hooks":
+        return _demo_hooks(project, paths["claude"])
+    if action == "@duplicate":
+        memory = build_settings(os.environ, project=project).layout.memory_root
+        _write_demo_duplicate(memory)
+        click.echo("(Qwen Code wrote user/terse.md)")
+        return 0
+    if action == "@bare":
+        from qmem_git.store.remotes import create_bare_repository
+
+        create_bare_repository(paths["remote"])
+        click.echo(f"(created the bare repository {paths['remote']})")
+        return 0
+    second = os.path.join(base, "workstation", "memory")
+    click.echo(f"$ qmem-git --memory-dir {second} clone {paths['remote']}")
+    code = run(["--memory-dir", second, "clone", paths["remote"]])
+    click.echo(f"$ qmem-git --memory-dir {second} log -n 3")
+    return code or run(["--memory-dir", second, "log", "-n", "3"])
+
+
+def _demo_hooks(project: str, transcript: str) -> int:
+    """SessionStart, UserPromptSubmit and Stop as Claude Code runs them: JSON on stdin."""
+    import subprocess
+    import time
+
+    from qmem_git.ops.history import log as read_log
+
+    memory = build_settings(os.environ, project=project).layout.memory_root
+    before = len(read_log(memory))
+    events = (
+        ("session-start", {"source": "startup"}),
+        ("prompt", {"prompt": "Which package manager and runtime do we use?"}),
+        ("stop", {"stop_hook_active": False}),
+    )
+    for event, extra in events:
+        payload = {
+            "session_id": "9e1d7c3b-2a4f-4e5d-8c6b-7a8f9e0d1c2b",
+            "transcript_path": transcript,
+            "cwd": project,
+            "hook_event_name": event,
+            **extra,
+        }
+        click.echo(f"$ echo '<{event} event JSON>' | qmem-git hook --agent claude {event}")
+        proc = subprocess.run(
+            [sys.executable, "-m", "qmem_git", "hook", "--agent", "claude", event],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        shown = proc.stdout.strip()
+        if shown:
+            data = json.loads(shown)
+            context = data["hookSpecificOutput"]["additionalContext"]
+            click.echo(f"hookSpecificOutput.additionalContext ({len(context)} chars):")
+            click.echo("  " + "\n  ".join(context.splitlines()[:12]))
+        else:
+            click.echo("(no output; extraction runs in the background)")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(read_log(memory)) == before:
+        time.sleep(0.2)
+    if len(read_log(memory)) == before:
+        click.echo("the background extraction did not commit in time", err=True)
+        return 1
+    click.echo("$ qmem-git log -n 1")
+    return run(["--project", project, "log", "-n", "1"])
 
 
 def _write_demo_duplicate(memory: str) -> None:

@@ -294,13 +294,17 @@ def test_demo_runs_end_to_end_without_network(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Error" not in proc.stderr
     for marker in (
-        "extract: 4 memories from session",
+        "hookSpecificOutput.additionalContext",
+        "extract: 3 memories from session 9e1d7c3b",  # the Claude Stop hook's background run
+        "extract: 3 memories from session 5f0c2a9e",
         "### The latency dashboard is https://grafana.internal/d/api-latency",
         "forget: forgot 1 entry",
         "restore: 1 memory",
         "edit: add user/terse.md",
         "dream: deduplicated 1 entry (user)",
         "MEMORY.md is up to date",
+        "Pushed ",
+        "Cloned origin",
     ):
         assert marker in proc.stdout, marker
     assert list(tmp_path.iterdir()) == []  # the demo folder is removed

@@ -484,3 +484,12 @@ def _classify(exc: BaseException, text: str, where: str, action: str) -> tuple[s
     if isinstance(exc, (HangupException, ConnectionError, EOFError)) or "hung up" in lowered:
         return f"{action} {where} failed: the remote hung up ({text})", _NETWORK_HINT
     return f"{action} {where} failed: {text}", _NETWORK_HINT
+
+
+def create_bare_repository(path: str) -> None:
+    """An empty bare repository on branch ``main`` to share memory through (a shared disk)."""
+    from dulwich.repo import Repo
+
+    os.makedirs(path, exist_ok=True)
+    with Repo.init_bare(path) as repo:
+        repo.refs.set_symbolic_ref(b"HEAD", b"refs/heads/main")
