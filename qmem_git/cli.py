@@ -1158,3 +1158,25 @@ def report_install(
         emit(opts, text, data)
     for line in result.notes:
         note(opts, f"note: {line}")
+
+
+@main.command()
+@pass_options
+def review(opts: Options) -> None:
+    """Advisory review: duplicates, misfiled, temporary, outdated, thin or conflicting entries.
+
+    Read-only; it suggests `forget`, `dream` or an edit but changes nothing.
+    """
+    from qmem_git.core.governance import document_entries, review_entries
+    from qmem_git.store.workdir import scan_documents
+
+    docs = scan_documents(opts.settings().layout.memory_root)
+    result = review_entries(document_entries(docs))
+    lines = [f"{s.kind:<9} {s.entry_id}  ({s.reason})" for s in result.suggestions]
+    data = {
+        "strategy": result.strategy,
+        "suggestions": [
+            {"kind": s.kind, "id": s.entry_id, "reason": s.reason} for s in result.suggestions
+        ],
+    }
+    emit(opts, "\n".join(lines) or "No suggestions.", data)

@@ -321,3 +321,14 @@ def test_doctor_reports_and_fails_on_problems(memory: Path, tmp_path: Path) -> N
     assert "[FAIL] index: MEMORY.md is stale" in broken.out
     assert "fix: qmem-git index" in broken.out
     assert qmem(tmp_path / "none", "doctor").code == 1
+
+
+def test_review_suggests_without_changing_anything(memory: Path) -> None:
+    qmem(memory, "remember", "The legacy billing service is frozen", "--type", "project")
+    before = head(memory)
+    data = qmem(memory, "--json", "review").json()
+    assert data["strategy"] == "heuristic"
+    assert {
+        k: v for k, v in data["suggestions"][0].items() if k != "reason"
+    } == {"kind": "outdated", "id": "project:The legacy billing service is frozen"}
+    assert head(memory) == before
