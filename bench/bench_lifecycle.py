@@ -112,12 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     print("| command | ms | ratio to bare python |")
     print("|---|---:|---:|")
     print(f"| `python -I -S -c pass` | {bare:.1f} | 1.0x |")
-    print(
-        f"| `dream --force`, {options.memories:,} memories, 50 duplicates | {dream:.1f} | {dream / bare:.1f}x |"
-    )
-    print(
-        f"| `extract`, {options.messages:,}-message transcript | {extract:.1f} | {extract / bare:.1f}x |"
-    )
+    rows = [
+        (f"`dream --force`, {options.memories:,} memories, 50 duplicates", dream),
+        (f"`extract`, {options.messages:,}-message transcript", extract),
+    ]
+    for label, value in rows:
+        print(f"| {label} | {value:.1f} | {value / bare:.1f}x |")
     return 0
 
 
