@@ -136,20 +136,13 @@ def run_recall(
 
 
 def _record_recall(state_dir: str, query: str, result: RecallResult, started: float) -> None:
-    """Spec §10.1 event, built by hand: json costs an import on the hot path; no query text."""
     import time
 
-    from qmem_git.store.telemetry import append_line
+    from qmem_git.store.telemetry import record_recall
 
     elapsed = int((time.monotonic() - started) * 1000)
-    now = time.time()
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
-    append_line(
-        state_dir,
-        f'{{"event":"qwen-code.memory.recall","time":"{stamp}",'
-        f'"query_length":{len(query)},"docs_scanned":{result.docs_scanned},'
-        f'"docs_selected":{len(result.selected)},"strategy":"{result.strategy}",'
-        f'"duration_ms":{elapsed}}}',
+    record_recall(
+        state_dir, len(query), result.docs_scanned, len(result.selected), result.strategy, elapsed
     )
 
 

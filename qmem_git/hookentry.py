@@ -21,6 +21,8 @@ import os
 import posixpath
 import sys
 
+from qmem_git.core.paths import expand_dir, explicit_layout, resolve_layout
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -29,8 +31,6 @@ MARKER = "[qmem-git recall]"  # = integrations.transcripts.RECALL_MARKER (a test
 CONTEXT_CAP_BYTES = 8000  # note 9: ~6-8 KB; Claude moves >10,000 chars out to a file
 SESSION_INDEX_BYTES = 6000
 FIRST_PROMPT_INDEX_BYTES = 3000
-TELEMETRY_FILE = "telemetry.jsonl"  # = store.telemetry (a test checks)
-TELEMETRY_ROTATE_BYTES = 1024 * 1024
 SESSION_DIR = "hooks"
 AGENTS = ("qwen", "claude")
 EVENTS = {
@@ -128,9 +128,9 @@ def prepare(argv: list[str], stdin: bytes | None, env: Mapping[str, str]) -> Hoo
         or env.get("CLAUDE_PROJECT_DIR")
         or cwd
     )
-    project = expand(project, home, cwd)
+    project = expand_dir(project, home, cwd)
     memory_dir = opts.get("--memory-dir")
-    memory_dir = expand(memory_dir, home, cwd) if memory_dir else None
+    memory_dir = expand_dir(memory_dir, home, cwd) if memory_dir else None
     event = EVENTS.get(opts.get("event") or "") or EVENTS.get(_text(payload, "hook_event_name"))
     agent = opts.get("--agent") or detect_agent(env, _text(payload, "transcript_path"))
     layout = memory_layout(project, memory_dir, env, home)
@@ -240,45 +240,16 @@ def detect_agent(env: Mapping[str, str], transcript_path: str) -> str:
 # --------------------------------------------------------------------------- layout
 
 
-def expand(value: str, home: str, cwd: str) -> str:
-    """``core.paths.expand_dir``: leading ``~`` and relative paths resolved, normalised."""
-    if value == "~" or value.startswith("~/"):
-        value = home + value[1:]
-    if not posixpath.isabs(value):
-        value = posixpath.join(cwd, value)
-    return posixpath.normpath(value)
-
-
-def sanitize(path: str) -> str:
-    """``core.paths.sanitize`` without ``re``: non-ASCII-alphanumerics become dashes."""
-    return "".join(
-        ch if ch.isascii() and ch.isalnum() else ("--" if ord(ch) > 0xFFFF else "-") for ch in path
-    )
-
-
 def memory_layout(
     project: str, memory_dir: str | None, env: Mapping[str, str], home: str
 ) -> tuple[str, str]:
-    """(memory root, state dir) as ``settings.build_settings`` resolves them (spec §2.2)."""
+    """(memory root, state dir) exactly as ``settings.build_settings`` resolves them."""
+    cwd = os.getcwd()
     if memory_dir:
-        return memory_dir, posixpath.dirname(memory_dir)
-    if env.get("QWEN_CODE_MEMORY_LOCAL") == "1":
-        state = posixpath.join(project, ".qwen")
-        return posixpath.join(state, "memory"), state
-    base = env.get("QWEN_CODE_MEMORY_BASE_DIR") or env.get("QWEN_RUNTIME_DIR")
-    base = expand(base, home, os.getcwd()) if base else posixpath.join(home, ".qwen")
-    state = posixpath.join(base, "projects", sanitize(git_root(project)))
-    return posixpath.join(state, "memory"), state
-
-
-def git_root(project: str) -> str:
-    current = project
-    while not os.path.lexists(posixpath.join(current, ".git")):
-        parent = posixpath.dirname(current)
-        if parent == current:
-            return project
-        current = parent
-    return current
+        layout = explicit_layout(memory_dir, home, cwd)
+    else:
+        layout = resolve_layout(project, env, home, cwd, os.path.lexists)
+    return layout.memory_root, layout.state_dir
 
 
 # --------------------------------------------------------------------------- session state
@@ -383,6 +354,7 @@ def recall_block(hook: Hook, query: str, env: Mapping[str, str]) -> str:
     import time
 
     from qmem_git.ops.recall import recall
+    from qmem_git.store.telemetry import record_recall
 
     if not query.strip():
         return ""
@@ -399,35 +371,6 @@ def recall_block(hook: Hook, query: str, env: Mapping[str, str]) -> str:
             elapsed,
         )
     return result.prompt
-
-
-def record_recall(
-    state_dir: str, query_length: int, scanned: int, selected: int, strategy: str, ms: int
-) -> None:
-    """Spec §10.1 recall event (no query text), as ``qmem-git recall`` writes it; best effort."""
-    import time
-
-    now = time.time()
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
-    line = (
-        f'{{"event":"qwen-code.memory.recall","time":"{stamp}","query_length":{query_length},'
-        f'"docs_scanned":{scanned},"docs_selected":{selected},"strategy":"{strategy}",'
-        f'"duration_ms":{ms}}}\n'
-    ).encode()
-    path = posixpath.join(state_dir, TELEMETRY_FILE)
-    try:
-        if os.path.getsize(path) + len(line) > TELEMETRY_ROTATE_BYTES:
-            os.replace(path, path + ".1")
-    except OSError:
-        pass
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    except OSError:
-        return
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
 
 
 def on_session_start(hook: Hook, env: Mapping[str, str]) -> None:
@@ -499,7 +442,7 @@ def transcript_for(hook: Hook, env: Mapping[str, str]) -> str | None:
 
     path = hook.text("transcript_path")
     if path:
-        path = expand(path, hook.home, hook.project)
+        path = expand_dir(path, hook.home, hook.project)
         if os.path.isfile(path):
             return path
     found = find_transcript(hook.agent, hook.project, hook.session, env, hook.home)
@@ -540,7 +483,7 @@ def _log_crash(hook: Hook | None, argv: list[str], env: Mapping[str, str], exc: 
         if hook is None:
             home = env.get("HOME") or os.path.expanduser("~")
             project = env.get("QWEN_PROJECT_DIR") or env.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-            layout = memory_layout(expand(project, home, os.getcwd()), None, env, home)
+            layout = memory_layout(expand_dir(project, home, os.getcwd()), None, env, home)
             hook = Hook("?", "?", {}, project, None, home, layout)
         hook.log(message)
     except Exception:

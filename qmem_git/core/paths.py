@@ -3,21 +3,38 @@
 from __future__ import annotations
 
 import posixpath
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
-_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
+# This module is on the per-prompt hook path: it avoids `re`, `dataclasses` and `typing`
+# (together ~25 ms of start-up), so Layout is a small hand-written value class.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 
-@dataclass(frozen=True)
 class Layout:
     """The memory root (git work tree) and the state dir that holds machine-local files."""
 
-    memory_root: str
-    state_dir: str
-    mode: str  # "global", "local" or "explicit"
-    project_root: str = ""
+    __slots__ = ("memory_root", "mode", "project_root", "state_dir")
+
+    def __init__(self, memory_root: str, state_dir: str, mode: str, project_root: str = "") -> None:
+        self.memory_root = memory_root
+        self.state_dir = state_dir
+        self.mode = mode  # "global", "local" or "explicit"
+        self.project_root = project_root
+
+    def _key(self) -> tuple[str, str, str, str]:
+        return (self.memory_root, self.state_dir, self.mode, self.project_root)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Layout) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return "Layout(memory_root={!r}, state_dir={!r}, mode={!r}, project_root={!r})".format(
+            *self._key()
+        )
 
     def state_file(self, name: str) -> str:
         return posixpath.join(self.state_dir, name)
@@ -29,11 +46,10 @@ def sanitize(path: str, windows: bool = False) -> str:
     "Character" is a UTF-16 code unit, as in the host's JavaScript regex: a character outside
     the BMP (an emoji) becomes ``--``, so both tools name the same project folder.
     """
-    return _NOT_ALNUM.sub(_dashes, path.lower() if windows else path)
-
-
-def _dashes(match: re.Match[str]) -> str:
-    return "--" if ord(match.group()) > 0xFFFF else "-"
+    text = path.lower() if windows else path
+    return "".join(
+        ch if ch.isascii() and ch.isalnum() else ("--" if ord(ch) > 0xFFFF else "-") for ch in text
+    )
 
 
 def expand_dir(value: str, home: str, cwd: str) -> str:

@@ -488,8 +488,9 @@ def _classify(exc: BaseException, text: str, where: str, action: str) -> tuple[s
 
 def create_bare_repository(path: str) -> None:
     """An empty bare repository on branch ``main`` to share memory through (a shared disk)."""
+    from dulwich.refs import HEADREF, Ref
     from dulwich.repo import Repo
 
     os.makedirs(path, exist_ok=True)
     with Repo.init_bare(path) as repo:
-        repo.refs.set_symbolic_ref(b"HEAD", b"refs/heads/main")
+        repo.refs.set_symbolic_ref(HEADREF, Ref(b"refs/heads/main"))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator, Mapping
-from typing import Any
+
+# On the per-prompt path (recall telemetry): no typing, json or contextlib at import time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from typing import Any
 
 TELEMETRY_FILE = "telemetry.jsonl"
 ROTATE_BYTES = 1024 * 1024
@@ -21,16 +24,36 @@ def record_event(state_dir: str, event: Mapping[str, Any]) -> None:
 def append_line(state_dir: str, line: str) -> None:
     """Append one already-encoded JSON record (the recall hot path builds it without json)."""
     path = os.path.join(state_dir, TELEMETRY_FILE)
-    line += "\n"
-    with contextlib.suppress(OSError):
-        if os.path.getsize(path) + len(line) > ROTATE_BYTES:
+    data = (line + "\n").encode("utf-8")
+    try:
+        if os.path.getsize(path) + len(data) > ROTATE_BYTES:
             os.replace(path, path + ".1")
-    with contextlib.suppress(OSError):
+    except OSError:
+        pass
+    try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode("utf-8"))
-        finally:
-            os.close(fd)
+    except OSError:
+        return
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def record_recall(
+    state_dir: str, query_length: int, scanned: int, selected: int, strategy: str, ms: int
+) -> None:
+    """Spec §10.1 recall event, built without json (an import on the hot path); no query text."""
+    import time
+
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+    append_line(
+        state_dir,
+        f'{{"event":"qwen-code.memory.recall","time":"{stamp}","query_length":{query_length},'
+        f'"docs_scanned":{scanned},"docs_selected":{selected},"strategy":"{strategy}",'
+        f'"duration_ms":{ms}}}',
+    )
 
 
 def read_events(state_dir: str) -> Iterator[dict[str, Any]]:
@@ -40,10 +63,12 @@ def read_events(state_dir: str) -> Iterator[dict[str, Any]]:
     base = os.path.join(state_dir, TELEMETRY_FILE)
     for path in (base + ".1", base):
         for line in _lines(path):
-            with contextlib.suppress(ValueError):
+            try:
                 event = json.loads(line)
-                if isinstance(event, dict):
-                    yield event
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                yield event
 
 
 def _lines(path: str) -> list[str]:
