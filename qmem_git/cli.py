@@ -225,6 +225,8 @@ def index(opts: Options, check: bool, dry_run: bool) -> None:
             exit_with(1)
         return
     result = rebuild_index(settings, now())
+    for line in result.notes:
+        note(opts, line)
     emit(
         opts,
         f"MEMORY.md rebuilt ({result.commit[:12]})" if result.commit else "MEMORY.md is up to date",

@@ -20,6 +20,7 @@ from qmem_git.store.workdir import index_path, iter_memory_files, read_text, ren
 class Committed:
     commit: str | None
     dropped: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what recovery did first (stale locks, a recover commit)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ def rebuild_index(settings: Settings, now: datetime) -> Committed:
     require_repository(settings)
     outcome = execute(settings, lambda: ChangeSet("index", "rebuild MEMORY.md"), now)
     dropped = outcome.applied.index_dropped if outcome.applied else ()
-    return Committed(outcome.commit, tuple(dropped))
+    notes = outcome.recovery.messages() if outcome.recovery else []
+    return Committed(outcome.commit, tuple(dropped), tuple(notes))
 
 
 def check_index(settings: Settings) -> IndexStatus:
