@@ -1,11 +1,12 @@
-"""Time one memory commit, whole process, on repos of 100 / 1,000 / 10,000 memory files.
+"""Time one ``qmem-git remember``, whole process, on repos of 100 / 1,000 / 10,000 memory files.
 
-Compares (same run, interleaved, median of N) a fresh Python process that applies one new memory
-through ``qmem_git.store.repo.run_writer`` (lock + recovery scan + commit), C git
-``git add -A && git commit -q``, and dulwich porcelain ``add`` + ``commit``; prints a markdown
-table with ratios (ARCHITECTURE §6 target: qmem <= 2x git and <= 0.5x dulwich porcelain).
+Compares (same run, interleaved, median of N) the real CLI, ``<venv>/bin/qmem-git --memory-dir
+ROOT remember TEXT`` (unique text per run, so every run commits one new memory), against C git
+``git add -A && git commit -q`` and dulwich porcelain ``add`` + ``commit``, each after writing
+one new file; prints a markdown table with both ratios (issue target: qmem <= 2x git and
+<= 0.5x dulwich porcelain). ``python -c pass`` is the floor every Python process pays.
 
-    .venv/bin/python bench/bench_commit.py [--sizes 100,1000,10000] [--runs 5]
+    .venv/bin/python bench/bench_commit.py [--sizes 100,1000,10000] [--runs 9]
 """
 
 from __future__ import annotations
@@ -22,19 +23,6 @@ import time
 TYPES = ("user", "project", "feedback", "reference")
 PER_FOLDER = 100
 
-QMEM_DRIVER = """
-import sys
-from datetime import datetime, timezone
-from qmem_git.core.changes import ChangeSet
-from qmem_git.core.paths import Layout
-from qmem_git.store.repo import Identity, run_writer
-root, rel, text = sys.argv[1], sys.argv[2], sys.argv[3]
-layout = Layout(root, root.rsplit("/", 1)[0], "explicit", "")
-run_writer(layout, lambda: ChangeSet(op="remember", subject="add " + rel, writes={rel: text}),
-           identity=Identity("Bench", "bench@example.com"), host="bench",
-           now=datetime.now(timezone.utc))
-"""
-
 DULWICH_DRIVER = """
 import sys
 from dulwich import porcelain
@@ -49,6 +37,12 @@ porcelain.commit(root, message=b"add " + rel.encode(), author=b"Bench <bench@exa
 
 def memory_text(name: str, kind: str) -> str:
     return f"---\nname: {name}\ndescription: bench memory {name}\ntype: {kind}\n---\n\n{name}.\n"
+
+
+def remember_text(run: int) -> str:
+    """A durable fact (spec §7.6 filters) that no earlier run saved, so each run commits."""
+    words = ("amber", "birch", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo")
+    return f"The staging cluster {words[run % len(words)]}-{run:04d} deploys from branch rel-{run}"
 
 
 def build_base(root: str, count: int, env: dict[str, str]) -> None:
@@ -69,26 +63,23 @@ def build_base(root: str, count: int, env: dict[str, str]) -> None:
     subprocess.run([*git, "commit", "-q", "-m", "base"], check=True, env=env)
 
 
-def prepare_qmem(root: str, env: dict[str, str], python: str) -> None:
-    """init_repo, then one warm-up commit so the index is ours (steady state)."""
-    code = (
-        "import sys; from qmem_git.core.paths import Layout; "
-        "from qmem_git.store.repo import Identity, init_repo; "
-        "init_repo(Layout(sys.argv[1], sys.argv[1].rsplit('/', 1)[0], 'explicit', ''), "
-        "Identity('Bench', 'bench@example.com'), 'true')"
-    )
-    subprocess.run([python, "-c", code, root], check=True, env=env)
-    run_qmem(root, "user/warmup.md", env, python)
+def qmem_command(cli: str, root: str, *args: str) -> list[str]:
+    return [cli, "--memory-dir", root, *args]
 
 
-def run_qmem(root: str, rel: str, env: dict[str, str], python: str) -> float:
-    args = [python, "-c", QMEM_DRIVER, root, rel, memory_text(rel, "user")]
-    return timed(args, env)
+def prepare_qmem(root: str, env: dict[str, str], cli: str) -> None:
+    """``qmem-git init``, then one warm-up remember so the index is ours (steady state)."""
+    subprocess.run(qmem_command(cli, root, "init"), check=True, env=env, capture_output=True)
+    run_qmem(root, -1, env, cli)
+
+
+def run_qmem(root: str, run: int, env: dict[str, str], cli: str) -> float:
+    return timed(qmem_command(cli, root, "remember", remember_text(run)), env)
 
 
 def run_git(root: str, rel: str, env: dict[str, str]) -> float:
     path = os.path.join(root, rel)
-    script = f'printf "%s" "$1" > "{path}" && git add -A && git commit -q -m "add {rel}"'
+    script = f'printf "%s" "$1" > "{path}" && git add -A && git commit -q -m x'
     return timed(["sh", "-c", script, "sh", memory_text(rel, "user")], env, cwd=root)
 
 
@@ -98,12 +89,15 @@ def run_dulwich(root: str, rel: str, env: dict[str, str], python: str) -> float:
 
 def timed(args: list[str], env: dict[str, str], cwd: str | None = None) -> float:
     start = time.perf_counter()
-    subprocess.run(args, check=True, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
-    return (time.perf_counter() - start) * 1000
+    done = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True)
+    elapsed = (time.perf_counter() - start) * 1000
+    if done.returncode != 0:
+        raise SystemExit(f"{args[0]} failed ({done.returncode}): {done.stderr.strip()}")
+    return elapsed
 
 
 def bench_size(
-    work: str, count: int, runs: int, env: dict[str, str], python: str
+    work: str, count: int, runs: int, env: dict[str, str], python: str, cli: str
 ) -> dict[str, float]:
     base = os.path.join(work, f"base-{count}", "memory")
     build_base(base, count, env)
@@ -111,27 +105,38 @@ def bench_size(
     for variant in ("qmem", "git", "dulwich"):
         roots[variant] = os.path.join(work, f"{variant}-{count}", "memory")
         shutil.copytree(base, roots[variant], symlinks=True)
-    prepare_qmem(roots["qmem"], env, python)
+    prepare_qmem(roots["qmem"], env, cli)
     times: dict[str, list[float]] = {"qmem": [], "git": [], "dulwich": [], "python": []}
+    before = int(git_out(roots["qmem"], env, "rev-list", "--count", "HEAD"))
     for run in range(runs):
         rel = f"user/new-{run:03d}.md"
-        times["qmem"].append(run_qmem(roots["qmem"], rel, env, python))
+        times["qmem"].append(run_qmem(roots["qmem"], run, env, cli))
         times["git"].append(run_git(roots["git"], rel, env))
         times["dulwich"].append(run_dulwich(roots["dulwich"], rel, env, python))
         times["python"].append(timed([python, "-c", "pass"], env))
+    after = int(git_out(roots["qmem"], env, "rev-list", "--count", "HEAD"))
+    if after - before != runs:  # every timed run must have made exactly one commit
+        raise SystemExit(f"qmem made {after - before} commits in {runs} runs")
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+def git_out(root: str, env: dict[str, str], *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", root, *args], check=True, env=env, capture_output=True, text=True
+    ).stdout
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,1000,10000")
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=9)
     args = parser.parse_args(argv)
     python = sys.executable
+    cli = os.path.join(os.path.dirname(python), "qmem-git")
     with tempfile.TemporaryDirectory(prefix="qmem-bench-") as work:
         env = bench_env(work)
         rows = [
-            (int(size), bench_size(work, int(size), args.runs, env, python))
+            (int(size), bench_size(work, int(size), args.runs, env, python, cli))
             for size in args.sizes.split(",")
         ]
     print(render_table(rows, args.runs))
@@ -159,10 +164,10 @@ def bench_env(work: str) -> dict[str, str]:
 
 def render_table(rows: list[tuple[int, dict[str, float]]], runs: int) -> str:
     lines = [
-        f"One commit, whole process, median of {runs} (ms)",
+        f"One `qmem-git remember` vs one commit, whole process, median of {runs} (ms)",
         "",
-        "| files | python -c pass | qmem run_writer | git add -A && commit | dulwich porcelain "
-        "| qmem / git | qmem / dulwich |",
+        "| files | python -c pass | qmem-git remember | git add -A && commit "
+        "| dulwich porcelain | qmem / git | qmem / dulwich |",
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for count, t in rows:

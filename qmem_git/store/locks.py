@@ -5,7 +5,11 @@ Git lock files carry no PID, so staleness is judged by two facts: the file is ol
 open by a human ``git commit``, hence the extra check for a live git process in the repo), or it
 was created while a qmem-git writer that has since died held the writer lock (its "tenure"
 marker is still there). Only writers holding ``qmem.lock`` create lock files in our repo, so a
-dead writer's lock files are known garbage even when they are seconds old.
+dead writer's lock files are known garbage even when they are seconds old. The tenure starts
+as soon as the writer lock is taken (before recovery, whose own commit may be interrupted too)
+and inherits the start of a dead predecessor's, so its leftovers stay recognisable. Only then
+are ``objects/`` folders searched as well (dulwich leaves ``objects/xx/<id>.lock`` when killed
+mid-write); a normal write does not pay for listing thousands of loose objects.
 
 The writer lock itself is an ``flock`` on ``.git/qmem.lock`` taken with ``fcntl`` directly:
 ``import filelock`` costs ~40 ms here (logging, inspect, decimal, platform ...), about a fifth of
@@ -20,7 +24,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from qmem_git.core.paths import Layout
 from qmem_git.errors import QmemError, RepoLocked
@@ -31,12 +35,23 @@ STALE_LOCK_SECONDS = 10.0
 _SKIP_DIRS = {"objects"}
 
 
-@dataclass(frozen=True)
-class Tenure:
-    """Who holds (or last held, if it died) the writer lock, and since when."""
+class Tenure(NamedTuple):
+    """Who holds (or last held, if it died) the writer lock, and since when.
+
+    ``inherited_ns``: start of a dead writer's tenure this one took over (its leftovers may
+    still be on disk when recovery runs), else None.
+    """
 
     pid: int
     started_ns: int
+    inherited_ns: int | None = None
+
+    @property
+    def since_ns(self) -> int:
+        """Lock files created from this moment on may belong to this tenure."""
+        if self.inherited_ns is None:
+            return self.started_ns
+        return min(self.started_ns, self.inherited_ns)
 
 
 def lock_path(layout: Layout) -> str:
@@ -106,11 +121,21 @@ def _busy(layout: Layout, timeout: float) -> RepoLocked:
     )
 
 
-def begin_tenure(git_dir: str) -> None:
-    """Mark that this process is writing; a crash leaves the mark for the next writer."""
-    text = f"{os.getpid()} {_now_ns()}\n"
-    with open(os.path.join(git_dir, TENURE_NAME), "w", encoding="ascii") as handle:
+def begin_tenure(git_dir: str) -> int | None:
+    """Mark that this process is writing; a crash leaves the mark for the next writer.
+
+    Returns (and records in the mark) the start of a dead writer's tenure, as
+    :func:`dead_writer_since` reported it before this call.
+    """
+    inherited = dead_writer_since(git_dir)
+    text = f"{os.getpid()} {_now_ns()} {'-' if inherited is None else inherited}\n"
+    path = os.path.join(git_dir, TENURE_NAME)
+    # temp + rename: a writer killed mid-write must not leave an empty mark, which would hide
+    # the dead predecessor it inherited from
+    with open(path + ".tmp", "w", encoding="ascii") as handle:
         handle.write(text)
+    os.replace(path + ".tmp", path)
+    return inherited
 
 
 def end_tenure(git_dir: str) -> None:
@@ -121,27 +146,36 @@ def end_tenure(git_dir: str) -> None:
 def read_tenure(git_dir: str) -> Tenure | None:
     try:
         with open(os.path.join(git_dir, TENURE_NAME), encoding="ascii") as handle:
-            pid, started = handle.read().split()
-        return Tenure(int(pid), int(started))
-    except (OSError, ValueError):
+            fields = handle.read().split()
+        pid, started = int(fields[0]), int(fields[1])
+        inherited = fields[2] if len(fields) > 2 else "-"
+        return Tenure(pid, started, None if inherited == "-" else int(inherited))
+    except (OSError, ValueError, IndexError):
         return None
 
 
 def dead_writer_since(git_dir: str) -> int | None:
-    """Start (ns) of a previous writer's tenure that ended without cleanup, i.e. it died."""
+    """Start (ns) of a writer's tenure that ended without cleanup, i.e. it died.
+
+    Under the writer lock, a mark of another process is a dead writer's; our own mark reports
+    the dead tenure it took over (recovery runs after :func:`begin_tenure`).
+    """
     tenure = read_tenure(git_dir)
-    if tenure is None or tenure.pid == os.getpid():
+    if tenure is None:
         return None
-    return tenure.started_ns
+    if tenure.pid == os.getpid():
+        return tenure.inherited_ns
+    return tenure.since_ns
 
 
 def stale_git_locks(
     git_dir: str, dead_since_ns: int | None, now_ns: int | None = None
 ) -> list[str]:
-    """``*.lock`` files under ``.git`` (objects excluded) that no live process can own."""
+    """``*.lock`` files under ``.git`` that no live process can own (``objects/`` searched only
+    after a dead writer)."""
     now_ns = _now_ns() if now_ns is None else now_ns
     stale: list[str] = []
-    for path, mtime_ns in _lock_files(git_dir):
+    for path, mtime_ns in _lock_files(git_dir, objects=dead_since_ns is not None):
         old = now_ns - mtime_ns > STALE_LOCK_SECONDS * 1e9
         from_dead_writer = dead_since_ns is not None and mtime_ns >= dead_since_ns - 1_000_000_000
         if old or from_dead_writer:
@@ -151,7 +185,9 @@ def stale_git_locks(
     return stale
 
 
-def _lock_files(git_dir: str) -> Iterator[tuple[str, int]]:
+def _lock_files(git_dir: str, objects: bool) -> Iterator[tuple[str, int]]:
+    """``*.lock`` files under ``.git`` but ``qmem.lock``; ``objects/`` only when asked."""
+    skip = set() if objects else _SKIP_DIRS
     stack = [git_dir]
     while stack:
         directory = stack.pop()
@@ -161,7 +197,7 @@ def _lock_files(git_dir: str) -> Iterator[tuple[str, int]]:
             continue
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
-                if not (directory == git_dir and entry.name in _SKIP_DIRS):
+                if not (directory == git_dir and entry.name in skip):
                     stack.append(entry.path)
             elif entry.name.endswith(".lock") and entry.path != os.path.join(git_dir, LOCK_NAME):
                 with contextlib.suppress(OSError):

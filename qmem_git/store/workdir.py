@@ -3,22 +3,72 @@
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 import stat
-import tempfile
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from typing import NamedTuple
 
 from qmem_git.core.codec import parse_document
 from qmem_git.core.index import IndexResult, build_index, order_documents
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, MAX_SCANNED_DOCUMENTS, Document
 
 TEMP_MARKER = ".qmem-tmp-"
+# scan order (core.index.scan_order_key): -mtime in float ms, basename, relative path; then
+# mtime_ns and size (never compared: relative paths are unique)
+_Keyed = tuple[float, str, str, int, int]
 
 
-@dataclass(frozen=True)
-class FileInfo:
-    """A candidate memory file found by the scan (relative path uses ``/``)."""
+class _SharedScan:
+    """A writer's scan of one root (rel -> (mtime_ns, size)) and the documents parsed from it."""
+
+    def __init__(self, root: str, files: Mapping[str, tuple[int, int]]) -> None:
+        self.root = os.path.abspath(root)
+        self.files = files
+        self.docs: dict[tuple[str, int, int], Document | None] = {}
+
+
+_shared: list[_SharedScan] = []
+
+
+@contextlib.contextmanager
+def shared_scan(root: str, files: Mapping[str, tuple[int, int]]) -> Iterator[None]:
+    """Within the block, :func:`scan_documents` of ``root`` uses ``files`` instead of walking.
+
+    For a writer that holds the lock, has just scanned (``store.recovery``) and keeps ``files``
+    current as it writes: the plan and the MEMORY.md render of one command then cost no second
+    and third ``lstat`` pass (~10,000 syscalls at 10,000 files), and each document is parsed
+    once. Files written through :func:`atomic_write` meanwhile are parsed again.
+    """
+    scope = _SharedScan(root, files)
+    _shared.append(scope)
+    try:
+        yield
+    finally:
+        _shared.remove(scope)
+
+
+def _forget_parsed(path: str) -> None:
+    """A file was rewritten: parse it again even if its mtime and size look the same."""
+    if _shared:
+        path = os.path.abspath(path)
+        for scope in _shared:
+            rel = os.path.relpath(path, scope.root).replace(os.sep, "/")
+            scope.docs = {key: doc for key, doc in scope.docs.items() if key[0] != rel}
+
+
+def _shared_for(root: str) -> _SharedScan | None:
+    if not _shared:
+        return None
+    root = os.path.abspath(root)
+    return next((scope for scope in reversed(_shared) if scope.root == root), None)
+
+
+class FileInfo(NamedTuple):
+    """A candidate memory file found by the scan (relative path uses ``/``).
+
+    A NamedTuple, not a frozen dataclass: ~0.2 ms instead of ~1.4 ms at import, on every command.
+    """
 
     relative_path: str
     path: str
@@ -34,7 +84,7 @@ def atomic_write(path: str, data: bytes, mtime_ns: int | None = None) -> None:
     """Temp file in the same dir, fsync, replace, fsync the dir; mtime (optional) set first."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TEMP_MARKER, dir=directory)
+    fd, tmp = _create_temp(directory, "." + os.path.basename(path) + TEMP_MARKER)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -49,6 +99,17 @@ def atomic_write(path: str, data: bytes, mtime_ns: int | None = None) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(directory)
+    _forget_parsed(path)
+
+
+def _create_temp(directory: str, prefix: str) -> tuple[int, str]:
+    """``tempfile.mkstemp`` without importing tempfile (~3 ms with ``random``) on every write."""
+    while True:
+        tmp = os.path.join(directory, prefix + os.urandom(6).hex())
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
 
 
 def fsync_dir(directory: str) -> None:
@@ -108,27 +169,77 @@ def load_document(info: FileInfo) -> Document | None:
 
 
 def scan_documents(
-    root: str, limit: int = MAX_SCANNED_DOCUMENTS, files: Iterable[FileInfo] | None = None
+    root: str,
+    limit: int = MAX_SCANNED_DOCUMENTS,
+    files: Iterable[FileInfo] | None = None,
+    *,
+    stats: Mapping[str, tuple[int, int]] | None = None,
 ) -> list[Document]:
     """Newest ``limit`` valid documents in scan order; parses only as many files as needed.
 
-    ``files`` (same filter as :func:`iter_memory_files`) spares a writer that already scanned
-    the tree a second ``lstat`` pass (~10,000 syscalls at 10,000 files).
+    ``files`` (same filter as :func:`iter_memory_files`) or ``stats`` (rel -> (mtime_ns, size))
+    spare a writer that already scanned the tree a second ``lstat`` pass; so does an enclosing
+    :func:`shared_scan`. Only the newest ``2 * limit`` files are ordered and read unless too
+    few of them parse.
     """
-    # Same key as core.index.scan_order_key (float milliseconds): two files whose nanosecond
-    # mtimes differ but collapse to one float must not be ordered differently here than there.
-    files = sorted(
-        iter_memory_files(root) if files is None else files,
-        key=lambda f: (-(f.mtime_ns / 1_000_000), f.filename, f.relative_path),
+    scope = _shared_for(root)  # its parsed documents are reused whatever the file list
+    paths: dict[str, str] = {}
+    if scope is not None and files is None and stats is None:
+        stats = scope.files
+    elif stats is None:
+        found = list(iter_memory_files(root) if files is None else files)
+        stats = {f.relative_path: (f.mtime_ns, f.size) for f in found}
+        paths = {f.relative_path: f.path for f in found}
+    newest = _scan_order(stats, 2 * limit)
+    docs = _load_newest(root, newest, limit, scope, paths)
+    if len(docs) < limit and len(newest) < len(stats):
+        docs = _load_newest(root, _scan_order(stats, None), limit, scope, paths)
+    return order_documents(docs, limit)
+
+
+def _scan_order(stats: Mapping[str, tuple[int, int]], count: int | None) -> list[_Keyed]:
+    """Files in scan order: all of them, or a prefix of that order at least ``count`` long.
+
+    The key is core.index.scan_order_key's (float milliseconds: two files whose nanosecond
+    mtimes collapse to one float must not be ordered differently here than there). The prefix
+    is every file whose key time is at least the ``count``-th newest, so nothing that sorts
+    before a selected file is left out.
+    """
+    items: Iterable[tuple[str, tuple[int, int]]] = stats.items()
+    if count is not None and len(stats) > count:
+        cut_ns = heapq.nlargest(count, stats.values())[-1][0]
+        cut, low = cut_ns / 1_000_000, cut_ns - 1_000_000  # low: integer pre-filter, no division
+        items = [
+            (rel, st) for rel, st in stats.items() if st[0] >= low and st[0] / 1_000_000 >= cut
+        ]
+    return sorted(
+        (-(st[0] / 1_000_000), rel.rsplit("/", 1)[-1], rel, st[0], st[1]) for rel, st in items
     )
+
+
+def _load_newest(
+    root: str,
+    keyed: list[_Keyed],
+    limit: int,
+    scope: _SharedScan | None,
+    paths: dict[str, str],
+) -> list[Document]:
     docs: list[Document] = []
-    for info in files:
-        doc = load_document(info)
+    for _, _, rel, mtime_ns, size in keyed:
+        info = FileInfo(rel, paths.get(rel) or os.path.join(root, rel), mtime_ns, size)
+        doc = load_document(info) if scope is None else _load_shared(scope, info)
         if doc is not None:
             docs.append(doc)
             if len(docs) >= limit:
                 break
-    return order_documents(docs, limit)
+    return docs
+
+
+def _load_shared(scope: _SharedScan, info: FileInfo) -> Document | None:
+    key = (info.relative_path, info.mtime_ns, info.size)
+    if key not in scope.docs:
+        scope.docs[key] = load_document(info)
+    return scope.docs[key]
 
 
 def render_index(root: str, files: Iterable[FileInfo] | None = None) -> IndexResult:

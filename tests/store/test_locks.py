@@ -120,3 +120,29 @@ def test_live_git_process_protects_its_lock(layout: Layout) -> None:
     finally:
         editor.kill()
         editor.wait()
+
+
+def test_new_tenure_inherits_a_dead_writers_start(layout: Layout) -> None:
+    git_dir = os.path.join(layout.memory_root, ".git")
+    dead_start = time.time_ns() - 10**9
+    Path(git_dir, locks.TENURE_NAME).write_text(f"999999999 {dead_start}\n")  # older format
+    assert locks.begin_tenure(git_dir) == dead_start
+    assert locks.dead_writer_since(git_dir) == dead_start  # recovery runs after begin_tenure
+    tenure = locks.read_tenure(git_dir)
+    assert tenure is not None and tenure.pid == os.getpid() and tenure.inherited_ns == dead_start
+    # if this writer dies too, the next one still treats the first one's leftovers as garbage
+    Path(git_dir, locks.TENURE_NAME).write_text(f"999999998 {time.time_ns()} {dead_start}\n")
+    assert locks.dead_writer_since(git_dir) == dead_start
+    locks.end_tenure(git_dir)
+    assert locks.begin_tenure(git_dir) is None
+    locks.end_tenure(git_dir)
+
+
+def test_object_locks_are_searched_only_after_a_dead_writer(layout: Layout) -> None:
+    git_dir = os.path.join(layout.memory_root, ".git")
+    lock = os.path.join(git_dir, "objects", "ab", "c" * 38 + ".lock")
+    os.makedirs(os.path.dirname(lock), exist_ok=True)
+    Path(lock).write_text("")
+    os.utime(lock, (time.time() - 60, time.time() - 60))
+    assert locks.stale_git_locks(git_dir, None) == []
+    assert locks.stale_git_locks(git_dir, time.time_ns() - 120 * 10**9) == [lock]

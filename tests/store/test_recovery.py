@@ -264,3 +264,70 @@ def test_quarantine_files_for_snapshots(layout: Layout) -> None:
     assert (root / "user" / "a.md").read_text() == doc("a")
     assert not (root / "user" / "new.md").exists()
     assert git(root, "status", "--porcelain") == ""
+
+
+def test_missing_object_is_corruption(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    tree = git(root, "rev-parse", "HEAD^{tree}").strip()
+    (root / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    with pytest.raises(RepoCorrupt, match=f"{tree} is missing"):
+        run_recover(layout)
+
+
+def test_branch_pointing_at_a_blob_is_corruption(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    blob = git(root, "rev-parse", "HEAD:user/a.md").strip()
+    (root / ".git" / "refs" / "heads" / "main").write_text(blob + "\n")
+    with pytest.raises(RepoCorrupt, match="is a blob, not a commit"):
+        run_recover(layout)
+
+
+def test_object_with_wrong_content_for_its_id_is_corruption(layout: Layout) -> None:
+    root = Path(layout.memory_root)
+    tree = git(root, "rev-parse", "HEAD^{tree}").strip()
+    other = git(root, "rev-parse", "HEAD:user").strip()  # a valid tree stored under the wrong id
+    target = root / ".git" / "objects" / tree[:2] / tree[2:]
+    target.chmod(0o644)
+    target.write_bytes((root / ".git" / "objects" / other[:2] / other[2:]).read_bytes())
+    before = {p: p.read_bytes() for p in (root / "user").iterdir()}
+    with pytest.raises(RepoCorrupt, match="damaged"):
+        run_recover(layout)
+    assert {p: p.read_bytes() for p in (root / "user").iterdir()} == before
+
+
+def test_object_lock_left_by_a_killed_writer_is_removed(layout: Layout) -> None:
+    """dulwich writes objects through ``<id>.lock``; a kill -9 mid-write leaves it behind."""
+    git_dir = Path(layout.memory_root, ".git")
+    lock = git_dir / "objects" / "ab" / ("c" * 38 + ".lock")
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_bytes(b"half an object")
+    (git_dir / "qmem-writer").write_text(f"999999999 {time.time_ns() - 10**9} -\n")
+
+    def plan() -> ChangeSet:
+        return ChangeSet(op="remember", subject="x", writes={"user/x.md": doc("x")})
+
+    result = run_writer(layout, plan, identity=IDENTITY, host="h", now=LATER)
+    assert str(lock) in result.recovery.removed_locks and not lock.exists()
+    assert not (git_dir / "qmem-writer").exists()
+    assert_clean(layout.memory_root)
+
+
+def test_young_object_locks_are_left_alone_without_a_dead_writer(layout: Layout) -> None:
+    lock = Path(layout.memory_root, ".git", "objects", "ab", "c" * 38 + ".lock")
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_bytes(b"")
+    assert run_recover(layout).removed_locks == () and lock.exists()
+
+
+def test_writer_drops_the_deprecated_fsync_setting_of_an_old_repo(layout: Layout) -> None:
+    root = layout.memory_root
+    git(root, "config", "--unset", "core.fsync")
+    git(root, "config", "core.fsyncObjectFiles", "true")  # what earlier versions set
+    assert (
+        "deprecated"
+        in subprocess.run(["git", "-C", root, "status"], capture_output=True, text=True).stderr
+    )
+    run_recover(layout)
+    done = subprocess.run(["git", "-C", root, "status"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stderr == ""
+    assert git(root, "config", "core.fsync").strip() == "committed"

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from qmem_git.core.changes import ChangeSet
+from qmem_git.core.index import order_documents
 from qmem_git.core.paths import Layout
-from qmem_git.errors import QmemError, UnsafePath
-from qmem_git.store import gitindex, repo
+from qmem_git.errors import QmemError, RepoLocked, UnsafePath
+from qmem_git.store import gitindex, repo, workdir
 from qmem_git.store.repo import (
     HOOK_MARKER,
     Identity,
@@ -67,7 +69,8 @@ def test_init_creates_main_branch_with_settings(tmp_path: Path) -> None:
     assert result.created and result.hook == "installed"
     assert git(root, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
     assert git(root, "config", "gc.auto").strip() == "0"
-    assert git(root, "config", "--bool", "core.fsyncObjectFiles").strip() == "true"
+    assert git(root, "config", "core.fsync").strip() == "committed"
+    assert git(root, "config", "core.fsyncObjectFiles", check=False) == ""  # deprecated in git
     exclude = Path(root, ".git", "info", "exclude").read_text()
     assert "*.qmem-tmp-*" in exclude and "*.lock" in exclude
     assert git(root, "rev-list", "--all") == ""  # no commit until the first operation
@@ -296,3 +299,155 @@ def test_index_dropped_lists_what_memory_md_left_out(layout: Layout) -> None:
     assert (
         Path(layout.memory_root, "MEMORY.md").read_text() == render_index(layout.memory_root).text
     )
+
+
+def test_git_prints_no_config_warning(layout: Layout) -> None:
+    """core.fsyncObjectFiles makes C git >= 2.36 warn on every command; core.fsync does not."""
+    apply(layout, writes={"user/a.md": doc("a")})
+    for args in (["status"], ["log", "-1"], ["fsck", "--strict"]):
+        done = subprocess.run(
+            ["git", "-C", layout.memory_root, *args], capture_output=True, text=True, check=True
+        )
+        assert done.stderr == "", args
+
+
+def test_init_drops_the_deprecated_fsync_setting(tmp_path: Path) -> None:
+    root = tmp_path / "s" / "memory"
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "core.fsyncObjectFiles", "true")  # what earlier versions set
+    lay = Layout(str(root), str(root.parent), "explicit", "")
+    assert init_repo(lay, IDENTITY, "true").config_changed
+    assert git(root, "config", "core.fsyncObjectFiles", check=False) == ""
+    assert git(root, "config", "core.fsync").strip() == "committed"
+    done = subprocess.run(["git", "-C", str(root), "status"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stderr == ""
+
+
+def test_objects_and_their_folders_are_fsynced_before_the_ref_moves(
+    layout: Layout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = layout.memory_root
+    apply(layout, writes={"user/a.md": doc("a")})
+    events: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        events.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    original = Repository.move_branch
+
+    def moving(self: Repository, branch: bytes, old: str | None, new: str, msg: str) -> bool:
+        moved = original(self, branch, old, new, msg)  # type: ignore[arg-type]
+        events.append("REF " + new)
+        return moved
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    monkeypatch.setattr(Repository, "move_branch", moving)
+    result = apply(layout, writes={"user/new/b.md": doc("b")})
+    assert result.commit
+    ref_at = events.index("REF " + result.commit)
+    objects = os.path.join(root, ".git", "objects")
+    new = [result.commit, git(root, "rev-parse", "HEAD^{tree}").strip()]
+    new += [git(root, "rev-parse", f"HEAD:{p}").strip() for p in ("user", "user/new/b.md")]
+    for sha in new:
+        # dulwich's GitFile fsyncs "<object>.lock" and then renames it to "<object>"
+        assert os.path.join(objects, sha[:2], sha[2:] + ".lock") in events[:ref_at], sha
+        assert os.path.join(objects, sha[:2]) in events[:ref_at], sha
+
+
+def test_locked_branch_is_repo_locked_not_an_internal_error(layout: Layout) -> None:
+    apply(layout, writes={"user/a.md": doc("a")})
+    Path(layout.memory_root, ".git", "refs", "heads", "main.lock").write_text("")
+    with pytest.raises(RepoLocked, match="refs/heads/main"):
+        apply(layout, writes={"user/b.md": doc("b")})
+
+
+def test_stale_lock_of_an_object_we_write_is_removed(layout: Layout) -> None:
+    text = doc("b")
+    sha = repo.blob_id(text.encode())
+    lock = Path(layout.memory_root, ".git", "objects", sha[:2], sha[2:] + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("")
+    with pytest.raises(RepoLocked, match=sha):  # young: a live git process may own it
+        apply(layout, writes={"user/b.md": text})
+    os.utime(lock, (time.time() - 60, time.time() - 60))
+    result = apply(layout, writes={"user/b.md": text})
+    assert result.commit and not lock.exists()
+    assert git(layout.memory_root, "show", "HEAD:user/b.md") == text
+    assert_clean(layout.memory_root)
+
+
+def test_blob_id_matches_c_git(tmp_path: Path) -> None:
+    path = tmp_path / "x"
+    path.write_bytes(b"hello\n\x00binary")
+    assert repo.blob_id(path.read_bytes()) == git(tmp_path, "hash-object", str(path)).strip()
+
+
+def test_the_plan_reuses_the_writers_scan(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
+    """plan + MEMORY.md render inside run_writer cost no second walk of the work tree."""
+    apply(layout, writes={f"user/m{i}.md": doc(f"m{i}") for i in range(5)})
+    seen: list[int] = []
+
+    def no_walk(root: str) -> object:
+        raise AssertionError("walked the work tree again")
+
+    def plan() -> ChangeSet:
+        seen.append(len(workdir.scan_documents(layout.memory_root)))
+        return ChangeSet(op="remember", subject="x", writes={"user/x.md": doc("x")})
+
+    monkeypatch.setattr(workdir, "iter_memory_files", no_walk)
+    result = run_writer(layout, plan, identity=IDENTITY, host="h", now=NOW + timedelta(hours=1))
+    monkeypatch.undo()
+    assert seen == [5] and result.applied.commit
+    memory_md = Path(layout.memory_root, "MEMORY.md").read_text()
+    assert memory_md == render_index(layout.memory_root).text
+    assert_clean(layout.memory_root)
+
+
+def test_a_rewritten_file_is_parsed_again_within_a_shared_scan(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    path = tmp_path / "user" / "a.md"
+    path.parent.mkdir()
+    path.write_text(doc("a", body="one"))
+    st = path.stat()
+    files = {"user/a.md": (st.st_mtime_ns, st.st_size)}
+    with workdir.shared_scan(root, files):
+        assert workdir.scan_documents(root)[0].body.strip() == "one"
+        workdir.atomic_write(str(path), doc("a", body="two").encode(), st.st_mtime_ns)
+        assert workdir.scan_documents(root)[0].body.strip() == "two"  # same mtime and size
+    assert workdir._shared == []
+
+
+def full_sort_scan(root: str, limit: int) -> list[object]:
+    """scan_documents as it was: sort every file, parse in order until ``limit`` parse."""
+    files = sorted(
+        workdir.iter_memory_files(root),
+        key=lambda f: (-(f.mtime_ns / 1_000_000), f.filename, f.relative_path),
+    )
+    docs = []
+    for info in files:
+        parsed = workdir.load_document(info)
+        if parsed is not None:
+            docs.append(parsed)
+            if len(docs) >= limit:
+                break
+    return list(order_documents(docs, limit))
+
+
+def test_partial_sort_scan_equals_a_full_sort(tmp_path: Path) -> None:
+    """Only the newest 2 * limit files are sorted; ties in float ms must not change the order."""
+    base = 1_775_000_000_000_000_000
+    for i in range(500):
+        path = tmp_path / "user" / f"b{i % 7}" / f"m{i:03d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(doc(f"m{i:03d}") if i % 5 else "not a memory")  # 100 do not parse
+        mtime = base + (i // 40) * 1_000_000_000 + (i % 3) * 100  # same ms, different ns
+        os.utime(path, ns=(mtime, mtime))
+    root = str(tmp_path)
+    stats = {f.relative_path: (f.mtime_ns, f.size) for f in workdir.iter_memory_files(root)}
+    for limit in (20, 200, 450):  # 450: fewer than limit parse among the newest 2 * limit
+        expected = full_sort_scan(root, limit)
+        assert workdir.scan_documents(root, limit=limit) == expected
+        assert workdir.scan_documents(root, limit=limit, stats=stats) == expected
