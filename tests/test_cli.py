@@ -328,7 +328,8 @@ def test_review_suggests_without_changing_anything(memory: Path) -> None:
     before = head(memory)
     data = qmem(memory, "--json", "review").json()
     assert data["strategy"] == "heuristic"
-    assert {
-        k: v for k, v in data["suggestions"][0].items() if k != "reason"
-    } == {"kind": "outdated", "id": "project:The legacy billing service is frozen"}
+    assert {k: v for k, v in data["suggestions"][0].items() if k != "reason"} == {
+        "kind": "outdated",
+        "id": "project:The legacy billing service is frozen",
+    }
     assert head(memory) == before
