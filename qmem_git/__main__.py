@@ -105,27 +105,34 @@ def run_recall(
     import os
     import time
 
+    from qmem_git.core.paths import layout_for, model_may_be_configured
     from qmem_git.errors import QmemError
     from qmem_git.ops.recall import recall, result_to_json
-    from qmem_git.settings import build_settings
 
     started = time.monotonic()
+    env = os.environ
+    home = env.get("HOME") or os.path.expanduser("~")
     try:
-        settings = build_settings(os.environ, project=project, memory_dir=memory_dir)
+        layout = layout_for(project, memory_dir, env, home, os.getcwd(), os.path.lexists)
+        model = None
+        if model_may_be_configured(env, home, os.path.exists):
+            from qmem_git.settings import build_settings  # model settings: a slower import
+
+            model = build_settings(env, project=project, memory_dir=memory_dir).model
         result = recall(
-            settings.layout.memory_root,
-            settings.layout.state_dir,
+            layout.memory_root,
+            layout.state_dir,
             query,
             int(time.time() * 1000),
             limit=limit,
             excluded=tuple(exclude),
-            model=settings.model,  # None unless configured: requests is imported only then
+            model=model,  # None unless configured: requests is imported only then
         )
     except QmemError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return exc.exit_code
-    if settings.telemetry and os.path.isdir(settings.layout.state_dir):
-        _record_recall(settings.layout.state_dir, query, result, started)
+    if env.get("QMEM_TELEMETRY", "1") != "0" and os.path.isdir(layout.state_dir):
+        _record_recall(layout.state_dir, query, result, started)
     if as_json:
         import json
 

@@ -21,7 +21,7 @@ import os
 import posixpath
 import sys
 
-from qmem_git.core.paths import expand_dir, explicit_layout, resolve_layout
+from qmem_git.core.paths import expand_dir, layout_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -244,11 +244,7 @@ def memory_layout(
     project: str, memory_dir: str | None, env: Mapping[str, str], home: str
 ) -> tuple[str, str]:
     """(memory root, state dir) exactly as ``settings.build_settings`` resolves them."""
-    cwd = os.getcwd()
-    if memory_dir:
-        layout = explicit_layout(memory_dir, home, cwd)
-    else:
-        layout = resolve_layout(project, env, home, cwd, os.path.lexists)
+    layout = layout_for(project, memory_dir, env, home, os.getcwd(), os.path.lexists)
     return layout.memory_root, layout.state_dir
 
 

@@ -15,9 +15,10 @@ A broken file never breaks a command (recall runs on every prompt): it reads as 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from qmem_git.core.paths import config_file
 
 ENV_BASE_URL = "QMEM_LLM_BASE_URL"
 ENV_MODEL = "QMEM_LLM_MODEL"
@@ -91,12 +92,8 @@ class ModelConfigResult:
 
 
 def config_file_path(env: Mapping[str, str], home: str) -> str:
-    """``$QMEM_CONFIG``, else ``$XDG_CONFIG_HOME/qmem-git/config.json``, else ``~/.config/…``."""
-    explicit = env.get(ENV_CONFIG)
-    if explicit:
-        return explicit
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    return os.path.join(base, "qmem-git", "config.json")
+    """Where the config file is read from (see :func:`qmem_git.core.paths.config_file`)."""
+    return config_file(env, home)
 
 
 def load_model_config(env: Mapping[str, str], home: str) -> ModelConfigResult:

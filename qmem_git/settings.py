@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from qmem_git.core.paths import Layout, chats_dir, explicit_layout, resolve_layout
+from qmem_git.core.paths import Layout, chats_dir, layout_for
 from qmem_git.modelconfig import ModelConfig, load_model_config
 
 DEFAULT_LOCK_TIMEOUT = 30.0
@@ -43,12 +43,7 @@ def build_settings(
     """Resolve the layout from flags and env (``--memory-dir`` > spec §2 resolution)."""
     cwd = cwd or os.getcwd()
     home = home or env.get("HOME") or os.path.expanduser("~")
-    if memory_dir:
-        layout = explicit_layout(memory_dir, home, cwd)
-        if project:
-            layout = Layout(layout.memory_root, layout.state_dir, layout.mode, project)
-    else:
-        layout = resolve_layout(project or cwd, env, home, cwd, os.path.lexists)
+    layout = layout_for(project, memory_dir, env, home, cwd, os.path.lexists)
     return Settings(
         layout=layout,
         host=env.get("QMEM_HOST") or _hostname() or "localhost",

@@ -122,3 +122,38 @@ def is_inside(root: str, target: str) -> bool:
     """True when ``target`` is ``root`` or below it (spec §2.3), without touching the disk."""
     rel = posixpath.relpath(posixpath.normpath(target), posixpath.normpath(root))
     return rel == "." or not (rel == ".." or rel.startswith("../") or posixpath.isabs(rel))
+
+
+def layout_for(
+    project: str | None,
+    memory_dir: str | None,
+    env: Mapping[str, str],
+    home: str,
+    cwd: str,
+    exists: Callable[[str], bool],
+) -> Layout:
+    """The layout the global flags ask for: ``--memory-dir`` wins over spec §2 resolution."""
+    if memory_dir:
+        layout = explicit_layout(memory_dir, home, cwd)
+        if project:
+            return Layout(layout.memory_root, layout.state_dir, layout.mode, project)
+        return layout
+    return resolve_layout(project or cwd, env, home, cwd, exists)
+
+
+def config_file(env: Mapping[str, str], home: str) -> str:
+    """``$QMEM_CONFIG``, else ``$XDG_CONFIG_HOME/qmem-git/config.json``, else ``~/.config/…``."""
+    explicit = env.get("QMEM_CONFIG")
+    if explicit:
+        return explicit
+    base = env.get("XDG_CONFIG_HOME") or posixpath.join(home, ".config")
+    return posixpath.join(base, "qmem-git", "config.json")
+
+
+def model_may_be_configured(
+    env: Mapping[str, str], home: str, exists: Callable[[str], bool]
+) -> bool:
+    """False only when no model can be configured: lets recall skip loading model settings."""
+    return bool(
+        env.get("QMEM_LLM_BASE_URL") or env.get("QMEM_LLM_MODEL") or exists(config_file(env, home))
+    )
