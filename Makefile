@@ -14,11 +14,11 @@ $(PY):
 # compat editable mode: a plain .pth path entry; the default import-hook finder adds ~30 ms
 # to every process start, and recall runs before every prompt.
 $(RUNTIME): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e . --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e . --config-settings editable_mode=compat || $(PY) -m pip install -q -e .
 	touch $@
 
 $(DEV): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat || $(PY) -m pip install -q -e '.[dev]'
 	touch $@ $(RUNTIME)
 
 demo: $(RUNTIME)
