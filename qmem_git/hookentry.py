@@ -375,10 +375,15 @@ def on_session_start(hook: Hook, env: Mapping[str, str]) -> None:
     Companion mode means Qwen Code's own managed memory is on and already loads MEMORY.md,
     which must not be injected twice (§4 (3)).
     """
+    from qmem_git.integrations import agents
     from qmem_git.integrations.agents import COMPANION, detect_mode, index_context
 
     state = read_session(hook.state_dir, hook.session)
     write_session(hook.state_dir, hook.session, True, _offset(state))
+    if agents.has_remote(hook.memory_root):  # pull in the background; never block the session
+        pull = [["-q", *_scope(hook), "sync", "--no-push"]]
+        log = agents.log_path(hook.state_dir)
+        agents.spawn_detached(agents.worker_argv(pull, log, 0.0), hook.project)
     if detect_mode(hook.agent, env, hook.project, hook.home) == COMPANION:
         return
     index = cap_lines(index_context(hook.memory_root), SESSION_INDEX_BYTES)
@@ -421,15 +426,20 @@ def schedule(hook: Hook, env: Mapping[str, str], awaiting: bool | None) -> None:
         write_session(hook.state_dir, hook.session, awaiting, size or _offset(state))
         if mode == agents.ENGINE and (size is None or size == _offset(state)):
             return  # nothing new since the last extraction we started
-    scope = ["--project", hook.project]
-    scope += ["--memory-dir", hook.memory_dir] if hook.memory_dir else []
-    steps = agents.worker_steps(hook.event, mode, scope, transcript, hook.session)
+    sync = agents.has_remote(hook.memory_root)
+    steps = agents.worker_steps(hook.event, mode, _scope(hook), transcript, hook.session, sync)
     if not steps:
         return
     delay = agents.CLAUDE_FLUSH_DELAY_S if hook.agent == "claude" and transcript else 0.0
     log = agents.log_path(hook.state_dir)
     os.makedirs(hook.state_dir, exist_ok=True)
     agents.spawn_detached(agents.worker_argv(steps, log, delay), hook.project)
+
+
+def _scope(hook: Hook) -> list[str]:
+    """The global options that point a worker's qmem-git at this hook's memory."""
+    scope = ["--project", hook.project]
+    return scope + (["--memory-dir", hook.memory_dir] if hook.memory_dir else [])
 
 
 def transcript_for(hook: Hook, env: Mapping[str, str]) -> str | None:

@@ -168,22 +168,36 @@ def worker_steps(
     scope: Sequence[str],
     transcript: str | None,
     session_id: str,
+    sync: bool = False,
 ) -> list[list[str]]:
     """The qmem-git commands (after ``qmem-git``) a Stop/PreCompact/SessionEnd hook runs.
 
     ``scope`` holds the global options (``--project``/``--memory-dir``). Companion mode only
-    commits what Qwen Code wrote (no second extraction, no second dream).
+    commits what Qwen Code wrote (no second extraction, no second dream). With ``sync`` (a
+    remote is configured) the session ends with a push-sync.
     """
     base = ["-q", *scope]
-    if mode == COMPANION:
-        return [[*base, "snapshot"]]
     steps: list[list[str]] = []
-    if transcript:
-        session = ["--session-id", session_id] if session_id else []
-        steps.append([*base, "extract", "--transcript", transcript, *session])
-    if event == "SessionEnd":
-        steps.append([*base, "dream", *(["--session-id", session_id] if session_id else [])])
+    if mode == COMPANION:
+        steps.append([*base, "snapshot"])
+    else:
+        if transcript:
+            session = ["--session-id", session_id] if session_id else []
+            steps.append([*base, "extract", "--transcript", transcript, *session])
+        if event == "SessionEnd":
+            steps.append([*base, "dream", *(["--session-id", session_id] if session_id else [])])
+    if sync and event == "SessionEnd":
+        steps.append([*base, "sync"])
     return steps
+
+
+def has_remote(memory_root: str) -> bool:
+    """True when the memory repository has a git remote to sync with (reads .git/config)."""
+    try:
+        with open(os.path.join(memory_root, ".git", "config"), encoding="utf-8") as handle:
+            return '[remote "' in handle.read()
+    except OSError:
+        return False
 
 
 def worker_argv(steps: Sequence[Sequence[str]], log: str, delay: float) -> list[str]:

@@ -1,0 +1,63 @@
+"""Hooks and sync: SessionEnd pushes to the remote, SessionStart pulls in the background."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from integrations.test_hooks_e2e import FIXTURES, Session, context_of
+from qmem_git.store.remotes import create_bare_repository
+
+
+def remote_head(bare: Path) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(bare), "rev-parse", "--verify", "-q", "refs/heads/main"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip()
+
+
+def poll(condition: object, seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if callable(condition) and condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_session_end_pushes_and_session_start_pulls(tmp_path: Path) -> None:
+    bare = tmp_path / "shared" / "memory.git"
+    create_bare_repository(str(bare))
+    transcript = FIXTURES / "transcripts" / "claude-session.jsonl"
+    laptop, desk = (machine(tmp_path / name, transcript) for name in ("laptop", "desk"))
+
+    laptop.qmem("init", "--remote", str(bare))
+    laptop.qmem("remember", "--type", "project", "Canary deploys roll out to 5% first")
+    context_of(laptop.hook("SessionStart", laptop.payload("session-start")), "SessionStart")
+    laptop.hook("SessionEnd", laptop.payload("session-end"))
+    assert poll(lambda: remote_head(bare) == head(laptop)), laptop.state_dir / "hook.log"
+
+    desk.qmem("clone", str(bare))
+    laptop.qmem("remember", "--type", "project", "The staging database is rebuilt nightly")
+    laptop.qmem("sync")
+    assert "rebuilt nightly" not in desk.qmem("recall", "staging database nightly")
+    desk.hook("SessionStart", desk.payload("session-start"))  # pull-sync in the background
+    assert poll(lambda: "rebuilt nightly" in desk.qmem("recall", "staging database nightly"))
+
+
+def machine(home: Path, transcript: Path) -> Session:
+    home.mkdir(parents=True)
+    return Session(home, "claude", transcript)
+
+
+def head(session: Session) -> str:
+    return subprocess.run(
+        ["git", "-C", str(session.memory_root), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
