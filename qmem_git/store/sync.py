@@ -47,7 +47,7 @@ from qmem_git.errors import InvalidMemoryFile, QmemError, RemoteError, RepoLocke
 from qmem_git.store import gitindex
 from qmem_git.store.remotes import Transport, remote_error, socket_timeout, tracking_ref
 from qmem_git.store.repo import BRANCH, Identity, Repository, blob_id
-from qmem_git.store.workdir import TEMP_MARKER, atomic_write, fsync_dir, render_index
+from qmem_git.store.workdir import atomic_write, fsync_dir, render_index
 
 if TYPE_CHECKING:
     from dulwich.object_store import BaseObjectStore, DiskObjectStore
@@ -712,21 +712,8 @@ def _replace_file(path: str, data: bytes, mtime_ns: int | None) -> str:
     No fsync per file: a file torn by a power cut is invalid or differs from HEAD, and the
     next writer's recovery restores HEAD's version or commits it (``store.recovery``).
     """
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, "." + os.path.basename(path) + TEMP_MARKER + os.urandom(6).hex())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        if mtime_ns is not None:
-            os.utime(tmp, ns=(mtime_ns, mtime_ns))
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return directory
+    atomic_write(path, data, mtime_ns, durable=False)
+    return os.path.dirname(path)
 
 
 def _prune_dirs(root: str, rel: str) -> None:

@@ -80,16 +80,23 @@ class FileInfo(NamedTuple):
         return self.relative_path.rsplit("/", 1)[-1]
 
 
-def atomic_write(path: str, data: bytes, mtime_ns: int | None = None) -> None:
-    """Temp file in the same dir, fsync, replace, fsync the dir; mtime (optional) set first."""
+def atomic_write(
+    path: str, data: bytes, mtime_ns: int | None = None, *, durable: bool = True
+) -> None:
+    """Temp file in the same dir, fsync, replace, fsync the dir; mtime (optional) set first.
+
+    ``durable=False`` skips both fsyncs, for callers that write many files and fsync each
+    folder once themselves (a checkout from history during sync).
+    """
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = _create_temp(directory, "." + os.path.basename(path) + TEMP_MARKER)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
         if mtime_ns is not None:
             os.utime(tmp, ns=(mtime_ns, mtime_ns))
@@ -98,7 +105,8 @@ def atomic_write(path: str, data: bytes, mtime_ns: int | None = None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    fsync_dir(directory)
+    if durable:
+        fsync_dir(directory)
     _forget_parsed(path)
 
 
