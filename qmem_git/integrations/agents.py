@@ -40,22 +40,11 @@ def log_path(state_dir: str) -> str:
 
 def append_log(path: str, message: str, cap: int = LOG_CAP_BYTES) -> None:
     """One timestamped line; past ``cap`` the log moves to ``hook.log.1``. Never raises."""
+    from qmem_git.store.telemetry import append_rotating
+
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     line = f"{stamp} [{os.getpid()}] {message.replace(chr(10), ' | ')}\n".encode()
-    try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        if os.path.getsize(path) + len(line) > cap:
-            os.replace(path, path + ".1")
-    except OSError:
-        pass
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+    append_rotating(path, line, cap)
 
 
 # --------------------------------------------------------------------------- context

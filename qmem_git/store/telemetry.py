@@ -23,10 +23,14 @@ def record_event(state_dir: str, event: Mapping[str, Any]) -> None:
 
 def append_line(state_dir: str, line: str) -> None:
     """Append one already-encoded JSON record (the recall hot path builds it without json)."""
-    path = os.path.join(state_dir, TELEMETRY_FILE)
-    data = (line + "\n").encode("utf-8")
+    append_rotating(os.path.join(state_dir, TELEMETRY_FILE), (line + "\n").encode(), ROTATE_BYTES)
+
+
+def append_rotating(path: str, data: bytes, cap: int) -> None:
+    """Append ``data``; past ``cap`` bytes the file first moves to ``<path>.1``. Never raises."""
     try:
-        if os.path.getsize(path) + len(data) > ROTATE_BYTES:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        if os.path.getsize(path) + len(data) > cap:
             os.replace(path, path + ".1")
     except OSError:
         pass
@@ -36,6 +40,8 @@ def append_line(state_dir: str, line: str) -> None:
         return
     try:
         os.write(fd, data)
+    except OSError:
+        pass
     finally:
         os.close(fd)
 
