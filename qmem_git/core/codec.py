@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qmem_git.core.model import Document, MemoryType, is_memory_type
+from qmem_git.core import frontmatter
+from qmem_git.core.model import Document, MemoryType
 
-FENCE = "---\n"
+FENCE = frontmatter.FENCE
 
 
 @dataclass(frozen=True)
@@ -23,53 +24,30 @@ class Split:
 
 
 def split_frontmatter(text: str) -> Split | None:
-    """Split ``---\\n<fm>\\n---[\\n]<body>``; None when not fenced (spec §4.2 step 2)."""
-    text = text.replace("\r\n", "\n")
-    if not text.startswith(FENCE):
-        return None
-    end = text.find("\n---", len(FENCE) - 1)
-    if end < 0:
-        return None
-    frontmatter = text[len(FENCE) : end]
-    if not frontmatter.strip():
-        return None
-    rest = end + len("\n---")
-    if text.startswith("\n", rest):
-        rest += 1
-    return Split(frontmatter, text[rest:], text.count("\n", 0, rest) + 1)
+    """Split ``---\n<fm>\n---[\n]<body>``; None when the text is not fenced (spec §4.2 step 2)."""
+    parts = frontmatter.split(text)
+    return Split(*parts) if parts is not None else None
 
 
-def frontmatter_field(frontmatter: str, key: str) -> str | None:
+def frontmatter_field(text: str, key: str) -> str | None:
     """First line starting with ``key:`` (column 0); value trimmed, quotes kept, empty = absent."""
-    prefix = key + ":"
-    for line in frontmatter.split("\n"):
-        if line.startswith(prefix):
-            value = line[len(prefix) :].strip()
-            return value or None
-    return None
+    return frontmatter.field(text, key)
 
 
 def parse_document(text: str, relative_path: str, mtime_ms: float) -> Document | None:
     """Parse a memory document, or None when the text is not one (spec §4.2)."""
-    split = split_frontmatter(text)
-    if split is None:
+    fields = frontmatter.parse_fields(text)
+    if fields is None:
         return None
-    kind = frontmatter_field(split.frontmatter, "type")
-    if kind is None or not is_memory_type(kind):
-        return None
-    title = (
-        frontmatter_field(split.frontmatter, "name")
-        or frontmatter_field(split.frontmatter, "title")
-        or kind
-    )
+    kind, title, description, body, front = fields
     return Document(
         type=_as_type(kind),
         relative_path=relative_path,
         title=title,
-        description=frontmatter_field(split.frontmatter, "description") or "",
-        body=split.body.strip(),
+        description=description,
+        body=body,
         mtime_ms=mtime_ms,
-        frontmatter=split.frontmatter,
+        frontmatter=front,
     )
 
 

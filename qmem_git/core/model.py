@@ -5,12 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, MAX_SCANNED_DOCUMENTS
+
 MemoryType = Literal["user", "feedback", "project", "reference"]
 MEMORY_TYPES: tuple[MemoryType, ...] = get_args(MemoryType)
 
-INDEX_NAME = "MEMORY.md"
-MAX_SCANNED_DOCUMENTS = 200
-MAX_FILE_BYTES = 256 * 1024
+__all__ = [
+    "INDEX_NAME",
+    "MAX_FILE_BYTES",
+    "MAX_SCANNED_DOCUMENTS",
+    "MEMORY_TYPES",
+    "Document",
+    "Entry",
+    "MemoryType",
+    "is_memory_type",
+]
 
 
 def is_memory_type(value: str) -> bool:

@@ -2,34 +2,34 @@
 
 Recall runs on every prompt (ARCHITECTURE §6), so a warm scan is one directory walk with
 ``lstat`` plus one ``marshal`` load; only files whose key changed are read and parsed. The
-module deliberately imports only ``os`` and ``marshal``: ``store.workdir`` pulls in
-``tempfile`` and ``core.model`` pulls in ``dataclasses``/``typing`` (together ~40-50 ms of
-start-up on the hook path), so the scan rules of ``workdir.iter_memory_files`` and the lenient
-parse of ``codec.parse_document`` are mirrored here; tests pin both to the originals.
+module imports only ``os``, ``marshal`` and the light modules it shares with the rest of the
+store (``store.walk`` for the file rules, ``core.frontmatter`` for the lenient parse), keeping
+``dataclasses``/``typing`` (~40-50 ms of start-up) off the hook path.
 """
 
 from __future__ import annotations
 
 import marshal
 import os
-import stat
+
+from qmem_git.core.frontmatter import parse_fields
+from qmem_git.core.limits import MAX_SCANNED_DOCUMENTS
+from qmem_git.store.walk import read_text
+from qmem_git.store.walk import walk as walk_memory_files
+
+__all__ = ["CachedDoc", "load_cache", "parse_fields", "read_text", "save_cache", "scan_cached"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from qmem_git.core.frontmatter import Fields
     from qmem_git.core.model import Document, MemoryType
+    from qmem_git.store.walk import Found
 
-    # (type, title, description, body, frontmatter) of a memory document, None for other files
-    Fields = tuple[str, str, str, str, str]
     # cache value: (mtime_ns, size, fields or None)
     Entry = tuple[int, int, Fields | None]
-    # a walked file; sorting these gives scan order: (-mtime_ms, basename, rel, mtime_ns, size)
-    Found = tuple[float, str, str, int, int]
 
 CACHE_FILE = os.path.join("cache", "recall-docs.marshal")
 CACHE_FORMAT = "qmem-recall-docs/1"
-INDEX_NAME = "MEMORY.md"  # = core.model.INDEX_NAME
-MAX_FILE_BYTES = 256 * 1024  # = core.model.MAX_FILE_BYTES
-MAX_SCANNED_DOCUMENTS = 200  # = core.model.MAX_SCANNED_DOCUMENTS
 _TYPES: dict[str, MemoryType] = {
     "user": "user",
     "feedback": "feedback",
@@ -121,88 +121,6 @@ def collect_documents(
         if fields and kind:
             docs.append(CachedDoc(rel, fields, kind, -neg_mtime_ms))
     return docs, new, parsed
-
-
-def walk_memory_files(root: str) -> list[Found]:
-    """Regular ``*.md`` files except MEMORY.md, dot-dirs, symlinks and files over 256 KiB.
-
-    Same rules as ``store.workdir.iter_memory_files`` but yields plain tuples (cheaper than
-    10,000 dataclass instances) that sort straight into scan order.
-    """
-    found: list[Found] = []
-    stack = [("", root)]
-    while stack:
-        prefix, directory = stack.pop()
-        try:
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    _visit(entry, prefix, stack, found)
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            continue
-    return found
-
-
-def _visit(
-    entry: os.DirEntry[str], prefix: str, stack: list[tuple[str, str]], found: list[Found]
-) -> None:
-    name = entry.name
-    if entry.is_symlink():
-        return
-    if entry.is_dir(follow_symlinks=False):
-        if name[0] != ".":
-            stack.append((prefix + name + "/", entry.path))
-        return
-    if not name.endswith(".md") or name == INDEX_NAME:
-        return
-    try:
-        info = entry.stat(follow_symlinks=False)
-    except OSError:  # removed by a concurrent writer between listing and stat
-        return
-    if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE_BYTES:
-        mtime_ns = info.st_mtime_ns
-        # float milliseconds first, as core.index.scan_order_key sorts
-        found.append((-(mtime_ns / 1_000_000), name, prefix + name, mtime_ns, info.st_size))
-
-
-def read_text(path: str) -> str | None:
-    """File text as UTF-8, or None when it cannot be read or decoded (as store.workdir)."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def parse_fields(text: str | None) -> Fields | None:
-    """Mirror of ``core.codec.parse_document`` (spec §4.2) returning a plain tuple."""
-    if text is None:
-        return None
-    text = text.replace("\r\n", "\n")
-    if not text.startswith("---\n"):
-        return None
-    end = text.find("\n---", 3)
-    if end < 0:
-        return None
-    frontmatter = text[4:end]
-    if not frontmatter.strip():
-        return None
-    rest = end + 4
-    if text.startswith("\n", rest):
-        rest += 1
-    kind = _field(frontmatter, "type")
-    if kind is None or kind not in _TYPES:
-        return None
-    title = _field(frontmatter, "name") or _field(frontmatter, "title") or kind
-    description = _field(frontmatter, "description") or ""
-    return (kind, title, description, text[rest:].strip(), frontmatter)
-
-
-def _field(frontmatter: str, key: str) -> str | None:
-    prefix = key + ":"
-    for line in frontmatter.split("\n"):
-        if line.startswith(prefix):
-            return line[len(prefix) :].strip() or None
-    return None
 
 
 def load_cache(path: str, root: str) -> dict[str, Entry]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import heapq
 import os
-import stat
 from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 from qmem_git.core.codec import parse_document
 from qmem_git.core.index import IndexResult, build_index, order_documents
-from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, MAX_SCANNED_DOCUMENTS, Document
+from qmem_git.core.model import INDEX_NAME, MAX_SCANNED_DOCUMENTS, Document
+from qmem_git.store.walk import read_text as read_text  # re-exported: ops read through here
+from qmem_git.store.walk import walk
 
 TEMP_MARKER = ".qmem-tmp-"
 # scan order (core.index.scan_order_key): -mtime in float ms, basename, relative path; then
@@ -129,44 +130,9 @@ def fsync_dir(directory: str) -> None:
 
 
 def iter_memory_files(root: str) -> Iterator[FileInfo]:
-    """Regular ``*.md`` files under root, except MEMORY.md, dot-dirs, symlinks and big files.
-
-    Dot-*files* ending in ``.md`` are listed: spec §5 lists every ``*.md`` file, and Qwen Code
-    indexes them, so skipping them would make our MEMORY.md differ from its.
-    """
-    stack = [("", root)]
-    while stack:
-        prefix, directory = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            continue
-        for entry in entries:
-            name = entry.name
-            if entry.is_symlink():
-                continue
-            rel = prefix + name
-            if entry.is_dir(follow_symlinks=False):
-                if not name.startswith("."):
-                    stack.append((rel + "/", entry.path))
-                continue
-            if not name.endswith(".md") or name == INDEX_NAME:
-                continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:  # removed by a concurrent writer between listing and stat
-                continue
-            if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE_BYTES:
-                yield FileInfo(rel, entry.path, info.st_mtime_ns, info.st_size)
-
-
-def read_text(path: str) -> str | None:
-    """File text as UTF-8, or None when it cannot be read or decoded."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+    """Regular ``*.md`` memory files under root (the rules of :mod:`qmem_git.store.walk`)."""
+    for _, _, rel, mtime_ns, size in walk(root):
+        yield FileInfo(rel, os.path.join(root, rel), mtime_ns, size)
 
 
 def load_document(info: FileInfo) -> Document | None:

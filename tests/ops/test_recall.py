@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qmem_git.core import model
+from qmem_git.core import limits, model
 from qmem_git.core.codec import parse_document
 from qmem_git.ops.recall import recall, relative_to_root, result_to_json
 from qmem_git.store import doccache
@@ -326,10 +326,8 @@ def test_cached_scan_equals_workdir_scan(tmp_path: Path) -> None:
         assert [d.to_document() for d in docs] == expected
 
 
-def test_constants_mirror_the_model() -> None:
-    assert doccache.INDEX_NAME == model.INDEX_NAME
-    assert doccache.MAX_FILE_BYTES == model.MAX_FILE_BYTES
-    assert doccache.MAX_SCANNED_DOCUMENTS == model.MAX_SCANNED_DOCUMENTS
+def test_light_type_names_mirror_the_model() -> None:
+    assert limits.TYPE_NAMES == model.MEMORY_TYPES
     assert tuple(doccache._TYPES) == model.MEMORY_TYPES
 
 

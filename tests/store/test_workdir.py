@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
@@ -171,10 +172,10 @@ def test_iter_tolerates_file_vanishing_during_scan(
     write_doc(tmp_path, "b.md")
     real_scandir = os.scandir
 
-    def scandir_then_delete(path: str) -> list[os.DirEntry[str]]:
+    def scandir_then_delete(path: str) -> contextlib.nullcontext[list[os.DirEntry[str]]]:
         entries = list(real_scandir(path))
         os.unlink(os.path.join(path, "a.md"))
-        return entries
+        return contextlib.nullcontext(entries)
 
     monkeypatch.setattr(workdir.os, "scandir", scandir_then_delete)
     assert [info.relative_path for info in iter_memory_files(str(tmp_path))] == ["b.md"]

@@ -1,0 +1,9 @@
+"""Fixed names and limits of the memory format (spec §1), in a module that costs nothing to import.
+
+The per-prompt recall path reads these; ``core.model`` re-exports them for everyone else.
+"""
+
+INDEX_NAME = "MEMORY.md"
+MAX_SCANNED_DOCUMENTS = 200
+MAX_FILE_BYTES = 256 * 1024
+TYPE_NAMES = ("user", "feedback", "project", "reference")
