@@ -13,7 +13,6 @@ A scheduled dream runs as::
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,9 +37,9 @@ from qmem_git.store.consolidation import (
     read_last_scan,
     record_scan,
 )
+from qmem_git.store.state import load_meta
 from qmem_git.store.workdir import read_text, scan_documents
 
-META_NAME = "meta.json"
 DEDUPED_TRAILER = "Qmem-Deduped"
 
 
@@ -140,16 +139,6 @@ def dream_meta_updates(
     return updates
 
 
-def read_meta(state_dir: str) -> dict[str, Any]:
-    """meta.json as a dict; missing or corrupt reads as empty (spec §3.2: best effort)."""
-    try:
-        with open(os.path.join(state_dir, META_NAME), encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def gate_dream(
     state_dir: str,
     chats_dir: str,
@@ -172,7 +161,7 @@ def gate_dream(
         return skipped(DISABLED)
     result = evaluate_gates(
         enabled=True,
-        meta=read_meta(state_dir),
+        meta=load_meta(state_dir),
         session_id=session_id,
         now=now,
         min_hours=min_hours,

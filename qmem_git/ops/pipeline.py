@@ -47,9 +47,9 @@ def emit_event(settings: Settings, name: str, now: datetime, **fields: object) -
 def _remember_own_stamps(settings: Settings) -> None:
     """Our own extract/dream stamps meta.json too; a later snapshot must not credit them to
     the companion tool, so the snapshot record is moved along with them."""
-    from qmem_git.ops.snapshot import load_meta, save_snapshot_meta
+    from qmem_git.ops.snapshot import save_snapshot_meta
 
-    save_snapshot_meta(settings.layout.state_dir, load_meta(settings.layout.state_dir))
+    save_snapshot_meta(settings.layout.state_dir, state.load_meta(settings.layout.state_dir))
 
 
 # --------------------------------------------------------------------------- extract

@@ -8,7 +8,6 @@ snapshot says which of them produced the change. A tiny record in the state dir
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,10 +17,10 @@ from qmem_git.core.changes import ChangeSet
 from qmem_git.core.statefile import dumps_state, parse_iso
 from qmem_git.ops.history import entry_delta, memory_type, topics_of
 from qmem_git.store.history import WorkChange, open_history
+from qmem_git.store.state import load_meta, read_json_object
 from qmem_git.store.workdir import atomic_write
 
 SNAPSHOT_META = "snapshot-meta.json"
-META_FILE = "meta.json"
 RECORD_VERSION = 1
 TRACKED_KEYS = (
     "lastExtractionAt",
@@ -44,14 +43,9 @@ class SnapshotPlan:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def load_meta(state_dir: str) -> dict[str, Any]:
-    """meta.json as a dict; missing or corrupt reads as empty (spec §3.2: best effort)."""
-    return _read_json(os.path.join(state_dir, META_FILE)) or {}
-
-
 def load_snapshot_meta(state_dir: str) -> dict[str, Any] | None:
     """The meta stamps recorded at the last snapshot, or None before the first one."""
-    record = _read_json(os.path.join(state_dir, SNAPSHOT_META))
+    record = read_json_object(os.path.join(state_dir, SNAPSHOT_META))
     if record is None or record.get("version") != RECORD_VERSION:
         return None
     meta = record.get("meta")
@@ -175,12 +169,3 @@ def _session(op: str, meta: dict[str, Any]) -> str | None:
 
 def _text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", "replace")
-
-
-def _read_json(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None

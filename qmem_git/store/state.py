@@ -43,14 +43,24 @@ def _create_exclusive(path: str, data: bytes) -> bool:
     return True
 
 
-def read_meta(layout: Layout) -> dict[str, Any] | None:
-    """meta.json as a dict; None when missing or corrupt (metadata is best effort, spec §3.2)."""
+def read_json_object(path: str) -> dict[str, Any] | None:
+    """A JSON object from a state file; None when missing, unreadable or not an object."""
     try:
-        with open(layout.state_file(META), encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def read_meta(layout: Layout) -> dict[str, Any] | None:
+    """meta.json as a dict; None when missing or corrupt (metadata is best effort, spec §3.2)."""
+    return read_json_object(layout.state_file(META))
+
+
+def load_meta(state_dir: str) -> dict[str, Any]:
+    """meta.json of a state dir; missing or corrupt reads as empty (spec §3.2: best effort)."""
+    return read_json_object(os.path.join(state_dir, META)) or {}
 
 
 def update_meta(layout: Layout, changes: dict[str, Any], now: datetime) -> None:

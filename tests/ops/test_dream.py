@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from qmem_git.core.statefile import iso_ms, update_fields
-from qmem_git.ops.dream import DreamOpPlan, gate_dream, plan_dream_op, read_meta
+from qmem_git.ops.dream import DreamOpPlan, gate_dream, plan_dream_op
 from qmem_git.store.consolidation import LOCK_NAME, current_owner, render_lock, try_acquire
+from qmem_git.store.state import load_meta
 
 SESSION = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 
@@ -156,9 +157,9 @@ def test_same_session_and_min_hours_from_meta(state: Path, tmp_path: Path) -> No
 
 def test_corrupt_meta_reads_as_never_dreamed(state: Path, tmp_path: Path) -> None:
     (state / "meta.json").write_text("{oops")
-    assert read_meta(str(state)) == {}
+    assert load_meta(str(state)) == {}
     (state / "meta.json").write_text("[1]")
-    assert read_meta(str(state)) == {}
+    assert load_meta(str(state)) == {}
     now = datetime.now(timezone.utc)
     assert gate_dream(str(state), str(chats_with(tmp_path, 5)), SESSION, now).proceed
 
@@ -167,7 +168,7 @@ def test_session_count_gate_and_the_cross_process_throttle(state: Path, tmp_path
     chats = chats_with(tmp_path, 4)
     first = gate_dream(str(state), str(chats), SESSION, NOW)
     assert (first.reason, first.sessions) == ("min_sessions", 4)  # checklist 52
-    assert read_meta(str(state)) == {}
+    assert load_meta(str(state)) == {}
     chats_with(tmp_path, 3)
     later = gate_dream(str(state), str(chats), SESSION, NOW + timedelta(minutes=5))
     assert (later.reason, later.scanned) == ("min_sessions", False)  # checklist 53
@@ -228,7 +229,7 @@ def test_completed_scheduled_dream_records_meta_and_frees_the_lock(
     with lock:
         plan = plan_dream_op(str(root), now, session_id=SESSION)
         apply(root, plan, state)
-    meta = read_meta(str(state))
+    meta = load_meta(str(state))
     assert meta["lastDreamAt"] == iso_ms(now)
     assert meta["lastDreamSessionId"] == SESSION
     assert meta["lastDreamStatus"] == "updated"
