@@ -22,7 +22,7 @@ from qmem_git.ops.extract import ExtractPlan, plan_extract
 from qmem_git.ops.forget import ForgetOpPlan, plan_forget_op
 from qmem_git.ops.lifecycle import ensure_repository
 from qmem_git.ops.models import Strategy
-from qmem_git.ops.runner import Outcome, execute
+from qmem_git.ops.runner import Outcome, plan_and_execute
 from qmem_git.settings import Settings
 from qmem_git.store import state
 from qmem_git.store.telemetry import record_event
@@ -145,22 +145,20 @@ def _extract_once(
     planner = extract_planner(model, lambda: scan_documents(layout.memory_root))
     if model is not None:  # ask the model before taking the writer lock
         warm_extract(planner, transcript, request.session_id, state.read_cursor(layout))
-    holder: list[ExtractPlan] = []
-
-    def plan() -> ChangeSet:
-        extract_plan = plan_extract(
+    extract_plan, outcome = plan_and_execute(
+        settings,
+        lambda: plan_extract(
             layout.memory_root,
             transcript,
             request.session_id,
             state.read_cursor(layout),
             now,
             planner=planner,
-        )
-        holder.append(extract_plan)
-        return _changeset_or_empty(extract_plan.changeset, "extract")
-
-    outcome = execute(settings, plan, now, dry_run=dry_run)
-    extract_plan = holder[-1]
+        ),
+        lambda p: _changeset_or_empty(p.changeset, "extract"),
+        now,
+        dry_run=dry_run,
+    )
     if extract_plan.skipped_reason:
         status = "skipped"
     else:
@@ -224,12 +222,18 @@ def run_dream(
     gate = gate_dream(layout.state_dir, settings.chats_dir, session_id or "", now, force=force)
     if not gate.proceed:
         return DreamOutcome("skipped", gate.reason)
-    if dry_run:
-        plan = plan_dream_op(
+
+    def plan() -> DreamOpPlan:
+        return plan_dream_op(
             layout.memory_root, now, session_id=session_id, manual=force, planner=dreamer
         )
-        cs = _changeset_or_empty(plan.changeset, "dream")
-        return DreamOutcome("dry-run", None, plan, Outcome(cs, None, None))
+
+    def changeset_of(p: DreamOpPlan) -> ChangeSet:
+        return _changeset_or_empty(p.changeset, "dream")
+
+    if dry_run:
+        dry_plan, dry_outcome = plan_and_execute(settings, plan, changeset_of, now, dry_run=True)
+        return DreamOutcome("dry-run", None, dry_plan, dry_outcome)
     lock = try_acquire(layout.state_dir, now)
     if lock is None:
         return DreamOutcome("skipped", "locked")
@@ -237,18 +241,7 @@ def run_dream(
     with lock:
         if model is not None:  # ask the model before taking the writer lock
             warm_dream(dreamer, layout.memory_root)
-        holder: list[DreamOpPlan] = []
-
-        def plan_op() -> ChangeSet:
-            holder.append(
-                plan_dream_op(
-                    layout.memory_root, now, session_id=session_id, manual=force, planner=dreamer
-                )
-            )
-            return _changeset_or_empty(holder[-1].changeset, "dream")
-
-        outcome = execute(settings, plan_op, now)
-        dream_plan = holder[-1]
+        dream_plan, outcome = plan_and_execute(settings, plan, changeset_of, now)
         state.update_meta(layout, dream_plan.meta_updates, now)
         _remember_own_stamps(settings)
     status = "updated" if dream_plan.touched_topics else "noop"
@@ -295,16 +288,15 @@ def run_forget(
     started = time.monotonic()
     if model is not None and not ids:  # ask the model before taking the writer lock
         warm_forget(selector, layout.memory_root, query)
-    holder: list[ForgetOpPlan] = []
-
-    def plan() -> ChangeSet:
-        holder.append(
-            plan_forget_op(layout.memory_root, query=query, ids=ids, now=now, selector=selector)
-        )
-        return _changeset_or_empty(holder[-1].changeset, "forget")
-
-    outcome = execute(settings, plan, now, dry_run=dry_run)
-    forget_plan = holder[-1]
+    forget_plan, outcome = plan_and_execute(
+        settings,
+        lambda: plan_forget_op(
+            layout.memory_root, query=query, ids=ids, now=now, selector=selector
+        ),
+        lambda p: _changeset_or_empty(p.changeset, "forget"),
+        now,
+        dry_run=dry_run,
+    )
     if not forget_plan.matches:
         raise NothingToDo(
             f"no memory matches {query!r}" if query else "no memory matches those ids",
@@ -348,15 +340,14 @@ def run_restore(
 
     ensure_repository(settings, now)
     root = settings.layout.memory_root
-    holder: list[list[Any]] = []
-
-    def plan() -> ChangeSet:
-        candidates = find_restorable(root, query, ids, from_rev)
-        holder.append(candidates)
-        return plan_restore(root, candidates)
-
-    outcome = execute(settings, plan, now, dry_run=dry_run)
-    return RestoreOutcome(holder[-1], outcome)
+    candidates, outcome = plan_and_execute(
+        settings,
+        lambda: find_restorable(root, query, ids, from_rev),
+        lambda found: plan_restore(root, found),
+        now,
+        dry_run=dry_run,
+    )
+    return RestoreOutcome(candidates, outcome)
 
 
 @dataclass(frozen=True)
@@ -369,14 +360,18 @@ def run_snapshot(
     settings: Settings, now: datetime, *, op: str | None = None, dry_run: bool = False
 ) -> SnapshotOutcome:
     """Commit what another tool (Qwen Code's own memory) changed, op inferred (companion mode)."""
-    from qmem_git.ops.snapshot import load_snapshot_meta, plan_snapshot, save_snapshot_meta
+    from qmem_git.ops.snapshot import (
+        SnapshotPlan,
+        load_snapshot_meta,
+        plan_snapshot,
+        save_snapshot_meta,
+    )
     from qmem_git.store.recovery import default_is_valid, quarantine_files
 
     ensure_repository(settings, now)
     layout = settings.layout
-    holder: list[Any] = []
 
-    def plan() -> ChangeSet:
+    def plan() -> SnapshotPlan:
         snap = plan_snapshot(
             layout.memory_root,
             layout.state_dir,
@@ -384,13 +379,18 @@ def run_snapshot(
             is_valid=default_is_valid,
             op=op,
         )
-        holder.append(snap)
         if snap.quarantine and not dry_run:
             quarantine_files(layout, snap.quarantine, now)
-        return _changeset_or_empty(snap.changeset, op or "snapshot")
+        return snap
 
-    outcome = execute(settings, plan, now, dry_run=dry_run, recover_worktree=False)
-    snap = holder[-1]
+    snap, outcome = plan_and_execute(
+        settings,
+        plan,
+        lambda p: _changeset_or_empty(p.changeset, op or "snapshot"),
+        now,
+        dry_run=dry_run,
+        recover_worktree=False,
+    )
     if not dry_run:
         save_snapshot_meta(layout.state_dir, snap.meta)
     return SnapshotOutcome(outcome, tuple(snap.quarantine))

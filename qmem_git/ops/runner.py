@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.settings import Settings
@@ -50,3 +51,29 @@ def execute(
     )
     commit = result.applied.commit if result.applied else None
     return Outcome(result.changeset, commit, result.recovery, result.applied)
+
+
+P = TypeVar("P")
+
+
+def plan_and_execute(
+    settings: Settings,
+    plan: Callable[[], P],
+    changeset_of: Callable[[P], ChangeSet],
+    now: datetime,
+    *,
+    dry_run: bool = False,
+    recover_worktree: bool = True,
+) -> tuple[P, Outcome]:
+    """:func:`execute` for operations whose plan carries more than its ChangeSet.
+
+    ``plan`` still runs under the writer lock; its full result comes back with the outcome.
+    """
+    planned: list[P] = []
+
+    def changeset() -> ChangeSet:
+        planned.append(plan())
+        return changeset_of(planned[-1])
+
+    outcome = execute(settings, changeset, now, dry_run=dry_run, recover_worktree=recover_worktree)
+    return planned[-1], outcome
