@@ -63,3 +63,24 @@ def git_exe() -> str:
     exe = shutil.which("git")
     assert exe, "C git is required by the test suite (apt-get install git)"
     return exe
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Path:
+    """A folder served to remotes, holding one empty bare repository ``mem.git``."""
+    from servers import init_bare
+
+    root = tmp_path / "served"
+    root.mkdir()
+    init_bare(root / "mem.git")
+    return root
+
+
+@pytest.fixture
+def daemon(served: Path) -> Iterator[object]:
+    """``git daemon`` on 127.0.0.1 exporting ``served`` (receive-pack enabled)."""
+    from servers import GitDaemon
+
+    server = GitDaemon(served).start()
+    yield server
+    server.stop()

@@ -10,33 +10,17 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from clihelpers import assert_clean_repo, git, head, one_error_line, qmem, trailers
-from servers import GitDaemon, HttpGitServer, Machine, closed_port, fsck_strict, init_bare
+from servers import GitDaemon, HttpGitServer, Machine, closed_port, fsck_strict
 
 ROUNDS = 22
 WORDS = ["billing", "search", "gateway", "ledger", "mailer", "indexer", "scheduler", "vault"]
 LONG_PREFIX = (
     "Shared naming convention for the platform team covers every service in the mono repo "
 )
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Path:
-    root = tmp_path / "served"
-    root.mkdir()
-    init_bare(root / "mem.git")
-    return root
-
-
-@pytest.fixture
-def daemon(served: Path) -> Iterator[GitDaemon]:
-    server = GitDaemon(served).start()
-    yield server
-    server.stop()
 
 
 def _machine(tmp_path: Path, name: str, clock: list[int]) -> Machine:

@@ -34,13 +34,7 @@ MEMORY_DIR_NAME = "memory"  # spec §2.2: memory roots are <state dir>/memory
 def validate_main(argv: Sequence[str] | None = None) -> int:
     """Validate the memory files among ``filenames``; exit 1 when any error is found."""
     parser = _parser("qmem-validate", "Check memory files (frontmatter, secrets, names, index).")
-    parser.add_argument(
-        "--memory-root",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="memory root(s); default: found from each file (a folder holding MEMORY.md)",
-    )
+    _memory_root_option(parser, "default: found from each file (a folder holding MEMORY.md)")
     args = parser.parse_args(argv)
     groups: dict[str, list[str]] = {}
     for name in args.filenames:
@@ -98,13 +92,7 @@ def is_memory_root(directory: str) -> bool:
 def index_main(argv: Sequence[str] | None = None) -> int:
     """Rebuild MEMORY.md of every memory root; exit 1 when a file had to be rewritten."""
     parser = _parser("qmem-index", "Rebuild MEMORY.md from the memory files (a fixer).")
-    parser.add_argument(
-        "--memory-root",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="memory root(s); default: every folder of the repository holding MEMORY.md",
-    )
+    _memory_root_option(parser, "default: every folder of the repository holding MEMORY.md")
     args = parser.parse_args(argv)
     roots = args.memory_root or discover_memory_roots(os.getcwd())
     status = 0
@@ -235,6 +223,16 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("filenames", nargs="*", help="files to check (pre-commit passes them)")
     return parser
+
+
+def _memory_root_option(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--memory-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help=f"memory root(s); {default}",
+    )
 
 
 def _emit(findings: Iterable[Finding]) -> None:

@@ -11,7 +11,7 @@ from qmem_git.core.changes import ChangeSet
 from qmem_git.core.codec import parse_document
 from qmem_git.ops.runner import execute
 from qmem_git.settings import Settings
-from qmem_git.store.repo import identity_from_git_config, init_repo
+from qmem_git.store.repo import head_commit, identity_from_git_config, init_repo
 from qmem_git.store.state import ensure_scaffold
 from qmem_git.store.workdir import index_path, iter_memory_files, read_text, render_index
 
@@ -65,12 +65,8 @@ def initial_changeset(root: str) -> ChangeSet:
 
 
 def has_commits(root: str) -> bool:
-    """True once ``refs/heads/main`` exists (loose or packed)."""
-    git_dir = os.path.join(root, ".git")
-    if os.path.exists(os.path.join(git_dir, "refs", "heads", "main")):
-        return True
-    packed = read_text(os.path.join(git_dir, "packed-refs")) or ""
-    return any(line.endswith(" refs/heads/main") for line in packed.splitlines())
+    """True once ``main`` has a commit."""
+    return head_commit(root) is not None
 
 
 def rebuild_index(settings: Settings, now: datetime) -> Committed:

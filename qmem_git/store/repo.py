@@ -777,6 +777,12 @@ def run_writer(
     return WriteResult(report, changeset, applied)
 
 
+def head_commit(root: str) -> str | None:
+    """The commit ``main`` points at, or None before the first commit."""
+    with Repository(root) as repo:
+        return repo.head()[1]
+
+
 __all__ = [
     "ApplyResult",
     "Identity",
@@ -786,6 +792,7 @@ __all__ = [
     "WriteResult",
     "apply_changeset",
     "blob_id",
+    "head_commit",
     "identity_from_git_config",
     "init_repo",
     "run_writer",

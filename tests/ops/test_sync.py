@@ -20,7 +20,6 @@ from servers import (
     closed_port,
     fsck_strict,
     git_in,
-    init_bare,
     silent_server,
 )
 
@@ -31,21 +30,6 @@ from qmem_git.ops import sync as ops_sync
 @pytest.fixture
 def clock() -> list[int]:
     return [1_700_000_000]
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Path:
-    root = tmp_path / "served"
-    root.mkdir()
-    init_bare(root / "mem.git")
-    return root
-
-
-@pytest.fixture
-def daemon(served: Path) -> Iterator[GitDaemon]:
-    server = GitDaemon(served).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
