@@ -11,7 +11,6 @@ listed too) and commits come out newest committer date first.
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import os
 import re
@@ -31,6 +30,7 @@ from qmem_git.core.changes import CommitInfo, FileChange, parse_commit_message
 from qmem_git.core.model import INDEX_NAME
 from qmem_git.core.unidiff import colorize, render_file_diff
 from qmem_git.errors import QmemError, RepoCorrupt, UsageError
+from qmem_git.store.repo import blob_id
 
 __all__ = [
     "DiffResult",
@@ -493,7 +493,7 @@ class History:
         for path in sorted(set(committed) | set(on_disk)):
             data = on_disk.get(path)
             old_id = committed.get(path)
-            if data is not None and old_id == _blob_id(data):
+            if data is not None and old_id == blob_id(data):
                 continue
             old_data = self._blob_data(old_id.encode("ascii")) if old_id else None
             status = "A" if old_id is None else "D" if data is None else "M"
@@ -640,11 +640,6 @@ def _scan_worktree(root: str) -> Iterator[tuple[str, bytes]]:
             elif _is_memory_path(rel) and entry.is_file(follow_symlinks=False):
                 with open(entry.path, "rb") as handle:
                     yield rel, handle.read()
-
-
-def _blob_id(data: bytes) -> str:
-    """git's blob id: sha1 over ``blob <size>\\0<data>`` (cheaper than building a Blob)."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def _decode(raw: bytes) -> str:
