@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
-from qmem_git.core.changes import ChangeSet
-from qmem_git.settings import Settings
-from qmem_git.store.recovery import RecoveryReport
-from qmem_git.store.repo import ApplyResult, Identity, identity_from_git_config, run_writer
+from qmem_git.store.writer import run_writer
+
+if TYPE_CHECKING:  # annotations only: this module is on the fast path, before dulwich
+    from qmem_git.core.changes import ChangeSet
+    from qmem_git.settings import Settings
+    from qmem_git.store.recovery import RecoveryReport
+    from qmem_git.store.repo import ApplyResult, Identity
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What a writing command did: the ChangeSet it planned and the commit it made (if any)."""
 
     changeset: ChangeSet
@@ -25,6 +26,8 @@ class Outcome:
 
 def identity_for(settings: Settings) -> Identity:
     """GIT_AUTHOR_NAME/EMAIL when set (as C git does), else the user's git config."""
+    from qmem_git.store.repo import Identity, identity_from_git_config
+
     identity = identity_from_git_config(settings.host)
     return Identity(settings.author_name or identity.name, settings.author_email or identity.email)
 
@@ -36,18 +39,25 @@ def execute(
     *,
     dry_run: bool = False,
     recover_worktree: bool = True,
+    overlap: bool = False,
+    prepare: Callable[[], object] | None = None,
 ) -> Outcome:
-    """Plan and (unless ``dry_run``) commit; ``plan`` runs under the writer lock."""
+    """Plan and (unless ``dry_run``) commit; ``plan`` runs under the writer lock.
+
+    ``overlap``/``prepare``: for a caller that has not imported the store yet (``store.writer``).
+    """
     if dry_run:
         return Outcome(plan(), None, None)
     result = run_writer(
         settings.layout,
         plan,
-        identity=identity_for(settings),
+        identity=lambda: identity_for(settings),
         host=settings.host,
         now=now,
         lock_timeout=settings.lock_timeout,
         recover_worktree=recover_worktree,
+        overlap=overlap,
+        prepare=prepare,
     )
     commit = result.applied.commit if result.applied else None
     return Outcome(result.changeset, commit, result.recovery, result.applied)

@@ -59,8 +59,12 @@ def lock_path(layout: Layout) -> str:
 
 
 @contextlib.contextmanager
-def writer_lock(layout: Layout, timeout: float) -> Iterator[str]:
-    """Hold ``<memory_root>/.git/qmem.lock`` (flock); RepoLocked after ``timeout`` seconds."""
+def writer_lock(layout: Layout, timeout: float) -> Iterator[int | None]:
+    """Hold ``<memory_root>/.git/qmem.lock`` (flock); RepoLocked after ``timeout`` seconds.
+
+    Yields the descriptor that holds the flock (None on Windows, where filelock holds it): a
+    child process forked meanwhile must close its copy, or the lock outlives this process.
+    """
     git_dir = os.path.join(layout.memory_root, ".git")
     if not os.path.isdir(git_dir):
         raise QmemError(
@@ -70,12 +74,12 @@ def writer_lock(layout: Layout, timeout: float) -> Iterator[str]:
     path = lock_path(layout)
     if os.name == "nt":  # pragma: no cover - no fcntl on Windows
         with _filelock(layout, path, timeout):
-            yield path
+            yield None
         return
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         _flock(fd, timeout, layout)
-        yield path
+        yield fd
     finally:
         os.close(fd)  # closing the descriptor releases the flock
 

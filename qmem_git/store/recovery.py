@@ -22,7 +22,7 @@ from qmem_git.core.changes import ChangeSet, FileChange
 from qmem_git.core.codec import parse_document
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, is_memory_type
 from qmem_git.core.paths import Layout
-from qmem_git.store import gitindex, locks
+from qmem_git.store import gitindex, locks, survey
 from qmem_git.store.gitindex import GitIndex
 from qmem_git.store.repo import (
     Identity,
@@ -32,7 +32,7 @@ from qmem_git.store.repo import (
     blob_id,
     drop_deprecated_config,
 )
-from qmem_git.store.workdir import TEMP_MARKER, atomic_write
+from qmem_git.store.workdir import atomic_write
 
 Validator = Callable[[str, bytes], bool]
 TEMP_OBJECT_PREFIX = "tmp_obj_qmem_"  # temp objects of qmem-git versions before dulwich wrote them
@@ -71,17 +71,6 @@ class RecoveryReport(NamedTuple):
         return bool(
             self.commit or self.quarantined or self.removed_locks or self.removed_temp_files
         )
-
-
-class _Scan:
-    """Memory files (any size, so oversized ones get quarantined) and our leftover temp files.
-
-    Plain classes for these internals: a dataclass costs ~0.5 ms at import, on every command.
-    """
-
-    def __init__(self) -> None:
-        self.files: dict[str, os.stat_result] = {}
-        self.temp_files: list[str] = []
 
 
 class _Found:
@@ -127,10 +116,14 @@ def recover_for_write(
     now: datetime,
     is_valid: Validator | None = None,
     commit_changes: bool = True,
+    pending: survey.Pending | None = None,
 ) -> tuple[RecoveryReport, WorkState]:
-    """:func:`recover`, also returning the scan so the writer's commit needs no second one."""
+    """:func:`recover`, also returning the scan so the writer's commit needs no second one.
+
+    ``pending``: a survey the caller started under the same lock (``store.survey.start``).
+    """
     with Repository(layout.memory_root) as repo:
-        return _recover(repo, layout, identity, host, now, is_valid, commit_changes)
+        return _recover(repo, layout, identity, host, now, is_valid, commit_changes, pending)
 
 
 def _recover(
@@ -141,6 +134,7 @@ def _recover(
     now: datetime,
     is_valid: Validator | None,
     commit_changes: bool,
+    pending: survey.Pending | None,
 ) -> tuple[RecoveryReport, WorkState]:
     _, head = repo.head()
     head_tree = repo.tree_of(head)
@@ -148,15 +142,16 @@ def _recover(
         repo.load_tree(head_tree)  # a damaged root tree must stop us before we change anything
     drop_deprecated_config(repo.git_dir)  # git warns about it on every command
     removed_locks = _remove_stale_locks(repo.git_dir)
-    scan = _scan(repo.root)
-    removed_temp = _remove_temp_files(repo, scan)
-    index, rebuilt = _load_index(repo.git_dir)
+    seen = pending.result() if pending is not None else survey.survey(repo.root)
+    removed_temp = _remove_temp_files(repo, seen.temp_files)
+    rebuilt = seen.index is None
+    index = GitIndex() if seen.index is None else seen.index
     head_map = None if index.head == head and not rebuilt else repo.flatten(head_tree)
     found = _Found()
-    for rel in sorted(_candidates(scan, index, head_map)):
+    for rel in sorted(_candidates(seen, index, head_map)):
         head_sha = head_map.get(rel) if head_map is not None else repo.lookup(head_tree, rel)
-        _classify(repo, rel, head_sha, scan, index, found, is_valid or default_is_valid)
-    state = WorkState(_render_files(scan), index)
+        _classify(repo, rel, head_sha, seen.files, index, found, is_valid or default_is_valid)
+    state = WorkState(_render_files(seen.files), index)
     warnings: list[str] = []
     quarantined: list[tuple[str, str]] = []
     if commit_changes:
@@ -198,41 +193,15 @@ def _remove_stale_locks(git_dir: str) -> list[str]:
     return removed
 
 
-def _scan(root: str) -> _Scan:
-    """One ``lstat`` per memory file; dot-dirs and symlinks are skipped (spec §5)."""
-    scan = _Scan()
-    files = scan.files
-    stack = [("", root)]
-    while stack:
-        prefix, directory = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            name = entry.name
-            if name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                if name != INDEX_NAME or not prefix:
-                    try:
-                        files[prefix + name] = entry.stat(follow_symlinks=False)
-                    except OSError:  # removed between listing and stat
-                        continue
-            elif entry.is_dir(follow_symlinks=False):
-                if name[0] != ".":
-                    stack.append((prefix + name + "/", entry.path))
-            elif TEMP_MARKER in name and not entry.is_symlink():
-                scan.temp_files.append(entry.path)
-    return scan
-
-
-def _remove_temp_files(repo: Repository, scan: _Scan) -> list[str]:
+def _remove_temp_files(repo: Repository, temp_files: list[str]) -> list[str]:
     """Our temp files are only ever created by lock holders, so under the lock they are stale."""
     objects = repo.objects_dir
+    paths = list(temp_files)
     with contextlib.suppress(OSError):
         names = [n for n in os.listdir(objects) if n.startswith(TEMP_OBJECT_PREFIX)]
-        scan.temp_files += [os.path.join(objects, n) for n in names]
+        paths += [os.path.join(objects, n) for n in names]
     removed: list[str] = []
-    for path in scan.temp_files:
+    for path in paths:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
             removed.append(path)
@@ -247,10 +216,10 @@ def _load_index(git_dir: str) -> tuple[GitIndex, bool]:
         return GitIndex(), True
 
 
-def _candidates(scan: _Scan, index: GitIndex, head_map: dict[str, str] | None) -> set[str]:
+def _candidates(seen: survey.Survey, index: GitIndex, head_map: dict[str, str] | None) -> set[str]:
     """Paths whose stat, index entry or HEAD entry disagree: the only files worth reading."""
-    found = index.stat_dirty(scan.files)
-    gone = index.entries.keys() - scan.files.keys()  # set arithmetic in C: 10,000 keys
+    found = set(seen.dirty)
+    gone = index.entries.keys() - seen.files.keys()  # set arithmetic in C: 10,000 keys
     found.update(p for p in gone if "\0" not in p and _in_scope(p))
     if head_map is not None:
         for rel in {*head_map, *index.paths()}:
@@ -268,17 +237,21 @@ def _classify(
     repo: Repository,
     rel: str,
     head_sha: str | None,
-    scan: _Scan,
+    files: dict[str, tuple[int, int]],
     index: GitIndex,
     found: _Found,
     is_valid: Validator,
 ) -> None:
     """Decide one candidate: refresh its index entry, commit it, delete it or quarantine it."""
-    st = scan.files.get(rel)
-    if st is None and not _in_scope(rel):
+    if rel not in files and not _in_scope(rel):
         _refresh_other(repo, rel, head_sha, index)
         return
-    if st is None:
+    path = os.path.join(repo.root, rel)
+    try:
+        st = os.lstat(path)  # before reading: an edit after it makes the index entry stale
+    except FileNotFoundError:
+        st = None
+    if st is None or rel not in files or not stat.S_ISREG(st.st_mode):
         if head_sha is None:
             index.remove(rel)
         elif rel == INDEX_NAME:
@@ -286,7 +259,7 @@ def _classify(
         else:
             found.deletes.append(rel)
         return
-    data = _read(os.path.join(repo.root, rel))
+    data = _read(path)
     sha = blob_id(data)
     if sha == head_sha:
         index.set(rel, st, sha, gitindex.blob_mode(st))
@@ -325,12 +298,12 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
-def _render_files(scan: _Scan) -> dict[str, tuple[int, int]]:
+def _render_files(files: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
     """rel -> (mtime_ns, size) of the files MEMORY.md is built from (workdir's size limit)."""
     return {
-        rel: (st.st_mtime_ns, st.st_size)
-        for rel, st in scan.files.items()
-        if st.st_size <= MAX_FILE_BYTES and rel != INDEX_NAME
+        rel: stamp
+        for rel, stamp in files.items()
+        if stamp[1] <= MAX_FILE_BYTES and rel != INDEX_NAME
     }
 
 

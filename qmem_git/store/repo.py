@@ -16,9 +16,9 @@ import os
 import posixpath
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
 from dulwich.file import FileLocked
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree, valid_hexsha
@@ -32,17 +32,13 @@ from qmem_git.errors import QmemError, RepoCorrupt, RepoLocked, UnsafePath
 from qmem_git.store import gitindex
 from qmem_git.store.gitindex import GitIndex
 from qmem_git.store.locks import STALE_LOCK_SECONDS
+from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.workdir import (
-    TEMP_MARKER,
     atomic_write,
     fsync_dir,
     render_index,
     scan_documents,
-    shared_scan,
 )
-
-if TYPE_CHECKING:
-    from qmem_git.store.recovery import RecoveryReport, Validator
 
 BRANCH = b"refs/heads/main"
 TREE_MODE = 0o40000
@@ -103,14 +99,6 @@ class ApplyResult(NamedTuple):
     message: str
     index_updated: bool = True
     index_dropped: tuple[str, ...] = ()  # paths MEMORY.md's size limits left out (spec §6)
-
-
-class WriteResult(NamedTuple):
-    """One writing command: what recovery did first, the planned ChangeSet, the commit."""
-
-    recovery: RecoveryReport
-    changeset: ChangeSet
-    applied: ApplyResult
 
 
 class WorkState:
@@ -732,51 +720,6 @@ def _update_index(
         return False
 
 
-# --- the writer -----------------------------------------------------------------------------
-
-
-def run_writer(
-    layout: Layout,
-    plan: Callable[[], ChangeSet],
-    *,
-    identity: Identity,
-    host: str,
-    now: datetime,
-    lock_timeout: float = 10.0,
-    is_valid: Validator | None = None,
-    recover_worktree: bool = True,
-) -> WriteResult:
-    """Lock, recover, plan under the lock, apply: the one way a command writes memory.
-
-    ``recover_worktree=False`` leaves uncommitted work-tree changes for ``plan`` (companion
-    snapshots commit them with their own op); locks, temp files and corruption are still handled.
-    """
-    from qmem_git.store import locks, recovery
-
-    git_dir = os.path.join(layout.memory_root, ".git")
-    with locks.writer_lock(layout, lock_timeout):
-        locks.begin_tenure(git_dir)  # before recovery: its own commit may be interrupted too
-        try:
-            report, state = recovery.recover_for_write(
-                layout,
-                identity=identity,
-                host=host,
-                now=now,
-                is_valid=is_valid,
-                commit_changes=recover_worktree,
-            )
-            files = state.files
-            scope = shared_scan(layout.memory_root, files) if files is not None else None
-            with scope or contextlib.nullcontext():
-                changeset = plan()
-                applied = apply_changeset(
-                    layout, changeset, identity=identity, host=host, now=now, state=state
-                )
-        finally:
-            locks.end_tenure(git_dir)
-    return WriteResult(report, changeset, applied)
-
-
 def head_commit(root: str) -> str | None:
     """The commit ``main`` points at, or None before the first commit."""
     with Repository(root) as repo:
@@ -789,11 +732,9 @@ __all__ = [
     "InitResult",
     "Repository",
     "WorkState",
-    "WriteResult",
     "apply_changeset",
     "blob_id",
     "head_commit",
     "identity_from_git_config",
     "init_repo",
-    "run_writer",
 ]

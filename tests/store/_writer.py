@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.paths import Layout
-from qmem_git.store.repo import Identity, run_writer
+from qmem_git.store.repo import Identity
+from qmem_git.store.writer import run_writer
 
 
 def memory_text(name: str) -> str:

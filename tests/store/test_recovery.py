@@ -15,8 +15,9 @@ from qmem_git.core.paths import Layout
 from qmem_git.errors import RepoCorrupt
 from qmem_git.store import gitindex
 from qmem_git.store.recovery import default_is_valid, quarantine_files, recover
-from qmem_git.store.repo import Identity, apply_changeset, init_repo, run_writer
+from qmem_git.store.repo import Identity, apply_changeset, init_repo
 from qmem_git.store.workdir import render_index
+from qmem_git.store.writer import run_writer
 
 IDENTITY = Identity("Test Writer", "writer@example.com")
 NOW = datetime(2026, 4, 1, 8, 0, 0, tzinfo=timezone.utc)

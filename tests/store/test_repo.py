@@ -13,7 +13,7 @@ import pytest
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.index import order_documents
 from qmem_git.core.paths import Layout
-from qmem_git.errors import QmemError, RepoLocked, UnsafePath
+from qmem_git.errors import RepoLocked, UnsafePath
 from qmem_git.store import gitindex, repo, workdir
 from qmem_git.store.repo import (
     HOOK_MARKER,
@@ -22,7 +22,6 @@ from qmem_git.store.repo import (
     apply_changeset,
     identity_from_git_config,
     init_repo,
-    run_writer,
 )
 from qmem_git.store.workdir import render_index
 
@@ -260,24 +259,6 @@ def test_index_entries_match_c_git(layout: Layout) -> None:
     assert "user/m4.md" not in index.paths() and len(index.paths()) == 20
 
 
-def test_run_writer_plans_under_the_lock(layout: Layout) -> None:
-    seen: list[bool] = []
-
-    def plan() -> ChangeSet:
-        seen.append(os.path.exists(os.path.join(layout.memory_root, ".git", "qmem-writer")))
-        return ChangeSet(op="remember", subject="x", writes={"user/x.md": doc("x")})
-
-    result = run_writer(layout, plan, identity=IDENTITY, host="h", now=NOW)
-    assert seen == [True] and result.applied.commit
-    assert not os.path.exists(os.path.join(layout.memory_root, ".git", "qmem-writer"))
-
-
-def test_run_writer_needs_a_repo(tmp_path: Path) -> None:
-    lay = Layout(str(tmp_path / "m"), str(tmp_path), "explicit", "")
-    with pytest.raises(QmemError, match="init"):
-        run_writer(lay, lambda: ChangeSet("remember", "x"), identity=IDENTITY, host="h", now=NOW)
-
-
 def test_identity_from_git_config(isolated_home: Path) -> None:
     assert identity_from_git_config("box") == Identity("qmem-git", "qmem-git@box")
     Path(os.environ["GIT_CONFIG_GLOBAL"]).write_text(
@@ -383,27 +364,6 @@ def test_blob_id_matches_c_git(tmp_path: Path) -> None:
     path = tmp_path / "x"
     path.write_bytes(b"hello\n\x00binary")
     assert repo.blob_id(path.read_bytes()) == git(tmp_path, "hash-object", str(path)).strip()
-
-
-def test_the_plan_reuses_the_writers_scan(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
-    """plan + MEMORY.md render inside run_writer cost no second walk of the work tree."""
-    apply(layout, writes={f"user/m{i}.md": doc(f"m{i}") for i in range(5)})
-    seen: list[int] = []
-
-    def no_walk(root: str) -> object:
-        raise AssertionError("walked the work tree again")
-
-    def plan() -> ChangeSet:
-        seen.append(len(workdir.scan_documents(layout.memory_root)))
-        return ChangeSet(op="remember", subject="x", writes={"user/x.md": doc("x")})
-
-    monkeypatch.setattr(workdir, "iter_memory_files", no_walk)
-    result = run_writer(layout, plan, identity=IDENTITY, host="h", now=NOW + timedelta(hours=1))
-    monkeypatch.undo()
-    assert seen == [5] and result.applied.commit
-    memory_md = Path(layout.memory_root, "MEMORY.md").read_text()
-    assert memory_md == render_index(layout.memory_root).text
-    assert_clean(layout.memory_root)
 
 
 def test_a_rewritten_file_is_parsed_again_within_a_shared_scan(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from qmem_git.core.model import MAX_FILE_BYTES
 from qmem_git.store import workdir
+from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.workdir import (
-    TEMP_MARKER,
     atomic_write,
     index_path,
     iter_memory_files,

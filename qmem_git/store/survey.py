@@ -1,0 +1,188 @@
+"""A writer's first look at the work tree: one ``lstat`` per memory file, compared with the index.
+
+Recovery (``store.recovery``) needs, under the writer lock, every memory file with its stat
+data, our leftover temp files, the parsed git index and the files whose stat disagrees with
+it. At 10,000 files that is ~50 ms of ``lstat`` calls (the kernel's share alone; C git pays the
+same) plus ~35 ms of index parsing and comparing.
+
+A command that still has its imports ahead of it (the ``remember`` fast path: dulwich alone is
+~60 ms) can :func:`start` the survey in a forked child right after taking the lock, so the two
+run on separate cores; the child sends its result back through a pipe (``marshal``) and exits.
+This module imports nothing heavy, so forking costs the parent ~2 ms. Where ``fork`` is missing,
+or the process already runs threads (forking them is unsafe), the survey runs in process, and
+the result is the same either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import marshal
+import os
+
+from qmem_git.store import gitindex
+from qmem_git.store.gitindex import GitIndex
+
+TEMP_MARKER = ".qmem-tmp-"
+INDEX_NAME = "MEMORY.md"  # core.limits.INDEX_NAME, without importing core here
+
+
+class Survey:
+    """``files``: memory file -> (mtime_ns, size), any size (oversized ones get quarantined).
+
+    ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
+    ``dirty`` then lists every file. Plain class: it is built on every write.
+    """
+
+    def __init__(
+        self,
+        files: dict[str, tuple[int, int]],
+        temp_files: list[str],
+        index: GitIndex | None,
+        dirty: set[str],
+    ) -> None:
+        self.files = files
+        self.temp_files = temp_files
+        self.index = index
+        self.dirty = dirty
+
+
+def survey(root: str) -> Survey:
+    """Scan ``root`` (dot-dirs and symlinks skipped, spec §5) and compare it with the index."""
+    stats, temp_files = _scan(root)
+    try:
+        index: GitIndex | None = gitindex.read_index(os.path.join(root, ".git"))
+    except gitindex.IndexUnreadable:
+        index = None
+    dirty = set(stats) if index is None else index.stat_dirty(stats)
+    files = {rel: (st.st_mtime_ns, st.st_size) for rel, st in stats.items()}
+    return Survey(files, temp_files, index, dirty)
+
+
+def _scan(root: str) -> tuple[dict[str, os.stat_result], list[str]]:
+    files: dict[str, os.stat_result] = {}
+    temp_files: list[str] = []
+    stack = [("", root)]
+    while stack:
+        prefix, directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:  # hot: one pass per writer over every memory file
+            name = entry.name
+            if name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                if name != INDEX_NAME or not prefix:
+                    try:
+                        files[prefix + name] = entry.stat(follow_symlinks=False)
+                    except OSError:  # removed between listing and stat
+                        continue
+            elif entry.is_dir(follow_symlinks=False):
+                if name[0] != ".":
+                    stack.append((prefix + name + "/", entry.path))
+            elif TEMP_MARKER in name and not entry.is_symlink():
+                temp_files.append(entry.path)
+    return files, temp_files
+
+
+class Pending:
+    """A survey running in a child process (or not started: :meth:`result` runs it here)."""
+
+    def __init__(self, root: str, pid: int | None = None, fd: int | None = None) -> None:
+        self.root = root
+        self.pid = pid  # the child's, None when not forked (or already reaped)
+        self._fd = fd
+
+    @property
+    def forked(self) -> bool:
+        return self.pid is not None
+
+    def result(self) -> Survey:
+        """The child's survey; a fresh one in process if the child failed for any reason."""
+        if self._fd is None:
+            return survey(self.root)
+        data = self._receive()
+        self.close()
+        return _decode(data) if data is not None else survey(self.root)
+
+    def close(self) -> None:
+        """Stop listening and reap the child (it exits on its own once its pipe is closed)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self.pid is not None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            self.pid = None
+
+    def _receive(self) -> bytes | None:
+        assert self._fd is not None
+        chunks = []
+        while chunk := os.read(self._fd, 1 << 20):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        return data if data.startswith(_MAGIC) else None
+
+
+_MAGIC = b"qmem-survey-1\n"
+
+
+def start(root: str, keep_fds: tuple[int, ...] = ()) -> Pending:
+    """Begin :func:`survey` in a forked child when that is safe; collect with ``result()``.
+
+    ``keep_fds`` are the parent's descriptors the child must not hold on to (the writer lock:
+    an inherited ``flock`` descriptor would keep the lock alive if the parent died first).
+    """
+    if not hasattr(os, "fork") or _threads_running():
+        return Pending(root)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+        _child(root, read_fd, write_fd, keep_fds)
+    os.close(write_fd)
+    return Pending(root, pid, read_fd)
+
+
+def _child(root: str, read_fd: int, write_fd: int, close_fds: tuple[int, ...]) -> None:
+    """Survey, send, exit without running the parent's cleanup (atexit, buffered stdio)."""
+    code = 1
+    try:
+        gc.disable()  # a collection would touch (and so copy) every page the parent shares
+        os.close(read_fd)
+        for fd in close_fds:
+            os.close(fd)
+        data = _MAGIC + marshal.dumps(_encode(survey(root)))
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_fd, view) :]
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _threads_running() -> bool:
+    import sys
+
+    threading = sys.modules.get("threading")
+    return threading is not None and threading.active_count() > 1
+
+
+_PackedIndex = tuple[int, dict[str, bytes], "str | None", int, bytes]
+_Wire = tuple[dict[str, tuple[int, int]], list[str], "_PackedIndex | None", list[str]]
+
+
+def _encode(result: Survey) -> _Wire:
+    index = result.index
+    packed: _PackedIndex | None = None
+    if index is not None:
+        packed = (index.version, index.entries, index.head, index.mtime_ns, index.checksum)
+    return (result.files, result.temp_files, packed, sorted(result.dirty))
+
+
+def _decode(data: bytes) -> Survey:
+    files, temp_files, packed, dirty = marshal.loads(data[len(_MAGIC) :])
+    index = None
+    if packed is not None:
+        version, entries, head, mtime_ns, checksum = packed
+        index = GitIndex(version, entries, head, mtime_ns, checksum)
+    return Survey(files, temp_files, index, set(dirty))

@@ -1,0 +1,157 @@
+"""store.writer: lock, recover, plan, commit; the forked survey must change nothing but speed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from qmem_git.core.changes import ChangeSet
+from qmem_git.core.paths import Layout
+from qmem_git.errors import QmemError
+from qmem_git.store import workdir
+from qmem_git.store.repo import Identity, apply_changeset, init_repo
+from qmem_git.store.workdir import render_index
+from qmem_git.store.writer import run_writer
+
+IDENTITY = Identity("Test Writer", "writer@example.com")
+NOW = datetime(2026, 4, 1, 8, 0, 0, tzinfo=timezone.utc)
+LATER = NOW + timedelta(hours=1)
+TENURE = os.path.join(".git", "qmem-writer")
+
+
+def doc(name: str, body: str = "") -> str:
+    return f"---\nname: {name}\ndescription: about {name}\ntype: user\n---\n\n{body or name}\n"
+
+
+def make_layout(base: Path) -> Layout:
+    lay = Layout(str(base / "memory"), str(base), "explicit", "")
+    init_repo(lay, IDENTITY, "true")
+    writes = {f"user/m{i}.md": doc(f"m{i}") for i in range(5)}
+    apply_changeset(
+        lay, ChangeSet("remember", "base", writes=writes), identity=IDENTITY, host="h", now=NOW
+    )
+    return lay
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Layout:
+    return make_layout(tmp_path / "state")
+
+
+def add(name: str) -> ChangeSet:
+    return ChangeSet(op="remember", subject=name, writes={f"user/{name}.md": doc(name)})
+
+
+def assert_clean(root: str) -> None:
+    status = subprocess.run(
+        ["git", "-C", root, "status", "--porcelain"], capture_output=True, text=True, check=True
+    )
+    assert status.stdout == ""
+    subprocess.run(["git", "-C", root, "fsck", "--strict"], capture_output=True, check=True)
+
+
+def test_run_writer_plans_under_the_lock(layout: Layout) -> None:
+    seen: list[bool] = []
+
+    def plan() -> ChangeSet:
+        seen.append(os.path.exists(os.path.join(layout.memory_root, TENURE)))
+        return add("x")
+
+    result = run_writer(layout, plan, identity=IDENTITY, host="h", now=LATER)
+    assert seen == [True] and result.applied.commit
+    assert not os.path.exists(os.path.join(layout.memory_root, TENURE))
+
+
+def test_run_writer_needs_a_repo(tmp_path: Path) -> None:
+    lay = Layout(str(tmp_path / "m"), str(tmp_path), "explicit", "")
+    with pytest.raises(QmemError, match="init"):
+        run_writer(lay, lambda: ChangeSet("remember", "x"), identity=IDENTITY, host="h", now=NOW)
+
+
+def test_the_plan_reuses_the_writers_scan(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
+    """plan + MEMORY.md render inside run_writer cost no second walk of the work tree."""
+    seen: list[int] = []
+
+    def no_walk(root: str) -> object:
+        raise AssertionError("walked the work tree again")
+
+    def plan() -> ChangeSet:
+        seen.append(len(workdir.scan_documents(layout.memory_root)))
+        return add("x")
+
+    monkeypatch.setattr(workdir, "iter_memory_files", no_walk)
+    result = run_writer(layout, plan, identity=IDENTITY, host="h", now=LATER)
+    monkeypatch.undo()
+    assert seen == [5] and result.applied.commit
+    memory_md = Path(layout.memory_root, "MEMORY.md").read_text()
+    assert memory_md == render_index(layout.memory_root).text
+    assert_clean(layout.memory_root)
+
+
+@pytest.mark.parametrize("hand_edit", [False, True])
+def test_the_forked_survey_makes_the_same_commits(tmp_path: Path, hand_edit: bool) -> None:
+    """Two identical stores, one writer each way: the same commit ids (recover included)."""
+    heads = []
+    for overlap in (False, True):
+        lay = make_layout(tmp_path / str(overlap))
+        if hand_edit:
+            path = Path(lay.memory_root, "user", "m1.md")
+            path.write_text(doc("m1", "edited by hand"))
+            os.utime(path, ns=(int(NOW.timestamp()) * 10**9,) * 2)
+        result = run_writer(
+            lay, lambda: add("x"), identity=IDENTITY, host="h", now=LATER, overlap=overlap
+        )
+        again = run_writer(
+            lay, lambda: add("y"), identity=IDENTITY, host="h", now=LATER, overlap=overlap
+        )
+        assert bool(result.recovery.commit) == hand_edit
+        assert again.applied.commit and again.recovery.commit is None
+        assert_clean(lay.memory_root)
+        heads.append((result.recovery.commit, again.applied.commit))
+    assert heads[0] == heads[1]
+
+
+def test_prepare_and_identity_run_once_under_the_lock_before_the_plan(layout: Layout) -> None:
+    calls: list[str] = []
+    tenure = os.path.join(layout.memory_root, TENURE)
+
+    def prepare() -> None:
+        calls.append("prepare" if os.path.exists(tenure) else "prepare unlocked")
+
+    def identity() -> Identity:
+        calls.append("identity")
+        return IDENTITY
+
+    def plan() -> ChangeSet:
+        calls.append("plan")
+        return add("x")
+
+    result = run_writer(
+        layout, plan, identity=identity, host="h", now=LATER, overlap=True, prepare=prepare
+    )
+    assert calls == ["prepare", "identity", "plan"]
+    assert result.applied.commit
+
+
+def test_a_failing_prepare_writes_nothing_and_frees_the_lock(layout: Layout) -> None:
+    def prepare() -> None:
+        raise QmemError("refused")
+
+    before = Path(layout.memory_root, ".git", "refs", "heads", "main").read_text()
+    with pytest.raises(QmemError, match="refused"):
+        run_writer(
+            layout,
+            lambda: add("x"),
+            identity=IDENTITY,
+            host="h",
+            now=LATER,
+            overlap=True,
+            prepare=prepare,
+        )
+    assert Path(layout.memory_root, ".git", "refs", "heads", "main").read_text() == before
+    assert not os.path.exists(os.path.join(layout.memory_root, TENURE))
+    assert run_writer(layout, lambda: add("y"), identity=IDENTITY, host="h", now=LATER).applied
