@@ -18,6 +18,7 @@ import click
 
 from qmem_git import __version__
 from qmem_git.errors import QmemError, UsageError
+from qmem_git.fastpath import failure
 from qmem_git.settings import Settings, build_settings
 
 if TYPE_CHECKING:
@@ -104,8 +105,6 @@ def run(argv: Sequence[str] | None = None) -> int:
             prog_name="qmem-git",
             standalone_mode=False,
         )
-    except QmemError as exc:
-        return fail(str(exc), exc.exit_code)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:
@@ -115,16 +114,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         return fail(f"{exc.format_message()} (hint: run '{command} --help')", 2)
     except click.ClickException as exc:
         return fail(exc.format_message(), exc.exit_code)
-    except KeyboardInterrupt:
-        return fail("interrupted", 130)
-    except OSError as exc:
-        return fail(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), 1, verbose)
-    except Exception as exc:
-        return fail(
-            f"internal error: {type(exc).__name__}: {exc} (hint: rerun with -v and report it)",
-            1,
-            verbose,
-        )
+    except (Exception, KeyboardInterrupt) as exc:
+        message, code, unexpected = failure(exc)
+        return fail(message, code, verbose and unexpected)
     return result if isinstance(result, int) else 0
 
 
@@ -309,34 +301,14 @@ def report_strategy(opts: Options, strategy: Strategy | None) -> dict[str, Any]:
 
 def report_outcome(opts: Options, outcome: Outcome, dry_run: bool, extra: dict[str, Any]) -> None:
     """Render a writing command's result: the ChangeSet on --dry-run, else the commit."""
-    cs = outcome.changeset
+    from qmem_git.fastpath import describe_outcome
+
     if outcome.recovery is not None:
         for line in outcome.recovery.messages():
             note(opts, line)
-    data = {
-        "op": cs.op,
-        "dry_run": dry_run,
-        "commit": outcome.commit,
-        "subject": f"{cs.op}: {cs.subject}",
-        "writes": sorted(cs.writes),
-        "deletes": sorted(cs.deletes),
-        "topics": list(cs.topics),
-        "added": cs.added,
-        "removed": cs.removed,
-        **extra,
-    }
-    if cs.is_empty:
-        text = "Nothing to change."
-    elif dry_run:
-        lines = [f"Would commit: {cs.op}: {cs.subject}"]
-        lines += [f"  write  {path}" for path in sorted(cs.writes)]
-        lines += [f"  delete {path}" for path in sorted(cs.deletes)]
-        text = "\n".join(lines)
-    else:
-        short = outcome.commit[:12] if outcome.commit else "no commit"
-        text = f"[{short}] {cs.op}: {cs.subject}"
+    text, data = describe_outcome(outcome, dry_run, extra)
     if opts.verbose:
-        for line in cs.notes:
+        for line in outcome.changeset.notes:
             note(opts, line)
     emit(opts, text, data)
 
@@ -716,7 +688,7 @@ def recall(opts: Options, query: str, limit: int, exclude: tuple[str, ...]) -> N
 
     Works on a plain folder too (--memory-dir without a repository).
     """
-    from qmem_git.__main__ import run_recall
+    from qmem_git.fastpath import run_recall
 
     code = run_recall(
         project=opts.project,

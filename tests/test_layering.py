@@ -18,7 +18,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / "qmem_git"
 # Third-party packages that must never load in the pure core.
 CORE_FORBIDDEN = frozenset({"dulwich", "requests", "click", "filelock", "psutil"})
 # Modules allowed to read the environment or use click (argv/env/printing edge).
-EDGE_MODULES = frozenset({"qmem_git.cli", "qmem_git.__main__", "qmem_git.hookentry"})
+EDGE_MODULES = frozenset(
+    {"qmem_git.cli", "qmem_git.__main__", "qmem_git.fastpath", "qmem_git.hookentry"}
+)
 ENV_NAMES = frozenset({"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"})
 
 
@@ -252,5 +254,5 @@ def test_failure_message_lists_module_and_line() -> None:
         "qmem_git.core.bad:3: imports dulwich; only qmem_git.store may",
         "qmem_git.core.bad:4: core imports click; core must stay pure",
         "qmem_git.core.bad:4: imports click; only qmem_git.__main__, qmem_git.cli, "
-        "qmem_git.hookentry may",
+        "qmem_git.fastpath, qmem_git.hookentry may",
     ]

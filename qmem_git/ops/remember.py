@@ -37,7 +37,11 @@ def plan_remember(
     now: datetime,
 ) -> ChangeSet:
     """One ``remember`` commit; an empty ChangeSet when the same memory is already saved."""
-    patch = remember_patch(text, kind=kind, why=why, how=how)
+    return plan_patch(memory_root, remember_patch(text, kind=kind, why=why, how=how), now)
+
+
+def plan_patch(memory_root: str, patch: Patch, now: datetime) -> ChangeSet:
+    """:func:`plan_remember` for a patch already checked by :func:`remember_patch`."""
     plan = plan_patches(
         scan_documents(memory_root),
         [patch],

@@ -1,0 +1,314 @@
+"""The click-free runs of the two commands agents call all the time: ``recall`` and ``remember``.
+
+``recall`` runs before every prompt; ``remember`` once per saved fact, and on a 10,000-file
+store most of its time would otherwise go to imports (click ~35 ms, dulwich ~60 ms) and to the
+``lstat`` survey of the work tree (~50 ms). Here ``remember`` takes the writer lock first, so the
+survey starts in a forked child (``store.survey``) while this process imports the rest.
+
+``__main__`` hands over only the plain argument shapes parsed here; anything else (``--help``,
+``--dry-run``, ``--type=x``, unknown flags, a store that is not initialised yet) goes to the
+click CLI, which implements the same commands with the same output.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False  # typing itself is not imported on the recall path (~10 ms)
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from qmem_git.core.changes import ChangeSet
+    from qmem_git.core.patches import Patch
+    from qmem_git.core.recall import RecallResult
+    from qmem_git.ops.runner import Outcome
+
+_GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir"}
+_GLOBAL_FLAG = {"--json": "json", "-q": "quiet", "--quiet": "quiet", "-v": "verbose"}
+_GLOBAL_FLAG["--verbose"] = "verbose"
+_MEMORY_TYPES = ("user", "feedback", "project", "reference")
+
+
+def take_globals(args: list[str], opts: dict[str, object]) -> list[str]:
+    """Consume the global options into ``opts``; the rest starts with the command name."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in _GLOBAL_FLAG:
+            opts[_GLOBAL_FLAG[arg]] = True
+            i += 1
+        elif arg in _GLOBAL_VALUE and i + 1 < len(args):
+            opts[_GLOBAL_VALUE[arg]] = args[i + 1]
+            i += 2
+        else:
+            return args[i:]
+    return []
+
+
+def _options(rest: list[str], values: tuple[str, ...], opts: dict[str, object]) -> list[str] | None:
+    """Split ``rest`` (after the command name) into ``--opt VALUE`` pairs and positionals.
+
+    Values of the options named in ``values`` are collected into lists in ``opts``; any other
+    dash argument returns None, so click parses (and explains) it.
+    """
+    positional: list[str] = []
+    i = 1
+    while i < len(rest):
+        arg = rest[i]
+        if arg in values and i + 1 < len(rest):
+            found = opts.setdefault(arg, [])
+            assert isinstance(found, list)
+            found.append(rest[i + 1])
+            i += 2
+        elif arg.startswith("-") and arg != "-":
+            return None
+        else:
+            positional.append(arg)
+            i += 1
+    return positional
+
+
+# --------------------------------------------------------------------------- recall
+
+
+def parse_recall(args: list[str]) -> dict[str, object] | None:
+    """Parse ``[globals] recall QUERY [--limit N] [--exclude P]...``; None = let click do it."""
+    opts: dict[str, object] = {}
+    rest = take_globals(args, opts)
+    if not rest or rest[0] != "recall":
+        return None
+    positional = _options(rest, ("--limit", "--exclude"), opts)
+    limits = opts.pop("--limit", [])
+    assert isinstance(limits, list)
+    if positional is None or len(positional) != 1:
+        return None
+    if limits and not all(value.lstrip("-").isdigit() for value in limits):
+        return None
+    opts["limit"] = int(limits[-1]) if limits else 5
+    opts["exclude"] = opts.pop("--exclude", [])
+    opts["query"] = positional[0]
+    return opts
+
+
+def fast_recall(opts: dict[str, object]) -> int:
+    limit = opts.get("limit")
+    excluded = opts.get("exclude")
+    return run_recall(
+        project=_str(opts.get("project")),
+        memory_dir=_str(opts.get("memory_dir")),
+        query=str(opts.get("query", "")),
+        limit=limit if isinstance(limit, int) else 5,
+        exclude=[str(p) for p in excluded] if isinstance(excluded, list) else [],
+        as_json=bool(opts.get("json")),
+    )
+
+
+def run_recall(
+    *,
+    project: str | None,
+    memory_dir: str | None,
+    query: str,
+    limit: int,
+    exclude: list[str],
+    as_json: bool,
+) -> int:
+    """Print the Relevant memory block (or JSON) for ``query``; shared with the click command."""
+    import os
+    import time
+
+    from qmem_git.core.paths import layout_for, model_may_be_configured
+    from qmem_git.errors import QmemError
+    from qmem_git.ops.recall import recall, result_to_json
+
+    started = time.monotonic()
+    env = os.environ
+    home = env.get("HOME") or os.path.expanduser("~")
+    try:
+        layout = layout_for(project, memory_dir, env, home, os.getcwd(), os.path.lexists)
+        model = None
+        if model_may_be_configured(env, home, os.path.exists):
+            from qmem_git.settings import build_settings  # model settings: a slower import
+
+            model = build_settings(env, project=project, memory_dir=memory_dir).model
+        result = recall(
+            layout.memory_root,
+            layout.state_dir,
+            query,
+            int(time.time() * 1000),
+            limit=limit,
+            excluded=tuple(exclude),
+            model=model,  # None unless configured: requests is imported only then
+        )
+    except QmemError as exc:
+        sys.stderr.write(f"Error: {exc}\n")
+        return exc.exit_code
+    if env.get("QMEM_TELEMETRY", "1") != "0" and os.path.isdir(layout.state_dir):
+        _record_recall(layout.state_dir, query, result, started)
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps(result_to_json(result), ensure_ascii=False, indent=2) + "\n")
+    else:
+        sys.stdout.write(result.prompt)
+    return 0
+
+
+def _record_recall(state_dir: str, query: str, result: RecallResult, started: float) -> None:
+    import time
+
+    from qmem_git.store.telemetry import record_recall
+
+    elapsed = int((time.monotonic() - started) * 1000)
+    record_recall(
+        state_dir, len(query), result.docs_scanned, len(result.selected), result.strategy, elapsed
+    )
+
+
+# --------------------------------------------------------------------------- remember
+
+
+def parse_remember(args: list[str]) -> dict[str, object] | None:
+    """Parse ``[globals] remember TEXT [--type T] [--why W] [--how H]``; None = click."""
+    opts: dict[str, object] = {}
+    rest = take_globals(args, opts)
+    if not rest or rest[0] != "remember":
+        return None
+    positional = _options(rest, ("--type", "--why", "--how"), opts)
+    if positional is None or len(positional) != 1:
+        return None
+    for flag in ("--type", "--why", "--how"):
+        values = opts.pop(flag, [])
+        assert isinstance(values, list)
+        opts[flag[2:]] = values[-1] if values else None  # click: the last one wins
+    if opts["type"] not in (None, *_MEMORY_TYPES):
+        return None  # click names the valid choices
+    opts["text"] = positional[0]
+    return opts
+
+
+def fast_remember(opts: dict[str, object]) -> int | None:
+    """Save one memory as one commit; None when the store needs click's path (not set up)."""
+    import os
+    from datetime import datetime, timezone
+
+    from qmem_git.core.paths import layout_for
+    from qmem_git.errors import QmemError
+
+    env = os.environ
+    home = env.get("HOME") or os.path.expanduser("~")
+    project, memory_dir = _str(opts.get("project")), _str(opts.get("memory_dir"))
+    try:
+        layout = layout_for(project, memory_dir, env, home, os.getcwd(), os.path.lexists)
+    except (QmemError, OSError):
+        return None  # click's path reports it
+    needed = (os.path.join(layout.memory_root, ".git"), layout.state_file("meta.json"))
+    if not all(os.path.exists(path) for path in needed):
+        return None  # first use: click's path initialises the store
+    moment = datetime.now(timezone.utc)
+    try:
+        outcome = _remember(opts, layout.memory_root, project, memory_dir, moment)
+    except (Exception, KeyboardInterrupt) as exc:  # every failure becomes one Error: line
+        message, code, unexpected = failure(exc)
+        if opts.get("verbose") and unexpected:
+            import traceback
+
+            traceback.print_exception(exc)
+        sys.stderr.write(f"Error: {message}\n")
+        return code
+    text, data = describe_outcome(outcome, False, {})
+    if not opts.get("quiet"):
+        notes = outcome.recovery.messages() if outcome.recovery is not None else []
+        notes += list(outcome.changeset.notes) if opts.get("verbose") else []
+        sys.stderr.write("".join(f"{line}\n" for line in notes))
+    _emit(opts, text, data)
+    return 0
+
+
+def _remember(
+    opts: dict[str, object],
+    root: str,
+    project: str | None,
+    memory_dir: str | None,
+    moment: datetime,
+) -> Outcome:
+    import os
+
+    from qmem_git.ops.runner import execute  # light: dulwich loads once the lock is held
+    from qmem_git.settings import build_settings
+
+    settings = build_settings(os.environ, project=project, memory_dir=memory_dir)
+    patches: list[Patch] = []
+
+    def prepare() -> None:  # runs while the work tree is surveyed
+        from qmem_git.ops.remember import remember_patch
+
+        text, kind, why, how = (_str(opts.get(key)) for key in ("text", "type", "why", "how"))
+        patches.append(remember_patch(text or "", kind=kind, why=why, how=how))
+
+    def plan() -> ChangeSet:
+        from qmem_git.ops.remember import plan_patch
+
+        return plan_patch(root, patches[0], moment)
+
+    return execute(settings, plan, moment, overlap=True, prepare=prepare)
+
+
+def describe_outcome(
+    outcome: Outcome, dry_run: bool, extra: dict[str, object]
+) -> tuple[str, dict[str, object]]:
+    """A writing command's result as (text, JSON data): the ChangeSet on --dry-run, else the
+    commit. Shared with the click commands."""
+    cs = outcome.changeset
+    data: dict[str, object] = {
+        "op": cs.op,
+        "dry_run": dry_run,
+        "commit": outcome.commit,
+        "subject": f"{cs.op}: {cs.subject}",
+        "writes": sorted(cs.writes),
+        "deletes": sorted(cs.deletes),
+        "topics": list(cs.topics),
+        "added": cs.added,
+        "removed": cs.removed,
+        **extra,
+    }
+    if cs.is_empty:
+        text = "Nothing to change."
+    elif dry_run:
+        lines = [f"Would commit: {cs.op}: {cs.subject}"]
+        lines += [f"  write  {path}" for path in sorted(cs.writes)]
+        lines += [f"  delete {path}" for path in sorted(cs.deletes)]
+        text = "\n".join(lines)
+    else:
+        short = outcome.commit[:12] if outcome.commit else "no commit"
+        text = f"[{short}] {cs.op}: {cs.subject}"
+    return text, data
+
+
+def failure(exc: BaseException) -> tuple[str, int, bool]:
+    """(``Error:`` message, exit code, unexpected) for an exception that is not click's own;
+    ``-v`` shows the traceback of unexpected ones."""
+    from qmem_git.errors import QmemError
+
+    if isinstance(exc, QmemError):
+        return str(exc), exc.exit_code, False
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", 130, False
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), 1, True
+    name = type(exc).__name__
+    return f"internal error: {name}: {exc} (hint: rerun with -v and report it)", 1, True
+
+
+def _emit(opts: dict[str, object], text: str, data: object) -> None:
+    """As ``cli.emit``: JSON under ``--json``, else ``text`` unless ``-q``."""
+    if opts.get("json"):
+        import json
+
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    elif text and not opts.get("quiet"):
+        sys.stdout.write(text + "\n")
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None

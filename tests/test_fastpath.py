@@ -1,0 +1,127 @@
+"""The click-free runs of ``recall`` and ``remember`` must be indistinguishable from click's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from clihelpers import assert_clean_repo, git, qmem, trailers
+
+from qmem_git import fastpath
+from qmem_git.errors import RepoLocked
+
+TEXT = "The staging cluster deploys from branch release-7"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["remember", TEXT], {"text": TEXT, "type": None, "why": None, "how": None}),
+        (
+            ["--json", "remember", "--type", "project", TEXT, "--why", "w", "--how", "h"],
+            {"json": True, "text": TEXT, "type": "project", "why": "w", "how": "h"},
+        ),
+        (
+            ["--memory-dir", "/m", "-q", "remember", "--why", "a", "--why", "b", TEXT],
+            {"memory_dir": "/m", "quiet": True, "text": TEXT, "why": "b", "type": None},
+        ),
+    ],
+)
+def test_plain_remember_calls_are_parsed_here(args: list[str], expected: dict[str, object]) -> None:
+    parsed = fastpath.parse_remember(args)
+    assert parsed is not None
+    assert {key: parsed.get(key) for key in expected} == expected
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["remember", "--dry-run", TEXT],
+        ["remember", "--help"],
+        ["remember", "--type=user", TEXT],
+        ["remember", "--type", "bogus", TEXT],
+        ["remember", TEXT, "extra"],
+        ["remember"],
+        ["remember", "--why"],
+        ["recall", TEXT],
+        ["--bogus", "remember", TEXT],
+    ],
+)
+def test_everything_else_is_left_to_click(args: list[str]) -> None:
+    assert fastpath.parse_remember(args) is None
+
+
+def test_recall_shapes() -> None:
+    parsed = fastpath.parse_recall(["recall", "q", "--limit", "3", "--exclude", "a.md"])
+    assert parsed == {"limit": 3, "exclude": ["a.md"], "query": "q"}
+    assert fastpath.parse_recall(["recall", "q", "--limit", "x"]) is None
+    assert fastpath.parse_recall(["recall", "--help"]) is None
+
+
+def click_path(memory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The same command through click (``cli.run``), whatever shape it has."""
+    code = "import sys; from qmem_git.cli import run; sys.exit(run(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, "--memory-dir", str(memory), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def store(tmp_path: Path, name: str) -> Path:
+    root = tmp_path / name / "memory"
+    assert qmem(root, "init").code == 0
+    return root
+
+
+@pytest.mark.parametrize("flags", [[], ["--json"], ["-q"], ["-v"]])
+def test_remember_prints_and_commits_what_click_would(tmp_path: Path, flags: list[str]) -> None:
+    fast_root, click_root = store(tmp_path, "fast"), store(tmp_path, "click")
+    args = [*flags, "remember", TEXT, "--why", "ops asked"]
+    fast = qmem(fast_root, *args)
+    slow = click_path(click_root, *args)
+    assert fast.code == slow.returncode == 0, (fast.err, slow.stderr)
+    ours, theirs = (git(root, "rev-parse", "HEAD").strip() for root in (fast_root, click_root))
+
+    def same(text: str, commit: str) -> str:
+        return text.replace(commit, "C").replace(commit[:12], "C")
+
+    assert same(fast.out, ours) == same(slow.stdout, theirs)
+    assert same(fast.err, ours) == same(slow.stderr, theirs)
+    assert git(fast_root, "ls-files", "-s") == git(click_root, "ls-files", "-s")
+    assert trailers(fast_root) == trailers(click_root)
+    assert_clean_repo(fast_root)
+
+
+def test_remember_on_a_store_not_set_up_yet_goes_through_click(tmp_path: Path) -> None:
+    root = tmp_path / "state" / "memory"
+    result = qmem(root, "remember", TEXT)
+    assert result.code == 0, result.err
+    assert trailers(root)["Qmem-Op"] == "remember"
+    assert_clean_repo(root)
+
+
+def test_remember_recovers_a_hand_edit_first(tmp_path: Path) -> None:
+    root = store(tmp_path, "s")
+    assert qmem(root, "remember", "I prefer terse responses").code == 0
+    edited = root / "user" / "i-prefer-terse-responses.md"
+    edited.write_text(edited.read_text().replace("terse", "short"))
+    result = qmem(root, "remember", TEXT)
+    assert result.code == 0
+    assert "(op recover)" in result.err
+    ops = [entry["op"] for entry in qmem(root, "--json", "log").json()]
+    assert ops[:2] == ["remember", "recover"]
+    assert_clean_repo(root)
+
+
+def test_failures_map_to_one_message_and_the_documented_codes() -> None:
+    assert fastpath.failure(RepoLocked("busy", "wait")) == ("busy (hint: wait)", 3, False)
+    assert fastpath.failure(KeyboardInterrupt()) == ("interrupted", 130, False)
+    denied = PermissionError(13, "Permission denied", "/m/.git/index")
+    assert fastpath.failure(denied) == ("Permission denied: /m/.git/index", 1, True)
+    message, code, unexpected = fastpath.failure(ValueError("boom"))
+    assert message.startswith("internal error: ValueError: boom") and "-v" in message
+    assert (code, unexpected) == (1, True)
