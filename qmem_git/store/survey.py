@@ -103,7 +103,10 @@ class Pending:
             return survey(self.root)
         data = self._receive()
         self.close()
-        return _decode(data) if data is not None else survey(self.root)
+        try:
+            return _decode(data)
+        except (EOFError, ValueError, TypeError):  # a child killed mid-send, or not ours
+            return survey(self.root)
 
     def close(self) -> None:
         """Stop listening and reap the child (it exits on its own once its pipe is closed)."""
@@ -115,30 +118,29 @@ class Pending:
                 os.waitpid(self.pid, 0)
             self.pid = None
 
-    def _receive(self) -> bytes | None:
+    def _receive(self) -> bytes:
         assert self._fd is not None
         chunks = []
         while chunk := os.read(self._fd, 1 << 20):
             chunks.append(chunk)
-        data = b"".join(chunks)
-        return data if data.startswith(_MAGIC) else None
+        return b"".join(chunks)
 
 
 _MAGIC = b"qmem-survey-1\n"
 
 
-def start(root: str, keep_fds: tuple[int, ...] = ()) -> Pending:
+def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
     """Begin :func:`survey` in a forked child when that is safe; collect with ``result()``.
 
-    ``keep_fds`` are the parent's descriptors the child must not hold on to (the writer lock:
-    an inherited ``flock`` descriptor would keep the lock alive if the parent died first).
+    ``parent_only``: descriptors the child closes at once (the writer lock: an inherited
+    ``flock`` descriptor would keep the lock alive if the parent died first).
     """
     if not hasattr(os, "fork") or _threads_running():
         return Pending(root)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        _child(root, read_fd, write_fd, keep_fds)
+        _child(root, read_fd, write_fd, parent_only)
     os.close(write_fd)
     return Pending(root, pid, read_fd)
 
@@ -151,7 +153,7 @@ def _child(root: str, read_fd: int, write_fd: int, close_fds: tuple[int, ...]) -
         os.close(read_fd)
         for fd in close_fds:
             os.close(fd)
-        data = _MAGIC + marshal.dumps(_encode(survey(root)))
+        data = _encoded(survey(root))
         view = memoryview(data)
         while view:
             view = view[os.write(write_fd, view) :]
@@ -179,7 +181,13 @@ def _encode(result: Survey) -> _Wire:
     return (result.files, result.temp_files, packed, sorted(result.dirty))
 
 
+def _encoded(result: Survey) -> bytes:
+    return _MAGIC + marshal.dumps(_encode(result))
+
+
 def _decode(data: bytes) -> Survey:
+    if not data.startswith(_MAGIC):
+        raise ValueError("not a survey")
     files, temp_files, packed, dirty = marshal.loads(data[len(_MAGIC) :])
     index = None
     if packed is not None:

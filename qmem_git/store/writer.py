@@ -55,8 +55,8 @@ def run_writer(
     git_dir = os.path.join(layout.memory_root, ".git")
     with locks.writer_lock(layout, lock_timeout) as lock_fd:
         locks.begin_tenure(git_dir)  # before recovery: its own commit may be interrupted too
-        keep = () if lock_fd is None else (lock_fd,)
-        pending = survey.start(layout.memory_root, keep) if overlap else None
+        lock_fds = () if lock_fd is None else (lock_fd,)
+        pending = survey.start(layout.memory_root, lock_fds) if overlap else None
         try:
             if prepare is not None:
                 prepare()

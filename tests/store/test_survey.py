@@ -85,10 +85,14 @@ def test_no_fork_while_threads_run(repo: GitRepo) -> None:
         worker.join()
 
 
-def test_a_child_that_sends_nothing_means_surveying_here(repo: GitRepo) -> None:
+@pytest.mark.parametrize("cut", [0, 5, 20, 200, -1])
+def test_a_child_that_fails_to_send_means_surveying_here(repo: GitRepo, cut: int) -> None:
+    """Nothing, garbage, or a send cut short by a kill: the survey is made here instead."""
+    whole = survey._MAGIC + b"garbage" if cut < 0 else survey._encoded(survey.survey(repo.path))
     read_fd, write_fd = os.pipe()
-    os.write(write_fd, b"not a survey")
+    os.write(write_fd, whole[:cut] if cut >= 0 else whole)
     os.close(write_fd)
+    repo.write("user/m0.md", memory_text("user", "m0", "changed since"))
     pending = survey.Pending(repo.path, None, read_fd)
     assert summary(pending.result()) == summary(survey.survey(repo.path))
 
