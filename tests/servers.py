@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import getpass
 import os
 import socket
 import subprocess
@@ -84,6 +85,69 @@ class GitDaemon:
         )
         wait_for_port(self.port)
         return self
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
+
+
+class SshServer:
+    """OpenSSH's ``sshd`` on 127.0.0.1: a throwaway host key, one authorised client key.
+
+    Clients use :attr:`command` (``ssh -F <config>``, for ``GIT_SSH_COMMAND``) and the host
+    alias in :meth:`url`, so nothing reads or writes the user's own ``~/.ssh``. The server runs
+    ``git-upload-pack`` / ``git-receive-pack`` through the login shell of the current user.
+    """
+
+    SSHD = "/usr/sbin/sshd"
+    HOST = "qmem-test-sshd"
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.command = f"ssh -F {work / 'ssh_config'}"
+
+    def url(self, path: Path) -> str:
+        return f"ssh://{self.HOST}{path}"
+
+    def start(self) -> SshServer:
+        assert os.path.exists(self.SSHD), "the ssh tests need sshd (apt-get install openssh-server)"
+        self.work.mkdir(parents=True, exist_ok=True)
+        for name in ("host_key", "client_key"):
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.work / name)],
+                check=True,
+            )
+        (self.work / "authorized_keys").write_bytes((self.work / "client_key.pub").read_bytes())
+        self._write_configs()
+        if os.geteuid() == 0:
+            os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation
+        with open(self.work / "sshd.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [self.SSHD, "-D", "-e", "-f", str(self.work / "sshd_config")],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        wait_for_port(self.port)
+        return self
+
+    def _write_configs(self) -> None:
+        work = self.work
+        (work / "sshd_config").write_text(
+            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {work / 'host_key'}\n"
+            f"AuthorizedKeysFile {work / 'authorized_keys'}\nPidFile {work / 'sshd.pid'}\n"
+            "StrictModes no\nUsePAM no\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+        )
+        (work / "ssh_config").write_text(
+            f"Host {self.HOST}\n  HostName 127.0.0.1\n  Port {self.port}\n"
+            f"  User {getpass.getuser()}\n  IdentityFile {work / 'client_key'}\n"
+            "  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
+            "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+        )
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from clihelpers import assert_clean_repo, git, head, one_error_line, qmem, trailers
-from servers import GitDaemon, HttpGitServer, Machine, closed_port, fsck_strict
+from servers import GitDaemon, HttpGitServer, Machine, SshServer, closed_port, fsck_strict, git_in
 
 ROUNDS = 22
 WORDS = ["billing", "search", "gateway", "ledger", "mailer", "indexer", "scheduler", "vault"]
@@ -191,6 +191,41 @@ def test_cli_dead_remote_is_exit_5_with_one_redacted_error_line(memory: Path) ->
     line = one_error_line(result.err)
     assert "connection refused" in line and "hint:" in line
     assert "tok123" not in result.err and "***@127.0.0.1" in line
+
+
+def test_cli_sync_and_clone_over_ssh(tmp_path: Path, memory: Path, served: Path) -> None:
+    """A real sshd on 127.0.0.1; GIT_SSH_COMMAND points ssh at the test's own config and key."""
+    server = SshServer(tmp_path / "sshd").start()
+    try:
+        env = {"GIT_SSH_COMMAND": server.command}
+        url = server.url(served / "mem.git")
+        assert qmem(memory, "remember", "Memories travel over ssh as well").code == 0
+        assert qmem(memory, "remote", "add", "origin", url).code == 0
+        pushed = qmem(memory, "--json", "sync", env=env)
+        assert pushed.code == 0, pushed.err
+        assert pushed.json()["pushed"] is True
+        other = tmp_path / "b" / "memory"
+        cloned = qmem(other, "clone", url, env=env)
+        assert cloned.code == 0, cloned.err
+        assert qmem(other, "remember", "Machine B answers over ssh").code == 0
+        assert qmem(other, "sync", env=env).code == 0
+        pulled = qmem(memory, "--json", "sync", env=env)
+        assert pulled.code == 0, pulled.err
+        served_head = git_in(served / "mem.git", "rev-parse", "main").strip()
+        assert head(memory) == head(other) == served_head
+        fsck_strict(served / "mem.git")
+        assert_clean_repo(memory)
+        assert "Accepted publickey" in (tmp_path / "sshd" / "sshd.log").read_text()
+        without = qmem(memory, "sync")  # plain ssh knows neither the host alias nor the key
+        assert without.code == 5, without.err
+        server.stop()
+        dead = qmem(memory, "sync", env=env)
+        assert dead.code == 5
+        assert "hint:" in one_error_line(dead.err)
+        unsplittable = qmem(memory, "sync", env={"GIT_SSH_COMMAND": "ssh -i 'unclosed"})
+        assert unsplittable.code == 2 and "GIT_SSH_COMMAND" in one_error_line(unsplittable.err)
+    finally:
+        server.stop()
 
 
 def test_cli_http_with_token_from_environment_and_init_remote(tmp_path: Path, served: Path) -> None:

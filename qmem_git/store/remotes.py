@@ -286,7 +286,7 @@ def open_transport(
         client = TCPGitClient(parts.hostname or "", port=parts.port)
         return Transport(client, parts.path, url, ())
     if kind == "ssh":
-        return _ssh_transport(url, timeout)
+        return _ssh_transport(url, env, timeout)
     return _http_transport(url, credentials, env, timeout)
 
 
@@ -312,15 +312,26 @@ def _local_transport(url: str, for_push: bool) -> Transport:
     return Transport(LocalGitClient(), path, url, ())
 
 
-def _ssh_transport(url: str, timeout: float) -> Transport:
-    """dulwich's SSH client over the system ``ssh``: no password prompts, bounded connect."""
+def _ssh_transport(url: str, env: Mapping[str, str], timeout: float) -> Transport:
+    """dulwich's SSH client over the system ``ssh``: no password prompts, bounded connect.
+
+    ``GIT_SSH_COMMAND`` replaces ``ssh`` as git's does (``ssh -i key``, ``ssh -F config``); it is
+    split like a shell command line, not run by a shell, and must accept OpenSSH's ``-o``.
+    """
     from dulwich.client import get_transport_and_path
 
     _ssh_host(url)
     seconds = max(1, int(timeout))
+    try:
+        base = shlex.split(env.get("GIT_SSH_COMMAND", "")) or ["ssh"]
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(
+            f"GIT_SSH_COMMAND cannot be split into words ({exc})",
+            hint="quote it as for a shell, e.g. GIT_SSH_COMMAND='ssh -i \"my key\"'",
+        ) from exc
     command = shlex.join(
         [
-            "ssh",
+            *base,
             "-o",
             "BatchMode=yes",
             "-o",

@@ -119,6 +119,18 @@ def test_ssh_transport_uses_system_ssh_without_prompts_and_with_a_timeout() -> N
     assert (scp.client.host, scp.client.username, scp.path) == ("example.org", "me", "mem.git")
 
 
+def test_git_ssh_command_replaces_ssh_and_keeps_our_options() -> None:
+    env = {"GIT_SSH_COMMAND": "ssh -F '/my config' -i key"}
+    client = remotes.open_transport(
+        "ssh://h/m.git", credentials=Credentials(), env=env, timeout=3
+    ).client
+    assert client.ssh_command.startswith("ssh -F '/my config' -i key -o BatchMode=yes")
+    with pytest.raises(UsageError, match="GIT_SSH_COMMAND"):
+        remotes.open_transport(
+            "ssh://h/m.git", credentials=Credentials(), env={"GIT_SSH_COMMAND": "ssh '"}, timeout=3
+        )
+
+
 def test_http_transport_takes_credentials_from_url_then_explicit() -> None:
     from_url = remotes.open_transport(
         "https://u:urltok@example.org/x.git",
