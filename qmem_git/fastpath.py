@@ -202,12 +202,14 @@ def fast_remember(opts: dict[str, object]) -> int | None:
         layout = layout_for(project, memory_dir, env, home, os.getcwd(), os.path.lexists)
     except (QmemError, OSError):
         return None  # click's path reports it
-    needed = (os.path.join(layout.memory_root, ".git"), layout.state_file("meta.json"))
+    root = layout.memory_root
+    needed = [os.path.join(root, ".git"), os.path.join(root, "MEMORY.md")]
+    needed += [layout.state_file(name) for name in ("meta.json", "extract-cursor.json")]
     if not all(os.path.exists(path) for path in needed):
-        return None  # first use: click's path initialises the store
+        return None  # first use, or scaffold files missing: click's path (re)creates them
     moment = datetime.now(timezone.utc)
     try:
-        outcome = _remember(opts, layout.memory_root, project, memory_dir, moment)
+        outcome = _remember(opts, root, project, memory_dir, moment)
     except (Exception, KeyboardInterrupt) as exc:  # every failure becomes one Error: line
         message, code, unexpected = failure(exc)
         if opts.get("verbose") and unexpected:

@@ -104,6 +104,21 @@ def test_remember_on_a_store_not_set_up_yet_goes_through_click(tmp_path: Path) -
     assert_clean_repo(root)
 
 
+def test_remember_recreates_missing_scaffold_files(tmp_path: Path) -> None:
+    root = store(tmp_path, "s")
+    for path in (
+        root / "MEMORY.md",
+        root.parent / "meta.json",
+        root.parent / "extract-cursor.json",
+    ):
+        path.unlink()
+    result = qmem(root, "remember", TEXT)
+    assert result.code == 0, result.err
+    assert (root.parent / "meta.json").exists() and (root.parent / "extract-cursor.json").exists()
+    assert "the-staging-cluster" in (root / "MEMORY.md").read_text()
+    assert_clean_repo(root)
+
+
 def test_remember_recovers_a_hand_edit_first(tmp_path: Path) -> None:
     root = store(tmp_path, "s")
     assert qmem(root, "remember", "I prefer terse responses").code == 0

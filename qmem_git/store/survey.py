@@ -138,7 +138,12 @@ def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
     if not hasattr(os, "fork") or _threads_running():
         return Pending(root)
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # out of processes or memory: survey here instead
+        os.close(read_fd)
+        os.close(write_fd)
+        return Pending(root)
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         _child(root, read_fd, write_fd, parent_only)
     os.close(write_fd)

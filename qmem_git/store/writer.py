@@ -56,8 +56,9 @@ def run_writer(
     with locks.writer_lock(layout, lock_timeout) as lock_fd:
         locks.begin_tenure(git_dir)  # before recovery: its own commit may be interrupted too
         lock_fds = () if lock_fd is None else (lock_fd,)
-        pending = survey.start(layout.memory_root, lock_fds) if overlap else None
+        pending = None
         try:
+            pending = survey.start(layout.memory_root, lock_fds) if overlap else None
             if prepare is not None:
                 prepare()
             return _write(layout, plan, identity, host, now, is_valid, recover_worktree, pending)

@@ -104,3 +104,18 @@ def test_closing_an_uncollected_survey_reaps_the_child(repo: GitRepo) -> None:
     if pid is not None:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_failing_fork_means_surveying_here(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fork can fail (EAGAIN: the user's process limit); the write must not."""
+
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    before = len(os.listdir("/proc/self/fd"))
+    pending = survey.start(repo.path)
+    assert not pending.forked and len(os.listdir("/proc/self/fd")) == before  # pipe closed
+    assert summary(pending.result()) == summary(survey.survey(repo.path))
