@@ -27,10 +27,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from qmem_git.modelconfig import ModelConfig
+
 MARKER = "[qmem-git recall]"  # = integrations.transcripts.RECALL_MARKER (a test checks)
 CONTEXT_CAP_BYTES = 8000  # note 9: ~6-8 KB; Claude moves >10,000 chars out to a file
 SESSION_INDEX_BYTES = 6000
 FIRST_PROMPT_INDEX_BYTES = 3000
+HOOK_MODEL_CONNECT_SECONDS = 2.0  # one attempt: 2 s to connect, 5 s to answer, inside the
+HOOK_MODEL_SECONDS = 5.0  # 10 s our settings snippets give the prompt hook
 SESSION_DIR = "hooks"
 AGENTS = ("qwen", "claude")
 EVENTS = {
@@ -355,7 +359,10 @@ def recall_block(hook: Hook, query: str, env: Mapping[str, str]) -> str:
     if not query.strip():
         return ""
     started = time.monotonic()
-    result = recall(hook.memory_root, hook.state_dir, query, int(time.time() * 1000))
+    model = hook_model(hook, env)
+    result = recall(hook.memory_root, hook.state_dir, query, int(time.time() * 1000), model=model)
+    if model is not None and result.strategy == "heuristic":
+        hook.log("recall: the model did not answer in time or usably; used word matching")
     if env.get("QMEM_TELEMETRY", "1") != "0":
         elapsed = int((time.monotonic() - started) * 1000)
         record_recall(
@@ -367,6 +374,32 @@ def recall_block(hook: Hook, query: str, env: Mapping[str, str]) -> str:
             elapsed,
         )
     return result.prompt
+
+
+def hook_model(hook: Hook, env: Mapping[str, str]) -> ModelConfig | None:
+    """The configured model for recall (spec §10.1 step 3), within the prompt hook's budget.
+
+    The agent waits for this hook, so the model gets one attempt with short timeouts;
+    otherwise recall falls back to word matching. Model settings (and the HTTP client) are
+    loaded only when a model may be configured at all.
+    """
+    from qmem_git.core.paths import model_may_be_configured
+
+    if not model_may_be_configured(env, hook.home, os.path.exists):
+        return None
+    from dataclasses import replace
+
+    from qmem_git.modelconfig import load_model_config
+
+    config = load_model_config(env, hook.home).config
+    if config is None:
+        return None
+    return replace(
+        config,
+        connect_timeout=min(config.connect_timeout, HOOK_MODEL_CONNECT_SECONDS),
+        read_timeout=min(config.read_timeout, HOOK_MODEL_SECONDS),
+        max_retries=0,
+    )
 
 
 def on_session_start(hook: Hook, env: Mapping[str, str]) -> None:

@@ -10,12 +10,15 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from integrations.model_server import API_KEY, ModelServer, Reply, chat, error
 from qmem_git import hookentry
 from qmem_git.__main__ import main as qmem_main
 from qmem_git.integrations import agents
@@ -301,6 +304,58 @@ def test_recall_telemetry_has_no_query_text(
     assert event["event"] == "qwen-code.memory.recall"
     assert event["query_length"] == len("canary secretword")
     assert "secretword" not in lines[-1]
+
+
+@pytest.fixture
+def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModelServer]:
+    """A chat-completions server on 127.0.0.1 configured through the environment."""
+    with ModelServer() as server:
+        monkeypatch.setenv("QMEM_LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("QMEM_LLM_MODEL", "qwen-test")
+        monkeypatch.setenv("DASHSCOPE_API_KEY", API_KEY)
+        monkeypatch.setenv("QMEM_LLM_TIMEOUT", "1")
+        monkeypatch.setenv("QMEM_TELEMETRY", "1")
+        yield server
+
+
+def last_recall_event(project: Path) -> dict[str, object]:
+    lines = (layout(project)[1] / "telemetry.jsonl").read_text().splitlines()
+    event = json.loads(lines[-1])
+    assert isinstance(event, dict) and event["event"] == "qwen-code.memory.recall"
+    return event
+
+
+def test_a_configured_model_chooses_what_the_prompt_hook_recalls(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, model: ModelServer
+) -> None:
+    """Spec §10.1 step 3: the model's choice wins, even over a word match."""
+    model.script(chat({"selected_memories": ["user/terse.md"]}))
+    data = payload(project, "UserPromptSubmit", prompt="how do canary deploys roll out?")
+    context = context_of(run(capsys, ["--agent", "qwen", "prompt"], data), "UserPromptSubmit")
+    assert "User prefers terse replies." in context and "Roll out canary" not in context
+    assert "canary deploys roll out" in model.requests[0].message("user")
+    assert last_recall_event(project)["strategy"] == "model"
+    assert API_KEY not in log_text(project)
+
+
+@pytest.mark.parametrize("reply", [error(500, "down"), chat("not json"), chat({}, delay=3.0)])
+def test_a_failing_model_costs_one_short_attempt_then_words_decide(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    memories: Path,
+    model: ModelServer,
+    reply: Reply,
+) -> None:
+    model.script(reply, chat({"selected_memories": ["user/terse.md"]}))
+    data = payload(project, "UserPromptSubmit", prompt="how do canary deploys roll out?")
+    started = time.monotonic()
+    context = context_of(run(capsys, ["--agent", "qwen", "prompt"], data), "UserPromptSubmit")
+    assert time.monotonic() - started < 2.5  # QMEM_LLM_TIMEOUT=1: no retry, no 3 s wait
+    assert "Roll out canary deploys at 5%." in context
+    assert len(model.requests) == 1
+    assert last_recall_event(project)["strategy"] == "heuristic"
+    assert "used word matching" in log_text(project)
+    assert "canary" not in log_text(project)
 
 
 # --------------------------------------------------------------------------- session start
