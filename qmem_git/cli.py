@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from qmem_git import __version__
+from qmem_git.core.limits import TYPE_NAMES
 from qmem_git.errors import QmemError, UsageError
 from qmem_git.fastpath import failure
 from qmem_git.settings import Settings, build_settings
@@ -296,20 +297,16 @@ def report_strategy(opts: Options, strategy: Strategy | None) -> dict[str, Any]:
         return {"strategy": None, "model_fallback": None}
     if strategy.fallback and strategy.fallback != "no-op":
         note(opts, f"warning: model not used ({strategy.fallback}); used the heuristic planner")
-    return {"strategy": strategy.name, "model_fallback": strategy.fallback}
+    return strategy.as_dict()
 
 
 def report_outcome(opts: Options, outcome: Outcome, dry_run: bool, extra: dict[str, Any]) -> None:
     """Render a writing command's result: the ChangeSet on --dry-run, else the commit."""
-    from qmem_git.fastpath import describe_outcome
+    from qmem_git.fastpath import describe_outcome, outcome_notes
 
-    if outcome.recovery is not None:
-        for line in outcome.recovery.messages():
-            note(opts, line)
+    for line in outcome_notes(outcome, opts.verbose):
+        note(opts, line)
     text, data = describe_outcome(outcome, dry_run, extra)
-    if opts.verbose:
-        for line in outcome.changeset.notes:
-            note(opts, line)
     emit(opts, text, data)
 
 
@@ -318,7 +315,7 @@ def report_outcome(opts: Options, outcome: Outcome, dry_run: bool, extra: dict[s
 @click.option(
     "--type",
     "kind",
-    type=click.Choice(["user", "feedback", "project", "reference"]),
+    type=click.Choice(TYPE_NAMES),
     help="Memory type (default: classified from the text, else user).",
 )
 @click.option("--why", help="Why this matters (stored as a 'Why:' line).")

@@ -14,20 +14,23 @@ from __future__ import annotations
 
 import sys
 
+from qmem_git.core.limits import CURSOR_NAME, INDEX_NAME, META_NAME, TYPE_NAMES
+
 TYPE_CHECKING = False  # typing itself is not imported on the recall path (~10 ms)
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime
 
     from qmem_git.core.changes import ChangeSet
     from qmem_git.core.patches import Patch
     from qmem_git.core.recall import RecallResult
+    from qmem_git.modelconfig import ModelConfig
     from qmem_git.ops.runner import Outcome
 
 _GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir"}
 _GLOBAL_FLAG = {"--json": "json", "-q": "quiet", "--quiet": "quiet", "-v": "verbose"}
 _GLOBAL_FLAG["--verbose"] = "verbose"
-_MEMORY_TYPES = ("user", "feedback", "project", "reference")
 
 
 def take_globals(args: list[str], opts: dict[str, object]) -> list[str]:
@@ -83,8 +86,8 @@ def parse_recall(args: list[str]) -> dict[str, object] | None:
     assert isinstance(limits, list)
     if positional is None or len(positional) != 1:
         return None
-    if limits and not all(value.lstrip("-").isdigit() for value in limits):
-        return None
+    if not all(value.isascii() and value.isdigit() for value in limits):
+        return None  # negative, non-ASCII digits, not a number: click explains (or converts)
     opts["limit"] = int(limits[-1]) if limits else 5
     opts["exclude"] = opts.pop("--exclude", [])
     opts["query"] = positional[0]
@@ -117,7 +120,7 @@ def run_recall(
     import os
     import time
 
-    from qmem_git.core.paths import layout_for, model_may_be_configured
+    from qmem_git.core.paths import layout_for
     from qmem_git.errors import QmemError
     from qmem_git.ops.recall import recall, result_to_json
 
@@ -126,11 +129,7 @@ def run_recall(
     home = env.get("HOME") or os.path.expanduser("~")
     try:
         layout = layout_for(project, memory_dir, env, home, os.getcwd(), os.path.lexists)
-        model = None
-        if model_may_be_configured(env, home, os.path.exists):
-            from qmem_git.settings import build_settings  # model settings: a slower import
-
-            model = build_settings(env, project=project, memory_dir=memory_dir).model
+        model = configured_model(env, home)
         result = recall(
             layout.memory_root,
             layout.state_dir,
@@ -143,8 +142,7 @@ def run_recall(
     except QmemError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return exc.exit_code
-    if env.get("QMEM_TELEMETRY", "1") != "0" and os.path.isdir(layout.state_dir):
-        _record_recall(layout.state_dir, query, result, started)
+    record_recall(env, layout.state_dir, query, result, started)
     if as_json:
         import json
 
@@ -154,13 +152,37 @@ def run_recall(
     return 0
 
 
-def _record_recall(state_dir: str, query: str, result: RecallResult, started: float) -> None:
+def configured_model(env: Mapping[str, str], home: str) -> ModelConfig | None:
+    """The configured model endpoint (spec §10.1 step 3), None when there is none.
+
+    Shared by ``recall`` and the prompt hook. Model settings (``dataclasses``, ``json``) are
+    imported only when a model may be configured at all, which a few ``stat`` calls tell.
+    """
+    import os
+
+    from qmem_git.core.paths import model_may_be_configured
+
+    if not model_may_be_configured(env, home, os.path.exists):
+        return None
+    from qmem_git.modelconfig import load_model_config
+
+    return load_model_config(env, home).config
+
+
+def record_recall(
+    env: Mapping[str, str], state_dir: str, query: str, result: RecallResult, started: float
+) -> None:
+    """The recall telemetry event (no query text), unless ``QMEM_TELEMETRY=0`` or the state
+    dir does not exist; ``started`` is a ``time.monotonic()`` reading. Shared with the hook."""
+    import os
     import time
 
-    from qmem_git.store.telemetry import record_recall
+    if env.get("QMEM_TELEMETRY", "1") == "0" or not os.path.isdir(state_dir):
+        return
+    from qmem_git.store import telemetry
 
     elapsed = int((time.monotonic() - started) * 1000)
-    record_recall(
+    telemetry.record_recall(
         state_dir, len(query), result.docs_scanned, len(result.selected), result.strategy, elapsed
     )
 
@@ -181,7 +203,7 @@ def parse_remember(args: list[str]) -> dict[str, object] | None:
         values = opts.pop(flag, [])
         assert isinstance(values, list)
         opts[flag[2:]] = values[-1] if values else None  # click: the last one wins
-    if opts["type"] not in (None, *_MEMORY_TYPES):
+    if opts["type"] not in (None, *TYPE_NAMES):
         return None  # click names the valid choices
     opts["text"] = positional[0]
     return opts
@@ -203,8 +225,8 @@ def fast_remember(opts: dict[str, object]) -> int | None:
     except (QmemError, OSError):
         return None  # click's path reports it
     root = layout.memory_root
-    needed = [os.path.join(root, ".git"), os.path.join(root, "MEMORY.md")]
-    needed += [layout.state_file(name) for name in ("meta.json", "extract-cursor.json")]
+    needed = [os.path.join(root, ".git"), os.path.join(root, INDEX_NAME)]
+    needed += [layout.state_file(name) for name in (META_NAME, CURSOR_NAME)]
     if not all(os.path.exists(path) for path in needed):
         return None  # first use, or scaffold files missing: click's path (re)creates them
     moment = datetime.now(timezone.utc)
@@ -220,8 +242,7 @@ def fast_remember(opts: dict[str, object]) -> int | None:
         return code
     text, data = describe_outcome(outcome, False, {})
     if not opts.get("quiet"):
-        notes = outcome.recovery.messages() if outcome.recovery is not None else []
-        notes += list(outcome.changeset.notes) if opts.get("verbose") else []
+        notes = outcome_notes(outcome, bool(opts.get("verbose")))
         sys.stderr.write("".join(f"{line}\n" for line in notes))
     _emit(opts, text, data)
     return 0
@@ -254,6 +275,13 @@ def _remember(
         return plan_patch(root, patches[0], moment)
 
     return execute(settings, plan, moment, overlap=True, prepare=prepare)
+
+
+def outcome_notes(outcome: Outcome, verbose: bool) -> list[str]:
+    """The side remarks of a writing command (stderr, silenced by ``-q``): what recovery did,
+    and under ``-v`` the ChangeSet's notes. Shared with the click commands."""
+    notes = outcome.recovery.messages() if outcome.recovery is not None else []
+    return [*notes, *(outcome.changeset.notes if verbose else ())]
 
 
 def describe_outcome(

@@ -7,8 +7,9 @@ user's prompt. Problems go to ``<state dir>/hook.log`` (never the prompt text).
 UserPromptSubmit runs before every prompt, so its path imports only ``os``, ``sys``, the C JSON
 scanner and the recall operation: no click, dulwich, yaml, and not even ``json`` (which pulls in
 ``re``) or ``settings`` (``dataclasses``, ``socket``: ~50 ms together). The memory layout is
-therefore resolved here by a lean copy of ``core.paths.resolve_layout``; a test keeps the two
-equal. Every other event is rare and may import what it likes.
+therefore resolved with ``core.paths.layout_for`` (pure, and light to import) rather than through
+``settings.build_settings``; model settings load only when a model may be configured. Every other
+event is rare and may import what it likes.
 
 Per-session state (note 7) lives in ``<state dir>/hooks/<session>.json``: ``awaiting`` is set at
 SessionStart and Stop and cleared by the next prompt, so tool-result continuations, crons and
@@ -353,8 +354,8 @@ def on_prompt(hook: Hook, env: Mapping[str, str]) -> None:
 def recall_block(hook: Hook, query: str, env: Mapping[str, str]) -> str:
     import time
 
+    from qmem_git.fastpath import record_recall
     from qmem_git.ops.recall import recall
-    from qmem_git.store.telemetry import record_recall
 
     if not query.strip():
         return ""
@@ -363,16 +364,7 @@ def recall_block(hook: Hook, query: str, env: Mapping[str, str]) -> str:
     result = recall(hook.memory_root, hook.state_dir, query, int(time.time() * 1000), model=model)
     if model is not None and result.strategy == "heuristic":
         hook.log("recall: the model did not answer in time or usably; used word matching")
-    if env.get("QMEM_TELEMETRY", "1") != "0":
-        elapsed = int((time.monotonic() - started) * 1000)
-        record_recall(
-            hook.state_dir,
-            len(query),
-            result.docs_scanned,
-            len(result.selected),
-            result.strategy,
-            elapsed,
-        )
+    record_recall(env, hook.state_dir, query, result, started)
     return result.prompt
 
 
@@ -381,19 +373,15 @@ def hook_model(hook: Hook, env: Mapping[str, str]) -> ModelConfig | None:
 
     The agent waits for this hook, so the model gets one attempt with short timeouts;
     otherwise recall falls back to word matching. Model settings (and the HTTP client) are
-    loaded only when a model may be configured at all.
+    loaded only when a model may be configured at all (``fastpath.configured_model``).
     """
-    from qmem_git.core.paths import model_may_be_configured
+    from qmem_git.fastpath import configured_model
 
-    if not model_may_be_configured(env, hook.home, os.path.exists):
+    config = configured_model(env, hook.home)
+    if config is None:
         return None
     from dataclasses import replace
 
-    from qmem_git.modelconfig import load_model_config
-
-    config = load_model_config(env, hook.home).config
-    if config is None:
-        return None
     return replace(
         config,
         connect_timeout=min(config.connect_timeout, HOOK_MODEL_CONNECT_SECONDS),

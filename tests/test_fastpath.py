@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from clihelpers import assert_clean_repo, git, qmem, trailers
 
 from qmem_git import fastpath
+from qmem_git.core.limits import TYPE_NAMES
 from qmem_git.errors import RepoLocked
 
 TEXT = "The staging cluster deploys from branch release-7"
@@ -58,6 +62,64 @@ def test_recall_shapes() -> None:
     assert parsed == {"limit": 3, "exclude": ["a.md"], "query": "q"}
     assert fastpath.parse_recall(["recall", "q", "--limit", "x"]) is None
     assert fastpath.parse_recall(["recall", "--help"]) is None
+
+
+@pytest.mark.parametrize("value", ["-3", "-0", "\u00b2", "\u0663", "+3", " 3", "3.0", ""])
+def test_recall_limits_other_than_ascii_digits_are_left_to_click(value: str) -> None:
+    assert fastpath.parse_recall(["recall", "q", "--limit", value]) is None
+    assert fastpath.parse_recall(["recall", "q", "--limit", "2", "--limit", value]) is None
+
+
+@pytest.mark.parametrize("value", ["-3", "\u00b2"])
+def test_a_bad_recall_limit_is_a_usage_error(tmp_path: Path, value: str) -> None:
+    root = store(tmp_path, "s")
+    fast = qmem(root, "recall", "staging", "--limit", value)
+    slow = click_path(root, "recall", "staging", "--limit", value)
+    assert fast.code == slow.returncode == 2
+    assert "Traceback" not in fast.err and "--limit" in fast.err
+    assert fast.out == slow.stdout == ""
+
+
+def test_configured_model_loads_model_settings_only_when_there_may_be_some(
+    tmp_path: Path,
+) -> None:
+    home = str(tmp_path)
+    assert fastpath.configured_model({}, home) is None
+    env = {"QMEM_LLM_BASE_URL": "http://127.0.0.1:9/v1", "QMEM_LLM_MODEL": "m"}
+    config = fastpath.configured_model(env, home)
+    assert config is not None and (config.base_url, config.model) == (env["QMEM_LLM_BASE_URL"], "m")
+    assert fastpath.configured_model({"QMEM_LLM_MODEL": "m"}, home) is None  # half configured
+
+
+def test_recall_telemetry_is_recorded_once_and_can_be_switched_off(tmp_path: Path) -> None:
+    from qmem_git.core.recall import RecallResult
+
+    result = RecallResult("", [], "heuristic", 7)
+    fastpath.record_recall({"QMEM_TELEMETRY": "0"}, str(tmp_path), "query", result, 0.0)
+    fastpath.record_recall({}, str(tmp_path / "missing"), "query", result, 0.0)
+    assert list(tmp_path.iterdir()) == []
+    fastpath.record_recall({}, str(tmp_path), "query", result, 0.0)
+    (line,) = (tmp_path / "telemetry.jsonl").read_text().splitlines()
+    event = json.loads(line)
+    assert (event["query_length"], event["docs_scanned"], event["docs_selected"]) == (5, 7, 0)
+    assert event["strategy"] == "heuristic" and "query" not in line.replace("query_length", "")
+
+
+def test_outcome_notes_are_recovery_first_then_change_notes_under_verbose() -> None:
+    recovery = SimpleNamespace(messages=lambda: ["removed stale lock file x"])
+    outcome: Any = SimpleNamespace(recovery=recovery, changeset=SimpleNamespace(notes=("n1",)))
+    assert fastpath.outcome_notes(outcome, False) == ["removed stale lock file x"]
+    assert fastpath.outcome_notes(outcome, True) == ["removed stale lock file x", "n1"]
+    outcome.recovery = None
+    assert fastpath.outcome_notes(outcome, True) == ["n1"]
+
+
+def test_remember_types_are_the_format_types() -> None:
+    from qmem_git.core.model import MEMORY_TYPES
+
+    assert set(TYPE_NAMES) == set(MEMORY_TYPES)
+    for kind in TYPE_NAMES:
+        assert fastpath.parse_remember(["remember", "--type", kind, TEXT]) is not None
 
 
 def click_path(memory: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
+from qmem_git.core.paths import is_inside
 from qmem_git.core.statefile import iso_ms
 from qmem_git.core.text import normalize_space
 
@@ -51,12 +52,6 @@ class Message:
     writes_memory: bool = False
 
 
-def is_inside(path: str, root: str) -> bool:
-    """Spec §2.3: the root itself or anything below it (paths already absolute)."""
-    path, root = posixpath.normpath(path), posixpath.normpath(root)
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
 def is_memory_path(path: str, memory_roots: Sequence[str], cwd: str | None = None) -> bool:
     """Whether a path an agent tool writes is a memory file (agent-integration §1.4, §2)."""
     path = path.replace("\\", "/")
@@ -65,7 +60,7 @@ def is_memory_path(path: str, memory_roots: Sequence[str], cwd: str | None = Non
     path = posixpath.normpath(path)
     if posixpath.basename(path) in _MEMORY_FILE_NAMES or _MEMORY_DIR_SHAPES.search(path):
         return True
-    return any(root and is_inside(path, root.replace("\\", "/")) for root in memory_roots)
+    return any(root and is_inside(root.replace("\\", "/"), path) for root in memory_roots)
 
 
 def is_memory_write(

@@ -7,3 +7,6 @@ INDEX_NAME = "MEMORY.md"
 MAX_SCANNED_DOCUMENTS = 200
 MAX_FILE_BYTES = 256 * 1024
 TYPE_NAMES = ("user", "feedback", "project", "reference")
+# Machine-local state files in the state dir (spec §3): created with the scaffold.
+META_NAME = "meta.json"
+CURSOR_NAME = "extract-cursor.json"

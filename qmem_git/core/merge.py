@@ -39,7 +39,13 @@ MAX_NUMBERED_SUFFIX = 1000
 
 @dataclass(frozen=True)
 class Reconciled:
-    """One decision the merge had to make; ``kind`` is a stable key, ``detail`` a sentence."""
+    """One decision the merge had to make; ``kind`` is a stable key, ``detail`` a sentence.
+
+    The kinds: ``entries-merged`` (both sides changed the file), ``entry-both-changed`` (one
+    entry's fields merged, spec §4.3), ``edit-kept-over-delete`` (a deleted entry or file the
+    other side changed is kept), ``field-both-changed`` (the newer frontmatter value kept) and
+    ``kept-both`` (one path written differently: the newer copy got the next ``-N`` name).
+    """
 
     path: str
     kind: str
@@ -47,15 +53,6 @@ class Reconciled:
 
     def as_dict(self) -> dict[str, str]:
         return {"path": self.path, "kind": self.kind, "detail": self.detail}
-
-
-KINDS = {
-    "entries-merged": "both sides changed the file; entries merged",
-    "entry-both-changed": "both sides changed one entry; fields merged (spec §4.3)",
-    "edit-kept-over-delete": "one side deleted an entry or file the other side changed; kept",
-    "field-both-changed": "both sides changed a frontmatter field; the newer value was kept",
-    "kept-both": "both sides wrote one path differently; the newer copy got the next -N name",
-}
 
 
 @dataclass(frozen=True)

@@ -119,9 +119,12 @@ def chats_dir(project_root: str, env: Mapping[str, str], home: str, cwd: str) ->
 
 
 def is_inside(root: str, target: str) -> bool:
-    """True when ``target`` is ``root`` or below it (spec §2.3), without touching the disk."""
-    rel = posixpath.relpath(posixpath.normpath(target), posixpath.normpath(root))
-    return rel == "." or not (rel == ".." or rel.startswith("../") or posixpath.isabs(rel))
+    """True when ``target`` is ``root`` or below it (spec §2.3); both paths absolute.
+
+    Pure string work on the normalised paths: no disk, and (unlike ``relpath``) no cwd.
+    """
+    root, target = posixpath.normpath(root), posixpath.normpath(target)
+    return target == root or target.startswith(root.rstrip("/") + "/")
 
 
 def layout_for(

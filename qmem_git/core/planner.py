@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 
 from qmem_git.core.model import MemoryType
-from qmem_git.core.patches import MIN_SUMMARY_CHARS, Patch, is_temporal
+from qmem_git.core.patches import Patch, rejection_reason
 from qmem_git.core.text import normalize_space
 
 TYPE_CHECKING = False
@@ -56,7 +56,7 @@ def classify_topic(summary: str) -> MemoryType | None:
 def heuristic_summary(text: str) -> str | None:
     """The summary a user message yields (spec §7.5 steps 1-3), or None when it yields nothing."""
     t = normalize_space(text)
-    if len(t) < MIN_SUMMARY_CHARS or t.endswith("?") or is_temporal(t):
+    if rejection_reason(t) is not None:
         return None
     request = _REQUEST.match(t)
     if request:

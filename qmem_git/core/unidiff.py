@@ -9,7 +9,7 @@ for a missing side, hunk ranges without ``,1``, the funcname context after ``@@`
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 NO_NEWLINE = "\\ No newline at end of file"
 FILE_MODE = "100644"
@@ -64,11 +64,6 @@ def render_file_diff(
         for hunk in hunks:
             lines += hunk
     return "\n".join(lines) + "\n"
-
-
-def render_diff(parts: Iterable[str]) -> str:
-    """Concatenate per-file diffs (each already ends with a newline)."""
-    return "".join(parts)
 
 
 def split_lines(text: str) -> list[str]:

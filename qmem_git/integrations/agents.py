@@ -16,6 +16,8 @@ import os
 import sys
 import time
 
+from qmem_git.core.limits import INDEX_NAME
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -24,7 +26,6 @@ LOG_NAME = "hook.log"
 LOG_CAP_BYTES = 256 * 1024
 ENGINE = "engine"
 COMPANION = "companion"
-INDEX_NAME = "MEMORY.md"
 INDEX_HEADING = "## Memory index"
 INDEX_INTRO = "Memories saved for this project (paths are relative to {root}):"
 # Claude writes its transcript asynchronously (agent-integration §3.5): let it land first.
@@ -135,17 +136,13 @@ def qwen_managed_memory_on(project_dir: str, home: str) -> bool:
 
 def _managed_memory_setting(path: str) -> bool | None:
     from qmem_git.errors import QmemError
-    from qmem_git.integrations.hooksettings import read_settings
+    from qmem_git.integrations.hooksettings import managed_memory_setting, read_settings
 
     try:
         settings, _ = read_settings(path)
     except QmemError:
         return None
-    memory = settings.get("memory")
-    value = memory.get("enableManagedAutoMemory") if isinstance(memory, dict) else None
-    if value is None:
-        value = settings.get("memory.enableManagedAutoMemory")
-    return value if isinstance(value, bool) else None
+    return managed_memory_setting(settings)
 
 
 # --------------------------------------------------------------------------- background work
@@ -240,8 +237,10 @@ def run_steps(argv: Sequence[str]) -> int:
 
 
 def _command_name(step: Sequence[str]) -> str:
-    names = ("extract", "dream", "snapshot")
-    return next((arg for arg in step if arg in names), "step")
+    """The qmem-git command a worker step runs (what follows the global options)."""
+    from qmem_git.fastpath import take_globals
+
+    return next(iter(take_globals(list(step), {})), "step")
 
 
 def worker_main(argv: Sequence[str]) -> int:

@@ -373,6 +373,18 @@ def install_notes(
     return tuple(notes)
 
 
-def _managed_memory_off(settings: Mapping[str, Any]) -> bool:
+def managed_memory_setting(settings: Mapping[str, Any]) -> bool | None:
+    """Qwen Code's ``memory.enableManagedAutoMemory`` in one settings object; None when unset.
+
+    The nested ``{"memory": {...}}`` form wins over the flat ``"memory.enableManagedAutoMemory"``
+    key; a value that is not a boolean reads as unset.
+    """
     memory = settings.get("memory")
-    return isinstance(memory, dict) and memory.get("enableManagedAutoMemory") is False
+    value = memory.get("enableManagedAutoMemory") if isinstance(memory, dict) else None
+    if value is None:
+        value = settings.get("memory.enableManagedAutoMemory")
+    return value if isinstance(value, bool) else None
+
+
+def _managed_memory_off(settings: Mapping[str, Any]) -> bool:
+    return managed_memory_setting(settings) is False

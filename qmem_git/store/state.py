@@ -9,13 +9,14 @@ from datetime import datetime
 from typing import Any
 
 from qmem_git.core.index import build_index
+from qmem_git.core.limits import CURSOR_NAME, META_NAME
 from qmem_git.core.paths import Layout
 from qmem_git.core.statefile import EPOCH_ISO, dumps_state, initial_cursor, initial_meta, iso_ms
 from qmem_git.errors import InvalidMemoryFile
 from qmem_git.store.workdir import atomic_write, index_path
 
-META = "meta.json"
-CURSOR = "extract-cursor.json"
+META = META_NAME
+CURSOR = CURSOR_NAME
 
 
 def ensure_scaffold(layout: Layout, now: datetime) -> list[str]:

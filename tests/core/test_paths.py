@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 
 import pytest
@@ -235,3 +236,29 @@ def test_chats_dir_uses_project_as_given_and_runtime_dir() -> None:
 )
 def test_is_inside(target: str, inside: bool) -> None:
     assert is_inside("/m", target) is inside
+
+
+@pytest.mark.parametrize(
+    ("root", "target", "inside"),
+    [
+        ("/m/", "/m/a.md", True),
+        ("/m/./", "/m", True),
+        ("/a/../m", "/m/x", True),
+        ("/", "/anything", True),
+        ("/", "/", True),
+        ("/m/", "/mx", False),
+    ],
+)
+def test_is_inside_normalises_the_root_too(root: str, target: str, inside: bool) -> None:
+    assert is_inside(root, target) is inside
+
+
+def test_is_inside_never_consults_the_working_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pure string work: the old relpath version called os.getcwd() for relative paths."""
+
+    def no_cwd() -> str:
+        raise AssertionError("is_inside read the working directory")
+
+    monkeypatch.setattr(os, "getcwd", no_cwd)
+    assert is_inside("/m", "/m/a.md")
+    assert is_inside("m", "m/a.md") and not is_inside("m", "n/a.md")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from qmem_git.core.extract import Message
-from qmem_git.core.patches import Patch
+from qmem_git.core.patches import Patch, rejection_reason
 from qmem_git.core.planner import classify_topic, heuristic_summary, plan_heuristic
+from qmem_git.core.text import normalize_space
 
 
 def users(*texts: str) -> list[Message]:
@@ -56,6 +59,13 @@ def test_request_forms(text: str, summary: str) -> None:
 )
 def test_rejected_messages(text: str) -> None:
     assert plan_heuristic(users(text)) == []
+
+
+@given(st.text(alphabet="ab? \nlatertodaytomorrowrightnowremember", max_size=60))
+def test_the_planner_rejects_exactly_what_remember_rejects(text: str) -> None:
+    """Steps 1-3 use the §7.6 rejection rules of ``remember`` (core.patches.rejection_reason)."""
+    if rejection_reason(normalize_space(text)) is not None:
+        assert heuristic_summary(text) is None
 
 
 def test_only_user_messages_are_planned_and_duplicates_skipped() -> None:

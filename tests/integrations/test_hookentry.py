@@ -581,7 +581,16 @@ def test_worker_logs_a_failing_step(tmp_path: Path) -> None:
     steps = [["-q", "--memory-dir", str(tmp_path / "m"), "no-such-command"]]
     code = agents.worker_main([str(log), "0", json.dumps(steps)])
     assert code == 2
-    assert "worker step: exit 2:" in log.read_text()
+    assert "worker no-such-command: exit 2:" in log.read_text()
+
+
+def test_worker_names_every_step_by_its_command() -> None:
+    scope = ["--project", "/p", "--memory-dir", "/m"]
+    steps = agents.worker_steps("SessionEnd", agents.ENGINE, scope, "/t.jsonl", "s1", sync=True)
+    assert [agents._command_name(step) for step in steps] == ["extract", "dream", "sync"]
+    companion = agents.worker_steps("SessionEnd", agents.COMPANION, scope, None, "s1")
+    assert [agents._command_name(step) for step in companion] == ["snapshot"]
+    assert agents._command_name(["-q", "--project", "/p"]) == "step"
 
 
 @pytest.mark.parametrize(

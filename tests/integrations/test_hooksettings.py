@@ -237,6 +237,41 @@ def test_companion_install_says_so(tmp_path: Path) -> None:
     assert any("trusted folders" in note for note in result.notes)
 
 
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({}, None),
+        ({"memory": {"enableManagedAutoMemory": False}}, False),
+        ({"memory": {"enableManagedAutoMemory": True}}, True),
+        ({"memory.enableManagedAutoMemory": False}, False),
+        ({"memory": {}, "memory.enableManagedAutoMemory": True}, True),
+        (
+            {"memory": {"enableManagedAutoMemory": True}, "memory.enableManagedAutoMemory": False},
+            True,
+        ),
+        ({"memory": {"enableManagedAutoMemory": "false"}}, None),
+        ({"memory": "off", "memory.enableManagedAutoMemory": 0}, None),
+    ],
+)
+def test_managed_memory_setting_reads_nested_and_flat_keys(
+    settings: dict[str, Any], expected: bool | None
+) -> None:
+    assert hs.managed_memory_setting(settings) is expected
+
+
+def test_flat_managed_memory_key_means_engine_mode_at_install(tmp_path: Path) -> None:
+    """The hooks run engine mode for the flat key too (agents.detect_mode): no companion note."""
+    from qmem_git.integrations.agents import detect_mode
+
+    path = tmp_path / ".qwen" / "settings.json"
+    write_settings(path, {"memory.enableManagedAutoMemory": False})
+    result = install("qwen", tmp_path, tmp_path)
+    assert not any("companion" in note for note in result.notes)
+    assert detect_mode("qwen", {}, str(tmp_path), str(tmp_path / "home")) == "engine"
+    removed = install("qwen", tmp_path, tmp_path, uninstall=True)
+    assert any("/memory" in note for note in removed.notes)
+
+
 def test_engine_is_for_qwen_only(tmp_path: Path) -> None:
     with pytest.raises(UsageError):
         install("claude", tmp_path, tmp_path, engine=True)
