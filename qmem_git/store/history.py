@@ -11,6 +11,7 @@ listed too) and commits come out newest committer date first.
 
 from __future__ import annotations
 
+import errno
 import heapq
 import os
 import re
@@ -27,10 +28,10 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from qmem_git.core.changes import CommitInfo, FileChange, parse_commit_message
-from qmem_git.core.model import INDEX_NAME
 from qmem_git.core.unidiff import colorize, render_file_diff
 from qmem_git.errors import QmemError, RepoCorrupt, UsageError
 from qmem_git.store.repo import blob_id
+from qmem_git.store.walk import is_memory_path, memory_paths
 
 __all__ = [
     "DiffResult",
@@ -481,14 +482,17 @@ class History:
     # -- work tree ------------------------------------------------------------------------
 
     def worktree_changes(self) -> list[WorkChange]:
-        """Memory files (``*.md`` except MEMORY.md, no dot-dirs/symlinks) that differ from HEAD.
+        """Memory files that differ from HEAD, listed by the store's one rule (``store.walk``).
 
-        Hashes every file: the writer builds commits from trees, so the git index may not
-        describe the work tree and cannot be used as a stat cache.
+        Any-size ``*.md`` files (oversized ones are the caller's to quarantine) and dot-files
+        count; dot-directories, symlinks and every ``MEMORY.md`` (the top-level one is the
+        generated index) do not. Every file is hashed rather than trusting the git index's
+        stat data: the writers keep the index current, but it can be stale or unreadable
+        (another program rewrote it, an update failed) and a snapshot must not miss an edit.
         """
         head = self.head()
-        committed = {p: s for p, s in self.tree_files(head).items() if _is_memory_path(p)}
-        on_disk = dict(_scan_worktree(self.root))
+        committed = {p: s for p, s in self.tree_files(head).items() if is_memory_path(p)}
+        on_disk = _read_worktree(self.root)
         changes: list[WorkChange] = []
         for path in sorted(set(committed) | set(on_disk)):
             data = on_disk.get(path)
@@ -613,33 +617,24 @@ def _is_file(mode: int | None) -> bool:
     return mode is not None and (stat.S_ISREG(mode) or stat.S_ISLNK(mode))
 
 
-def _is_memory_path(path: str) -> bool:
-    parts = path.split("/")
-    return (
-        path.endswith(".md")
-        and path != INDEX_NAME
-        and not any(part.startswith(".") for part in parts)
-    )
+def _read_worktree(root: str) -> dict[str, bytes]:
+    """Relative path -> content of every memory file on disk.
 
-
-def _scan_worktree(root: str) -> Iterator[tuple[str, bytes]]:
-    """(relative path, content) of regular memory files; dot-dirs and symlinks skipped."""
-    stack = [("", root)]
-    while stack:
-        prefix, directory = stack.pop()
+    A file removed, or replaced by a symlink, since the walk listed it counts as absent.
+    """
+    files: dict[str, bytes] = {}
+    for rel in memory_paths(root):
         try:
-            entries = list(os.scandir(directory))
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            fd = os.open(os.path.join(root, rel), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
             continue
-        for entry in entries:
-            if entry.name.startswith(".") or entry.is_symlink():
+        except OSError as err:
+            if err.errno == errno.ELOOP:
                 continue
-            rel = prefix + entry.name
-            if entry.is_dir(follow_symlinks=False):
-                stack.append((rel + "/", entry.path))
-            elif _is_memory_path(rel) and entry.is_file(follow_symlinks=False):
-                with open(entry.path, "rb") as handle:
-                    yield rel, handle.read()
+            raise
+        with open(fd, "rb") as handle:
+            files[rel] = handle.read()
+    return files
 
 
 def _decode(raw: bytes) -> str:

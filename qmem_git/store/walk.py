@@ -2,7 +2,9 @@
 
 Rules (spec §5, ARCHITECTURE §3): regular ``*.md`` files, except ``MEMORY.md`` at any depth,
 files over 256 KiB, symlinks and anything below a dot-directory. Dot-*files* ending in ``.md``
-are listed, as Qwen Code indexes them too. Only ``os`` and ``stat`` are imported.
+are listed, as Qwen Code indexes them too. Writers that must see oversized files as well (to
+quarantine them rather than ignore them) call :func:`memory_paths`; :func:`is_memory_path` is
+the same rule for a path taken from a git tree. Only ``os`` and ``stat`` are imported.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ import stat
 
 from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES
 
+_ANY_SIZE = 1 << 62  # larger than any file
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     # sorting these gives scan order: (-mtime in float ms, basename, rel path, mtime_ns, size)
     Found = tuple[float, str, str, int, int]
 
 
-def walk(root: str) -> list[Found]:
-    """Every memory file under ``root``; a missing root is empty."""
+def walk(root: str, max_bytes: int = MAX_FILE_BYTES) -> list[Found]:
+    """Every memory file under ``root`` of at most ``max_bytes``; a missing root is empty."""
     found: list[Found] = []
     stack = [("", root)]
     while stack:
@@ -27,14 +31,33 @@ def walk(root: str) -> list[Found]:
         try:
             with os.scandir(directory) as entries:
                 for entry in entries:
-                    _visit(entry, prefix, stack, found)
+                    _visit(entry, prefix, stack, found, max_bytes)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             continue
     return found
 
 
+def memory_paths(root: str) -> list[str]:
+    """Relative paths of every memory file under ``root`` whatever its size, sorted."""
+    return sorted(found[2] for found in walk(root, max_bytes=_ANY_SIZE))
+
+
+def is_memory_path(rel: str) -> bool:
+    """True when :func:`walk` would list ``rel`` (size and file type aside)."""
+    parts = rel.split("/")
+    return (
+        rel.endswith(".md")
+        and parts[-1] != INDEX_NAME
+        and not any(part.startswith(".") for part in parts[:-1])
+    )
+
+
 def _visit(
-    entry: os.DirEntry[str], prefix: str, stack: list[tuple[str, str]], found: list[Found]
+    entry: os.DirEntry[str],
+    prefix: str,
+    stack: list[tuple[str, str]],
+    found: list[Found],
+    max_bytes: int,
 ) -> None:
     name = entry.name
     if entry.is_symlink():
@@ -49,7 +72,7 @@ def _visit(
         info = entry.stat(follow_symlinks=False)
     except OSError:  # removed by a concurrent writer between listing and stat
         return
-    if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE_BYTES:
+    if stat.S_ISREG(info.st_mode) and info.st_size <= max_bytes:
         mtime_ns = info.st_mtime_ns
         # float milliseconds first, as core.index.scan_order_key sorts
         found.append((-(mtime_ns / 1_000_000), name, prefix + name, mtime_ns, info.st_size))

@@ -145,29 +145,26 @@ def load_document(info: FileInfo) -> Document | None:
 def scan_documents(
     root: str,
     limit: int = MAX_SCANNED_DOCUMENTS,
-    files: Iterable[FileInfo] | None = None,
     *,
     stats: Mapping[str, tuple[int, int]] | None = None,
 ) -> list[Document]:
     """Newest ``limit`` valid documents in scan order; parses only as many files as needed.
 
-    ``files`` (same filter as :func:`iter_memory_files`) or ``stats`` (rel -> (mtime_ns, size))
-    spare a writer that already scanned the tree a second ``lstat`` pass; so does an enclosing
+    ``stats`` (rel -> (mtime_ns, size), the :func:`iter_memory_files` rules) spares a writer
+    that already scanned the tree a second ``lstat`` pass; so does an enclosing
     :func:`shared_scan`. Only the newest ``2 * limit`` files are ordered and read unless too
     few of them parse.
     """
     scope = _shared_for(root)  # its parsed documents are reused whatever the file list
-    paths: dict[str, str] = {}
-    if scope is not None and files is None and stats is None:
-        stats = scope.files
-    elif stats is None:
-        found = list(iter_memory_files(root) if files is None else files)
-        stats = {f.relative_path: (f.mtime_ns, f.size) for f in found}
-        paths = {f.relative_path: f.path for f in found}
+    if stats is None:
+        if scope is not None:
+            stats = scope.files
+        else:
+            stats = {f.relative_path: (f.mtime_ns, f.size) for f in iter_memory_files(root)}
     newest = _scan_order(stats, 2 * limit)
-    docs = _load_newest(root, newest, limit, scope, paths)
+    docs = _load_newest(root, newest, limit, scope)
     if len(docs) < limit and len(newest) < len(stats):
-        docs = _load_newest(root, _scan_order(stats, None), limit, scope, paths)
+        docs = _load_newest(root, _scan_order(stats, None), limit, scope)
     return order_documents(docs, limit)
 
 
@@ -196,11 +193,10 @@ def _load_newest(
     keyed: list[_Keyed],
     limit: int,
     scope: _SharedScan | None,
-    paths: dict[str, str],
 ) -> list[Document]:
     docs: list[Document] = []
     for _, _, rel, mtime_ns, size in keyed:
-        info = FileInfo(rel, paths.get(rel) or os.path.join(root, rel), mtime_ns, size)
+        info = FileInfo(rel, os.path.join(root, rel), mtime_ns, size)
         doc = load_document(info) if scope is None else _load_shared(scope, info)
         if doc is not None:
             docs.append(doc)
@@ -216,9 +212,9 @@ def _load_shared(scope: _SharedScan, info: FileInfo) -> Document | None:
     return scope.docs[key]
 
 
-def render_index(root: str, files: Iterable[FileInfo] | None = None) -> IndexResult:
-    """The MEMORY.md text for the documents on disk now (``files``: see scan_documents)."""
-    return build_index(scan_documents(root, files=files))
+def render_index(root: str) -> IndexResult:
+    """The MEMORY.md text for the documents on disk now (see :func:`scan_documents`)."""
+    return build_index(scan_documents(root))
 
 
 def index_path(root: str) -> str:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from clihelpers import assert_clean_repo, git, head, qmem
 from helpers_git import GitRepo, memory_text
 
 from qmem_git.ops.snapshot import (
@@ -136,3 +137,52 @@ def test_missing_or_corrupt_meta_json_is_ignored(state: tuple[GitRepo, Path]) ->
     repo.write("user/new.md", memory_text("user", "new", "New"))
     plan = plan_snapshot(repo.path, str(state_dir), previous_meta=None, is_valid=always_valid)
     assert plan.changeset is not None and plan.changeset.op == "edit" and plan.meta == {}
+
+
+# -- the real command: snapshot lists files by the store's rule (regressions) -------------------
+
+
+def test_cli_snapshot_ignores_a_nested_memory_md(tmp_path: Path, git_exe: str) -> None:
+    """A valid user/MEMORY.md is not a memory file anywhere in the store: snapshot skips it."""
+    memory = tmp_path / "memory"
+    assert qmem(memory, "init").code == 0
+    (memory / "user").mkdir(exist_ok=True)
+    nested = memory_text("user", "nested", "Named like the index")
+    (memory / "user" / "MEMORY.md").write_text(nested, encoding="utf-8")
+    (memory / "user" / "terse.md").write_text(PNPM, encoding="utf-8")
+    before = head(memory)
+    run = qmem(memory, "snapshot")
+    assert run.code == 0, run.err
+    assert "refusing" not in run.err
+    assert git(memory, "rev-list", "--count", f"{before}..HEAD").strip() == "1"
+    changed = git(memory, "show", "--name-only", "--format=", "HEAD").split()
+    assert sorted(changed) == ["MEMORY.md", "user/terse.md"]
+    assert "Qmem-Source: snapshot" in git(memory, "log", "-1", "--format=%B")
+    assert (memory / "user" / "MEMORY.md").read_text(encoding="utf-8") == nested
+    assert "user/MEMORY.md" not in git(memory, "ls-files")
+
+
+def test_cli_snapshot_commits_dot_files_it_indexes(tmp_path: Path, git_exe: str) -> None:
+    """user/.dot.md is listed in MEMORY.md, so the snapshot commits it (no later `recover`)."""
+    memory = tmp_path / "memory"
+    assert qmem(memory, "init").code == 0
+    (memory / "user").mkdir(exist_ok=True)
+    (memory / "user" / ".dot.md").write_text(PNPM, encoding="utf-8")
+    run = qmem(memory, "snapshot")
+    assert run.code == 0, run.err
+    assert sorted(git(memory, "show", "--name-only", "--format=", "HEAD").split()) == [
+        "MEMORY.md",
+        "user/.dot.md",
+    ]
+    assert "(user/.dot.md)" in (memory / "MEMORY.md").read_text(encoding="utf-8")
+    assert_clean_repo(memory)
+    snapshot_head = head(memory)
+    assert qmem(memory, "remember", "--type", "user", "CI runs on GitHub Actions").code == 0
+    ops = git(memory, "log", "--format=%(trailers:key=Qmem-Op,valueonly)", f"{snapshot_head}..")
+    assert "recover" not in ops
+    (memory / "user" / ".dot.md").unlink()
+    run = qmem(memory, "snapshot")
+    assert run.code == 0, run.err
+    assert "D\tuser/.dot.md" in git(memory, "show", "--name-status", "--format=", "HEAD")
+    assert "(user/.dot.md)" not in (memory / "MEMORY.md").read_text(encoding="utf-8")
+    assert_clean_repo(memory)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from helpers_git import GitRepo, memory_text
 
+from qmem_git.core.model import MAX_FILE_BYTES
 from qmem_git.core.unidiff import colorize, render_file_diff
 from qmem_git.errors import UsageError
 from qmem_git.store import history as store_history
@@ -311,6 +312,50 @@ def test_worktree_changes_compares_blobs(repo: GitRepo, tmp_path: Path) -> None:
         ("A", "user/new.md"),
     ]
     assert changes[0].old_data == CI.encode() and changes[1].data is None
+
+
+def test_worktree_changes_use_the_store_file_rule(repo: GitRepo) -> None:
+    """Dot-files and oversized files count; nested MEMORY.md and dot-dirs never do."""
+    repo.plain(
+        "other tool",
+        {"user/.old.md": CI, "user/MEMORY.md": "nested\n", ".cfg/x.md": "x"},
+    )
+    repo.write("user/.dot.md", PNPM)
+    repo.write(".top.md", DOCS)
+    repo.write("user/MEMORY.md", PNPM)
+    repo.write("project/MEMORY.md", PNPM)
+    repo.write("user/.hidden/x.md", PNPM)
+    repo.write(".cfg/x.md", "changed")
+    repo.delete("user/.old.md")
+    big = "x" * (MAX_FILE_BYTES + 1)
+    repo.write("project/big.md", big)
+    with open_history(repo.path) as history:
+        changes = history.worktree_changes()
+    assert [(c.status, c.path) for c in changes] == [
+        ("A", ".top.md"),
+        ("A", "project/big.md"),
+        ("A", "user/.dot.md"),
+        ("D", "user/.old.md"),
+    ]
+    assert changes[1].data == big.encode() and changes[3].old_data == CI.encode()
+
+
+def test_worktree_changes_tolerate_a_file_vanishing(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo.write("user/gone.md", PNPM)
+    repo.write("user/kept.md", PNPM)
+    real = store_history.memory_paths
+
+    def listed_then_deleted(root: str) -> list[str]:
+        paths = real(root)
+        repo.delete("user/gone.md")
+        return paths
+
+    monkeypatch.setattr(store_history, "memory_paths", listed_then_deleted)
+    with open_history(repo.path) as history:
+        changes = history.worktree_changes()
+    assert [(c.status, c.path) for c in changes] == [("A", "user/kept.md")]
 
 
 # -- ops.history facade -------------------------------------------------------------------------

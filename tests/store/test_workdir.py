@@ -151,6 +151,43 @@ def test_iter_skips_what_is_not_a_memory_file(tmp_path: Path) -> None:
     ]
 
 
+def test_memory_paths_is_the_writers_rule_everywhere(tmp_path: Path) -> None:
+    """walk.memory_paths / is_memory_path agree with the survey, recovery and ChangeSet rules.
+
+    Writers see oversized files too (they quarantine them); everything else is iter's rule.
+    """
+    from qmem_git.store import recovery, survey
+    from qmem_git.store.repo import UnsafePath, check_memory_path
+    from qmem_git.store.walk import is_memory_path, memory_paths
+
+    root = tmp_path / "memory"
+    write_doc(root, "user/a.md")
+    write_doc(root, "user/.dotfile.md")
+    write_doc(root, ".dot.md")
+    write_doc(root, ".hidden-dir/c.md")
+    write_doc(root, "user/.hidden/d.md")
+    write_doc(root, "sub/MEMORY.md")
+    (root / "MEMORY.md").write_text("- index")
+    write_doc(root, "user/notes.txt")
+    (root / "user" / "big.md").write_bytes(b"x" * (MAX_FILE_BYTES + 1))
+    os.symlink(root / "user" / "a.md", root / "user" / "link.md")
+    os.mkfifo(root / "user" / "fifo.md")
+    expected = [".dot.md", "user/.dotfile.md", "user/a.md", "user/big.md"]
+    assert memory_paths(str(root)) == expected
+    assert memory_paths(str(tmp_path / "missing")) == []
+    assert rel_paths(root) == [p for p in expected if p != "user/big.md"]
+    assert sorted(set(survey.survey(str(root)).files) - {"MEMORY.md"}) == expected
+    candidates = [*expected, "MEMORY.md", "sub/MEMORY.md", ".hidden-dir/c.md", "user/.h/d.md"]
+    for rel in candidates:
+        assert is_memory_path(rel) == (rel in expected) == recovery.is_memory_path(rel), rel
+        try:
+            accepted = check_memory_path(rel) == rel
+        except UnsafePath:
+            accepted = False
+        assert accepted == (rel in expected), rel
+    assert not is_memory_path("user/notes.txt")
+
+
 def test_iter_reports_size_and_mtime(tmp_path: Path) -> None:
     path = write_doc(tmp_path, "user/a.md", mtime_ns=BASE_NS + 5)
     [info] = list(iter_memory_files(str(tmp_path)))
