@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 
 from qmem_git.core.statefile import dumps_state, iso_ms, parse_iso
+from qmem_git.store.state import read_json_object
 from qmem_git.store.workdir import atomic_write
 
 LOCK_NAME = "consolidation.lock"
@@ -195,12 +196,8 @@ def try_acquire(state_dir: str, now: datetime) -> ConsolidationLock | None:
 
 def read_last_scan(state_dir: str) -> datetime | None:
     """When transcripts were last counted (any process); None when never or unreadable."""
-    try:
-        with open(os.path.join(state_dir, SCAN_RECORD_NAME), encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return parse_iso(data.get("lastSessionScanAt")) if isinstance(data, dict) else None
+    data = read_json_object(os.path.join(state_dir, SCAN_RECORD_NAME))
+    return None if data is None else parse_iso(data.get("lastSessionScanAt"))
 
 
 def record_scan(state_dir: str, now: datetime) -> None:

@@ -15,16 +15,18 @@ The writer lock itself is an ``flock`` on ``.git/qmem.lock`` taken with ``fcntl`
 ``import filelock`` costs ~40 ms here (logging, inspect, decimal, platform ...), about a fifth of
 a whole ``remember`` process, and the kernel releases an flock when its holder dies, so a crashed
 writer never blocks the next one. Where ``fcntl`` does not exist (Windows) ``filelock.FileLock``
-does the same job.
+does the same job. :class:`TryLock` is the same flock taken without waiting (the per-project
+extraction slot, ``store.extractqueue``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from qmem_git.core.paths import Layout
 from qmem_git.errors import QmemError, RepoLocked
@@ -33,6 +35,8 @@ LOCK_NAME = "qmem.lock"
 TENURE_NAME = "qmem-writer"
 STALE_LOCK_SECONDS = 10.0
 _SKIP_DIRS = {"objects"}
+# some file systems report a held flock as EACCES instead of EWOULDBLOCK
+_CONTENDED = frozenset({errno.EACCES, errno.EAGAIN, errno.EWOULDBLOCK})
 
 
 class Tenure(NamedTuple):
@@ -84,21 +88,100 @@ def writer_lock(layout: Layout, timeout: float) -> Iterator[int | None]:
         os.close(fd)  # closing the descriptor releases the flock
 
 
+@contextlib.contextmanager
+def writer_tenure(layout: Layout, timeout: float) -> Iterator[int | None]:
+    """:func:`writer_lock` with this process's tenure marked for as long as it is held.
+
+    The tenure starts right after the lock is taken, before recovery (whose own commit may be
+    interrupted too), and its mark is removed before the lock is released. Yields what
+    :func:`writer_lock` yields.
+    """
+    git_dir = os.path.join(layout.memory_root, ".git")
+    with writer_lock(layout, timeout) as lock_fd:
+        begin_tenure(git_dir)
+        try:
+            yield lock_fd
+        finally:
+            end_tenure(git_dir)
+
+
 def _flock(fd: int, timeout: float, layout: Layout) -> None:
     """Poll a non-blocking flock until ``timeout`` (negative = wait forever)."""
-    import fcntl
-
     deadline = time.monotonic() + timeout
     delay = 0.005
-    while True:
+    while not _try_flock(fd):
+        if timeout >= 0 and time.monotonic() >= deadline:
+            raise _busy(layout, timeout)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _try_flock(fd: int) -> bool:
+    """Take an exclusive flock on ``fd`` without waiting; False when another holder has it."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in _CONTENDED:
+            return False
+        raise
+    return True
+
+
+class TryLock:
+    """An exclusive lock on the file ``path``, taken without waiting (flock; filelock on Windows).
+
+    The file is created when missing and stays in place on release (waiters share its inode);
+    the kernel releases the flock when the holder dies. Not reentrant: :meth:`acquire` while
+    held returns True and one :meth:`release` frees it.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._fallback: Any = None  # filelock.FileLock where fcntl is missing
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None or (self._fallback is not None and self._fallback.is_locked)
+
+    def acquire(self) -> bool:
+        """True when this process now holds the lock; False when another one does."""
+        if self.held:
+            return True
+        if os.name == "nt":  # pragma: no cover - no fcntl on Windows
+            return self._acquire_fallback()
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if timeout >= 0 and time.monotonic() >= deadline:
-                raise _busy(layout, timeout) from None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            taken = _try_flock(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if not taken:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        """Give the lock up (closing the descriptor releases the flock); no-op when not held."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+        elif self._fallback is not None and self._fallback.is_locked:  # pragma: no cover
+            self._fallback.release()
+
+    def _acquire_fallback(self) -> bool:  # pragma: no cover - Windows only
+        from filelock import FileLock, Timeout
+
+        if self._fallback is None:
+            self._fallback = FileLock(self.path)
+        try:
+            self._fallback.acquire(timeout=0)
+        except Timeout:
+            return False
+        return True
 
 
 @contextlib.contextmanager
@@ -132,7 +215,7 @@ def begin_tenure(git_dir: str) -> int | None:
     :func:`dead_writer_since` reported it before this call.
     """
     inherited = dead_writer_since(git_dir)
-    text = f"{os.getpid()} {_now_ns()} {'-' if inherited is None else inherited}\n"
+    text = f"{os.getpid()} {time.time_ns()} {'-' if inherited is None else inherited}\n"
     path = os.path.join(git_dir, TENURE_NAME)
     # temp + rename: a writer killed mid-write must not leave an empty mark, which would hide
     # the dead predecessor it inherited from
@@ -172,12 +255,10 @@ def dead_writer_since(git_dir: str) -> int | None:
     return tenure.since_ns
 
 
-def stale_git_locks(
-    git_dir: str, dead_since_ns: int | None, now_ns: int | None = None
-) -> list[str]:
+def stale_git_locks(git_dir: str, dead_since_ns: int | None) -> list[str]:
     """``*.lock`` files under ``.git`` that no live process can own (``objects/`` searched only
     after a dead writer)."""
-    now_ns = _now_ns() if now_ns is None else now_ns
+    now_ns = time.time_ns()
     stale: list[str] = []
     for path, mtime_ns in _lock_files(git_dir, objects=dead_since_ns is not None):
         old = now_ns - mtime_ns > STALE_LOCK_SECONDS * 1e9
@@ -221,7 +302,3 @@ def git_running_in(root: str) -> bool:
         if is_git and inside and proc.pid != os.getpid():
             return True
     return False
-
-
-def _now_ns() -> int:
-    return time.time_ns()

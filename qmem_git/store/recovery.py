@@ -31,7 +31,9 @@ from qmem_git.store.repo import (
     apply_changeset,
     blob_id,
     drop_deprecated_config,
+    free_name,
 )
+from qmem_git.store.walk import is_memory_path
 from qmem_git.store.workdir import atomic_write
 
 Validator = Callable[[str, bytes], bool]
@@ -172,16 +174,6 @@ def _recover(
         warnings=tuple(warnings),
     )
     return report, state
-
-
-def is_memory_path(rel: str) -> bool:
-    """Paths the scan treats as memory files (workdir.iter_memory_files rules, any size)."""
-    parts = rel.split("/")
-    return (
-        rel.endswith(".md")
-        and parts[-1] != INDEX_NAME
-        and not any(part.startswith(".") for part in parts[:-1])
-    )
 
 
 def _remove_stale_locks(git_dir: str) -> list[str]:
@@ -335,7 +327,7 @@ def _quarantine_all(
     stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     moved: list[tuple[str, str]] = []
     for rel in found.invalid:
-        dest = _free_path(os.path.join(layout.state_dir, "quarantine", stamp, rel))
+        dest = free_name(os.path.join(layout.state_dir, "quarantine", stamp, rel))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         shutil.move(os.path.join(repo.root, rel), dest)
         moved.append((rel, dest))
@@ -362,14 +354,6 @@ def _restore(
     index.set(rel, st, sha, gitindex.blob_mode(st))
     if state.files is not None and len(data) <= MAX_FILE_BYTES:
         state.files[rel] = (mtime_ns, len(data))
-
-
-def _free_path(path: str) -> str:
-    candidate, number = path, 0
-    while os.path.lexists(candidate):
-        number += 1
-        candidate = f"{path}.{number}"
-    return candidate
 
 
 def _commit(

@@ -16,7 +16,7 @@ import os
 import posixpath
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple, TypeVar
 
@@ -26,6 +26,7 @@ from dulwich.refs import HEADREF, DiskRefsContainer, Ref
 
 from qmem_git.core.changes import ChangeSet, FileChange, render_commit_message
 from qmem_git.core.index import IndexResult, build_index
+from qmem_git.core.limits import CURSOR_NAME, META_NAME
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES
 from qmem_git.core.paths import Layout
 from qmem_git.errors import QmemError, RepoCorrupt, RepoLocked, UnsafePath
@@ -45,7 +46,8 @@ TREE_MODE = 0o40000
 HOOK_MARKER = "qmem-git-managed-hook"
 HOOK_TEMPLATE = "git-pre-commit.sh"
 MEMORY_EXCLUDES = ("*" + TEMP_MARKER + "*", "*.lock")
-STATE_FILES = ("meta.json", "extract-cursor.json", "consolidation.lock", "telemetry.jsonl")
+# state files init keeps out of the project repo in local mode
+STATE_FILES = (META_NAME, CURSOR_NAME, "consolidation.lock", "telemetry.jsonl")
 CAS_ATTEMPTS = 5
 # C git >= 2.36 prints a deprecation warning on every command in a repo that sets
 # core.fsyncObjectFiles; core.fsync=committed is its replacement (objects fsynced before a ref
@@ -266,14 +268,15 @@ def _install_hook(git_dir: str, hook_command: str) -> str:
         return "unchanged"
     status = "installed" if existing is None else "updated"
     if existing is not None and HOOK_MARKER not in existing:
-        os.replace(path, _free_name(os.path.join(hooks, "pre-commit.local")))
+        os.replace(path, free_name(os.path.join(hooks, "pre-commit.local")))
         status = "chained"
     atomic_write(path, script.encode("utf-8"))
     os.chmod(path, 0o755)
     return status
 
 
-def _free_name(base: str) -> str:
+def free_name(base: str) -> str:
+    """``base``, or the first of ``base.1``, ``base.2``, ... that does not exist yet."""
     candidate, number = base, 0
     while os.path.lexists(candidate):
         number += 1
@@ -485,11 +488,17 @@ class Repository:
         return tree
 
     def write_commit(
-        self, tree: str, parent: str | None, identity: Identity, now: datetime, message: str
+        self,
+        tree: str,
+        parents: Sequence[str],
+        identity: Identity,
+        now: datetime,
+        message: str,
     ) -> str:
+        """Store a commit of ``tree`` (no parent: root commit; two: a merge); returns its id."""
         commit = Commit()
         commit.tree = _object_id(tree)
-        commit.parents = [_object_id(parent)] if parent else []
+        commit.parents = [_object_id(parent) for parent in parents]
         commit.author = commit.committer = identity.ident().encode("utf-8")
         commit.author_time = commit.commit_time = int(now.timestamp())
         commit.author_timezone = commit.commit_timezone = _tz_seconds(now)
@@ -585,12 +594,13 @@ def _apply(
         changes = _diff(repo, base, touched)
         message = render_commit_message(cs, host, changes)
         if not changes:
-            updated = _update_index(repo, state, touched, parent)
+            updated = update_index(repo, touched, parent, state)
             return ApplyResult(None, [], message, updated, dropped)
         tree = repo.build_tree(base, {c.path: touched[c.path] for c in changes})
-        commit = repo.write_commit(tree, parent, identity, now, message)
+        parents = [parent] if parent else []
+        commit = repo.write_commit(tree, parents, identity, now, message)
         if repo.move_branch(branch, parent, commit, f"{cs.op}: {cs.subject}"):
-            updated = _update_index(repo, state, touched, commit)
+            updated = update_index(repo, touched, commit, state)
             return ApplyResult(commit, changes, message, updated, dropped)
         branch, parent = repo.head()
         base = repo.tree_of(parent)
@@ -609,7 +619,7 @@ def _write_files(
         data = text.encode("utf-8")
         sha = touched[rel] = blob_id(data)
         path = os.path.join(repo.root, rel)
-        if repo.lookup(base, rel) == sha and _same_content(path, data):
+        if repo.lookup(base, rel) == sha and same_content(path, data):
             continue  # unchanged: keep the mtime that history gave it
         atomic_write(path, data, mtime_ns)
         _note_file(state, rel, mtime_ns, len(data))
@@ -617,13 +627,14 @@ def _write_files(
         touched[rel] = None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(repo.root, rel))
-        _prune_dirs(repo.root, rel)
+        prune_dirs(repo.root, rel)
         if state.files is not None:
             state.files.pop(rel, None)
     return touched
 
 
-def _same_content(path: str, data: bytes) -> bool:
+def same_content(path: str, data: bytes) -> bool:
+    """True when the file at ``path`` holds exactly ``data`` (False when it cannot be read)."""
     try:
         with open(path, "rb") as handle:
             return handle.read() == data
@@ -641,7 +652,7 @@ def _note_file(state: WorkState, rel: str, mtime_ns: int, size: int) -> None:
         state.files.pop(rel, None)
 
 
-def _prune_dirs(root: str, rel: str) -> None:
+def prune_dirs(root: str, rel: str) -> None:
     """Remove folders a delete left empty (git does not track empty folders)."""
     parent = posixpath.dirname(rel)
     while parent:
@@ -657,7 +668,7 @@ def _write_memory_index(root: str, mtime_ns: int, state: WorkState) -> tuple[str
     result = _render_memory_index(root, state.files)
     data = result.text.encode("utf-8")
     path = os.path.join(root, INDEX_NAME)
-    if not _same_content(path, data):
+    if not same_content(path, data):
         atomic_write(path, data, mtime_ns)
     return blob_id(data), result.dropped
 
@@ -693,13 +704,19 @@ def _store_blob(repo: Repository, rel: str, sha: str) -> None:
     repo.add(blob)
 
 
-def _update_index(
-    repo: Repository, state: WorkState, touched: dict[str, str | None], head: str | None
+def update_index(
+    repo: Repository,
+    touched: Mapping[str, str | None],
+    head: str | None,
+    state: WorkState | None = None,
 ) -> bool:
-    """Refresh the git-index entries of the touched paths; False when the index is unusable.
+    """Refresh the git-index entries of the touched paths (None = deleted) and record ``head``.
 
-    A failure here is repaired by the next writer's recovery (the commit is already made).
+    Returns False when the index is unusable; that, or a failure writing it, is repaired by the
+    next writer's recovery (the commit is already made). ``state``: the writer's view, whose
+    parsed index is reused and kept current.
     """
+    state = WorkState() if state is None else state
     index = state.index
     try:
         if index is None:
@@ -734,7 +751,11 @@ __all__ = [
     "WorkState",
     "apply_changeset",
     "blob_id",
+    "free_name",
     "head_commit",
     "identity_from_git_config",
     "init_repo",
+    "prune_dirs",
+    "same_content",
+    "update_index",
 ]

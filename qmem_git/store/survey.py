@@ -20,11 +20,11 @@ import gc
 import marshal
 import os
 
+from qmem_git.core.limits import INDEX_NAME
 from qmem_git.store import gitindex
 from qmem_git.store.gitindex import GitIndex
 
 TEMP_MARKER = ".qmem-tmp-"
-INDEX_NAME = "MEMORY.md"  # core.limits.INDEX_NAME, without importing core here
 
 
 class Survey:

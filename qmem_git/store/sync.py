@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
-from dulwich.refs import DiskRefsContainer, Ref
+from dulwich.refs import Ref
 
 from qmem_git.core.changes import ChangeSet, FileChange, render_commit_message
 from qmem_git.core.merge import MergeResult, Reconciled, merge_trees
@@ -45,8 +45,23 @@ from qmem_git.core.paths import Layout
 from qmem_git.core.validate import check_conflict_markers, decode_memory_bytes
 from qmem_git.errors import InvalidMemoryFile, QmemError, RemoteError, RepoLocked, UnsafePath
 from qmem_git.store import gitindex
-from qmem_git.store.remotes import Transport, remote_error, socket_timeout, tracking_ref
-from qmem_git.store.repo import BRANCH, Identity, Repository, blob_id
+from qmem_git.store.remotes import (
+    Transport,
+    redact_all,
+    remote_error,
+    socket_timeout,
+    tracking_ref,
+)
+from qmem_git.store.repo import (
+    BRANCH,
+    TREE_MODE,
+    Identity,
+    Repository,
+    blob_id,
+    prune_dirs,
+    same_content,
+    update_index,
+)
 from qmem_git.store.workdir import atomic_write, fsync_dir, render_index
 
 if TYPE_CHECKING:
@@ -56,8 +71,6 @@ if TYPE_CHECKING:
 
     from qmem_git.store.recovery import RecoveryReport
 
-FILE_MODE = 0o100644
-DIR_MODE = 0o040000
 QUARANTINE_PREFIX = "qmem-incoming-"
 MAX_PUSH_ATTEMPTS = 4
 MAX_INCOMING_PACK_BYTES = 256 * 1024 * 1024
@@ -76,7 +89,6 @@ class SyncOptions:
     push: bool = True
     force: bool = False
     timeout: float = 20.0
-    allow_unrelated: bool = True
 
 
 @dataclass
@@ -346,9 +358,8 @@ def _has(store: BaseObjectStore, sha: bytes) -> bool:
 def _local_heads(repo: Repository) -> list[str]:
     _, head = repo.head()
     heads = [head] if head else []
-    refs = DiskRefsContainer(repo.git_dir)
-    for name in refs.keys(base=Ref(b"refs/remotes")):
-        value = refs[Ref(b"refs/remotes/" + name)]
+    for name in repo.refs.keys(base=Ref(b"refs/remotes")):
+        value = repo.refs[Ref(b"refs/remotes/" + name)]
         if _has(repo.objects, value) and value.decode("ascii") not in heads:
             heads.append(value.decode("ascii"))
     return heads
@@ -460,7 +471,7 @@ class _IncomingCheck:
                 other = prefix + folded[key]
                 raise _refuse(path, f"collides with {other} on case-insensitive disks", commit)
             folded[key] = name
-            if mode == DIR_MODE:
+            if mode == TREE_MODE:
                 _check_folder(path, commit)
                 self.tree(_hex(sha), path + "/", commit)
             else:
@@ -469,7 +480,7 @@ class _IncomingCheck:
             _fsck(obj, tree)  # after the names: a message naming the path beats "malformed"
 
     def file(self, path: str, mode: int, sha: str, commit: str) -> None:
-        if mode != FILE_MODE:
+        if mode != gitindex.FILE_MODE:
             raise _refuse(path, _mode_problem(mode), commit)
         if path not in self.paths:
             problems = check_relative_path(path)
@@ -699,7 +710,7 @@ def checkout(
     for path in sorted(set(old) - set(new)):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(repo.root, path))
-        _prune_dirs(repo.root, path)
+        prune_dirs(repo.root, path)
         touched[path] = None
     for directory in sorted(dirs):
         fsync_dir(directory)
@@ -716,33 +727,6 @@ def _replace_file(path: str, data: bytes, mtime_ns: int | None) -> str:
     return os.path.dirname(path)
 
 
-def _prune_dirs(root: str, rel: str) -> None:
-    parent = os.path.dirname(rel)
-    while parent:
-        try:
-            os.rmdir(os.path.join(root, parent))
-        except OSError:
-            return
-        parent = os.path.dirname(parent)
-
-
-def update_git_index(repo: Repository, touched: Mapping[str, str | None], head: str) -> None:
-    """Refresh the index entries of the touched paths; an unusable index is left to recovery."""
-    try:
-        index = gitindex.read_index(repo.git_dir)
-    except gitindex.IndexUnreadable:
-        return
-    for path, sha in touched.items():
-        if sha is None:
-            index.remove(path)
-        else:
-            st = os.lstat(os.path.join(repo.root, path))
-            index.set(path, st, sha, gitindex.blob_mode(st))
-    index.head = head
-    with contextlib.suppress(OSError):
-        gitindex.write_index(repo.git_dir, index)
-
-
 def fast_forward(repo: Repository, objects: Objects, local: str | None, remote: str) -> list[str]:
     """Work tree -> branch -> index, in that order (a crash is repaired by recovery)."""
     old = objects.files(local)
@@ -754,7 +738,7 @@ def fast_forward(repo: Repository, objects: Objects, local: str | None, remote: 
     branch, _ = repo.head()
     if not repo.move_branch(branch, local, remote, "sync: fast-forward"):
         raise _moved_locally()
-    update_git_index(repo, touched, remote)
+    update_index(repo, touched, remote)  # an unusable index is left to recovery
     return sorted(p for p in touched if old.get(p) != new.get(p))
 
 
@@ -791,27 +775,20 @@ def commit_merge(
     touched = checkout(repo, old, plan.files, times, read)
     index_data = render_index(repo.root).text.encode("utf-8")
     index_sha = repo.add(Blob.from_string(index_data))
-    if ours_all.get(INDEX_NAME) != index_sha or not _same_file(repo, INDEX_NAME, index_data):
-        atomic_write(os.path.join(repo.root, INDEX_NAME), index_data, commit_time * 1_000_000_000)
+    index_path = os.path.join(repo.root, INDEX_NAME)
+    if ours_all.get(INDEX_NAME) != index_sha or not same_content(index_path, index_data):
+        atomic_write(index_path, index_data, commit_time * 1_000_000_000)
         touched[INDEX_NAME] = index_sha
     new_files = {**plan.files, INDEX_NAME: index_sha}
     changes = _file_changes(ours_all, new_files)
     tree = repo.build_tree(objects.tree_of(ours), {c.path: new_files.get(c.path) for c in changes})
     message = render_commit_message(_merge_changeset(plan, changes, remote, theirs), host, changes)
-    commit = _write_merge_commit(repo, tree, [ours, theirs], identity, now, message)
+    commit = repo.write_commit(tree, [ours, theirs], identity, now, message)
     branch, _ = repo.head()
     if not repo.move_branch(branch, ours, commit, f"merge: {remote}/main"):
         raise _moved_locally()
-    update_git_index(repo, touched, commit)
+    update_index(repo, touched, commit)
     return commit, sorted(c.path for c in changes)
-
-
-def _same_file(repo: Repository, rel: str, data: bytes) -> bool:
-    try:
-        with open(os.path.join(repo.root, rel), "rb") as handle:
-            return handle.read() == data
-    except OSError:
-        return False
 
 
 def _merge_times(
@@ -857,20 +834,6 @@ def _merge_changeset(
         removed=sum(c.status == "D" for c in memory),
         trailers=tuple(trailers),
     )
-
-
-def _write_merge_commit(
-    repo: Repository, tree: str, parents: list[str], identity: Identity, now: datetime, message: str
-) -> str:
-    commit = Commit()
-    commit.tree = _oid(tree)
-    commit.parents = [_oid(p) for p in parents]
-    commit.author = commit.committer = identity.ident().encode("utf-8")
-    commit.author_time = commit.commit_time = int(now.timestamp())
-    offset = now.utcoffset() if now.tzinfo else now.astimezone().utcoffset()
-    commit.author_timezone = commit.commit_timezone = int(offset.total_seconds()) if offset else 0
-    commit.message = message.encode("utf-8")
-    return repo.add(commit)
 
 
 # --- push -------------------------------------------------------------------------------------
@@ -970,7 +933,7 @@ def sync_locked(
     repo = _open(layout.memory_root)
     remove_stale_quarantines(repo.git_dir)
     transport = transport_for(False)
-    result = SyncResult(name, _display(transport), dry_run=options.dry_run)
+    result = SyncResult(name, redact_all(transport.url, transport.secrets), dry_run=options.dry_run)
     result.before = repo.head()[1]
     for attempt in range(1, MAX_PUSH_ATTEMPTS + 1):
         result.attempts = attempt
@@ -987,12 +950,6 @@ def sync_locked(
     if not options.dry_run:
         result.packed = pack_objects(_open(layout.memory_root))
     return result
-
-
-def _display(transport: Transport) -> str:
-    from qmem_git.store.remotes import redact_all
-
-    return redact_all(transport.url, transport.secrets)
 
 
 def _sync_once(
@@ -1021,11 +978,6 @@ def _sync_once(
         if options.dry_run:
             _describe_dry_run(result, objects, kind, local, remote_head, base)
             return True
-        if kind == "diverged" and base is None and not options.allow_unrelated:
-            raise QmemError(
-                f"{name} holds an unrelated memory history",
-                "use `qmem-git clone --merge URL` to merge two independent stores",
-            )
         fetched.quarantine.install()
     finally:
         fetched.quarantine.discard()
@@ -1161,17 +1113,15 @@ def _check_not_rewound(
 
 
 def _read_ref(repo: Repository, name: Ref) -> bytes | None:
-    refs = DiskRefsContainer(repo.git_dir)
     try:
-        value: bytes = refs[name]
+        value: bytes = repo.refs[name]
     except KeyError:
         return None
     return value
 
 
 def _set_tracking(repo: Repository, name: str, sha: str) -> None:
-    refs = DiskRefsContainer(repo.git_dir)
-    refs.set_if_equals(Ref(tracking_ref(name)), None, _oid(sha), message=b"qmem-git sync")
+    repo.refs.set_if_equals(Ref(tracking_ref(name)), None, _oid(sha), message=b"qmem-git sync")
 
 
 def _say(progress: Progress | None, text: str) -> None:
@@ -1214,7 +1164,7 @@ def adopt_remote(
     """Make an empty local store hold the remote's history (clone); lock already held."""
     repo = _open(layout.memory_root)
     remove_stale_quarantines(repo.git_dir)
-    result = SyncResult(name, _display(transport), attempts=1)
+    result = SyncResult(name, redact_all(transport.url, transport.secrets), attempts=1)
     _say(progress, f"fetching from {name}")
     fetched = fetch(repo, transport, progress, options.timeout)
     try:
@@ -1252,9 +1202,7 @@ def locked_writer(
     """The writer lock and its tenure, with recovery first (so the work tree equals HEAD)."""
     from qmem_git.store import locks, recovery
 
-    git_dir = os.path.join(layout.memory_root, ".git")
-    with locks.writer_lock(layout, lock_timeout):
-        locks.begin_tenure(git_dir)
+    with locks.writer_tenure(layout, lock_timeout):
         try:
             report = None
             if recover:
@@ -1264,7 +1212,6 @@ def locked_writer(
             yield report
         finally:
             _close_opened()
-            locks.end_tenure(git_dir)
 
 
 def tree_has_memories(layout: Layout) -> bool:

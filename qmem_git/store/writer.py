@@ -9,7 +9,6 @@ plan's own modules are imported while the child scans.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
@@ -52,9 +51,8 @@ def run_writer(
     costs ~15 ms). ``overlap``: survey the work tree in a forked child (see the module doc);
     ``prepare`` then runs meanwhile too (the plan's imports, checks of its input).
     """
-    git_dir = os.path.join(layout.memory_root, ".git")
-    with locks.writer_lock(layout, lock_timeout) as lock_fd:
-        locks.begin_tenure(git_dir)  # before recovery: its own commit may be interrupted too
+    # the tenure starts before recovery: its own commit may be interrupted too
+    with locks.writer_tenure(layout, lock_timeout) as lock_fd:
         lock_fds = () if lock_fd is None else (lock_fd,)
         pending = None
         try:
@@ -65,7 +63,6 @@ def run_writer(
         finally:
             if pending is not None:
                 pending.close()
-            locks.end_tenure(git_dir)
 
 
 def _write(

@@ -146,3 +146,65 @@ def test_object_locks_are_searched_only_after_a_dead_writer(layout: Layout) -> N
     os.utime(lock, (time.time() - 60, time.time() - 60))
     assert locks.stale_git_locks(git_dir, None) == []
     assert locks.stale_git_locks(git_dir, time.time_ns() - 120 * 10**9) == [lock]
+
+
+def test_writer_tenure_marks_the_tenure_while_the_lock_is_held(layout: Layout) -> None:
+    git_dir = os.path.join(layout.memory_root, ".git")
+    with locks.writer_tenure(layout, 1) as fd:
+        assert fd is not None
+        tenure = locks.read_tenure(git_dir)
+        assert tenure is not None and tenure.pid == os.getpid()
+        with pytest.raises(RepoLocked), locks.writer_lock(layout, 0):
+            pass
+    assert locks.read_tenure(git_dir) is None
+    with pytest.raises(ValueError), locks.writer_tenure(layout, 1):
+        raise ValueError("boom")
+    assert locks.read_tenure(git_dir) is None  # ended on errors too
+    with locks.writer_lock(layout, 0):  # and the lock is free again
+        pass
+
+
+TRY_HOLD = """
+import sys
+from qmem_git.store.locks import TryLock
+assert TryLock(sys.argv[1]).acquire()
+assert "filelock" not in sys.modules
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_try_lock_is_exclusive_and_never_waits(tmp_path: Path) -> None:
+    path = str(tmp_path / "slot.lock")
+    first, second = locks.TryLock(path), locks.TryLock(path)
+    assert first.acquire() and first.held
+    assert first.acquire()  # already ours
+    start = time.monotonic()
+    assert not second.acquire() and not second.held
+    assert time.monotonic() - start < 0.5
+    first.release()
+    assert not first.held and os.path.exists(path)  # the file stays for the next holder
+    assert second.acquire()
+    second.release()
+    second.release()  # releasing a lock not held is a no-op
+
+
+def test_try_lock_of_another_process_frees_when_it_dies(tmp_path: Path) -> None:
+    path = str(tmp_path / "slot.lock")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TRY_HOLD, path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        lock = locks.TryLock(path)
+        assert not lock.acquire()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert lock.acquire()
+        lock.release()
+    finally:
+        proc.kill()
+        proc.wait()

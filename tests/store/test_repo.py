@@ -411,3 +411,56 @@ def test_partial_sort_scan_equals_a_full_sort(tmp_path: Path) -> None:
         expected = full_sort_scan(root, limit)
         assert workdir.scan_documents(root, limit=limit) == expected
         assert workdir.scan_documents(root, limit=limit, stats=stats) == expected
+
+
+def test_write_commit_takes_any_number_of_parents(layout: Layout) -> None:
+    first = apply(layout, writes={"user/a.md": doc("a")}).commit
+    second = apply(layout, writes={"user/b.md": doc("b")}).commit
+    assert first and second
+    with Repository(layout.memory_root) as rp:
+        tree = rp.tree_of(second)
+        assert tree is not None
+        root = rp.write_commit(tree, [], IDENTITY, NOW, "root\n")
+        merge = rp.write_commit(tree, [second, first], IDENTITY, NOW, "merge\n")
+    assert git(layout.memory_root, "rev-list", "--parents", "-n1", root).split() == [root]
+    parents = git(layout.memory_root, "rev-list", "--parents", "-n1", merge).split()
+    assert parents == [merge, second, first]
+    git(layout.memory_root, "fsck", "--strict")
+
+
+def test_update_index_refreshes_touched_entries_and_head(layout: Layout) -> None:
+    commit = apply(layout, writes={"user/a.md": doc("a")}).commit
+    assert commit
+    path = Path(layout.memory_root, "user", "a.md")
+    os.utime(path, ns=(1, 1))  # stat differs from the index entry now
+    with Repository(layout.memory_root) as rp:
+        sha = rp.lookup(rp.tree_of(commit), "user/a.md")
+        assert sha is not None
+        assert repo.update_index(rp, {"user/a.md": sha}, commit)
+    entry = gitindex.read_index(os.path.join(layout.memory_root, ".git")).get("user/a.md")
+    assert entry is not None and entry.mtime_ns == 1
+    assert_clean(layout.memory_root)
+
+
+def test_update_index_reports_a_vanished_file_instead_of_raising(layout: Layout) -> None:
+    commit = apply(layout, writes={"user/a.md": doc("a")}).commit
+    assert commit
+    with Repository(layout.memory_root) as rp:
+        assert not repo.update_index(rp, {"user/gone.md": "0" * 40}, commit)
+
+
+def test_shared_file_helpers(tmp_path: Path) -> None:
+    target = tmp_path / "f.md"
+    assert not repo.same_content(str(target), b"x")  # missing
+    target.write_bytes(b"x")
+    assert repo.same_content(str(target), b"x")
+    assert not repo.same_content(str(target), b"y")
+    assert repo.free_name(str(tmp_path / "g")) == str(tmp_path / "g")
+    assert repo.free_name(str(target)) == f"{target}.1"
+    Path(f"{target}.1").write_bytes(b"")
+    assert repo.free_name(str(target)) == f"{target}.2"
+    deep = tmp_path / "a" / "b" / "c.md"
+    deep.parent.mkdir(parents=True)
+    (tmp_path / "a" / "keep.md").write_bytes(b"")
+    repo.prune_dirs(str(tmp_path), "a/b/c.md")
+    assert not (tmp_path / "a" / "b").exists() and (tmp_path / "a").is_dir()
