@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from qmem_git.core.model import MAX_SCANNED_DOCUMENTS, Document
+from qmem_git.core.text import clip
 
 MAX_LINE_CHARS = 150
 MAX_LINES = 200
@@ -24,6 +25,16 @@ class IndexResult:
     dropped: tuple[str, ...] = ()
 
 
+def index_is_current(text: str | None, expected: IndexResult) -> bool:
+    """True when MEMORY.md's ``text`` is the rebuilt index ``expected``.
+
+    One trailing newline (added by editors and end-of-file fixers) is tolerated: Qwen Code trims
+    the index before loading it (spec §6.1). ``validate``, ``index --check``, ``doctor`` and the
+    ``qmem-index`` pre-commit hook all decide with this one rule.
+    """
+    return text is not None and text in (expected.text, expected.text + "\n")
+
+
 def scan_order_key(doc: Document) -> tuple[float, str, str]:
     """Newest first; ties by basename, then relative path (spec §5, ARCHITECTURE §3)."""
     return (-doc.mtime_ms, doc.filename, doc.relative_path)
@@ -35,9 +46,7 @@ def order_documents(docs: Iterable[Document], limit: int = MAX_SCANNED_DOCUMENTS
 
 def index_line(doc: Document) -> str:
     line = f"- [{doc.title}]({doc.relative_path}) — {doc.description or doc.type}"
-    if len(line) > MAX_LINE_CHARS:
-        line = line[: MAX_LINE_CHARS - 1].rstrip() + "…"
-    return line
+    return clip(line, MAX_LINE_CHARS)
 
 
 def build_index(docs: list[Document]) -> IndexResult:

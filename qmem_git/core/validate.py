@@ -23,7 +23,13 @@ from frontmatter.default_handlers import YAMLHandler
 
 from qmem_git.core.codec import FENCE, frontmatter_field, parse_document
 from qmem_git.core.entries import parse_entries
-from qmem_git.core.index import MAX_BYTES, MAX_LINE_CHARS, MAX_LINES, IndexResult
+from qmem_git.core.index import (
+    MAX_BYTES,
+    MAX_LINE_CHARS,
+    MAX_LINES,
+    IndexResult,
+    index_is_current,
+)
 from qmem_git.core.index import WARNING as INDEX_WARNING
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, MEMORY_TYPES
 from qmem_git.core.names import LEGACY_TOPIC_FILES, check_memory_layout, check_path_safety
@@ -184,14 +190,14 @@ def check_index(
 ) -> list[Finding]:
     """MEMORY.md exists, equals the rebuilt index and respects the spec §6 limits.
 
-    A single trailing newline (added by editors and end-of-file fixers) is tolerated: Qwen Code
-    trims the index before loading it (spec §6.1).
+    A single trailing newline (added by editors and end-of-file fixers) is tolerated
+    (``core.index.index_is_current``).
     """
     if index_text is None:
         message = "MEMORY.md is missing; create it with `qmem-git index` (or the qmem-index hook)"
         return [_error(rel_path, 1, 1, message, "index-missing")]
     findings = _index_limits(rel_path, index_text)
-    if index_text not in (expected.text, expected.text + "\n"):
+    if not index_is_current(index_text, expected):
         line = _first_difference(index_text, expected.text)
         message = (
             f"MEMORY.md does not match the memory files (first difference on line {line}); "

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 
+from qmem_git.core.index import index_is_current
 from qmem_git.core.model import INDEX_NAME, MEMORY_TYPES
 from qmem_git.core.names import LEGACY_TOPIC_FILES
 from qmem_git.core.validate import Finding, check_conflict_markers, check_secrets, format_findings
@@ -114,7 +115,7 @@ def fix_index(root: str) -> tuple[int, list[str]]:
         problem = "is a symlink or not a directory; not touching it"
         return 1, [f"{_shown(index)}:1:1: error: {_shown(root)} {problem} [symlink]"]
     expected = render_index(root)
-    if _read_index(index) in (expected.text, expected.text + "\n"):
+    if index_is_current(_read_index(index), expected):
         return 0, []
     atomic_write(index, expected.text.encode("utf-8"))
     lines = [f"Fixing {_shown(index)}"]

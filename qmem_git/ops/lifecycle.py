@@ -9,6 +9,7 @@ from datetime import datetime
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.codec import parse_document
+from qmem_git.core.index import index_is_current
 from qmem_git.ops.runner import execute
 from qmem_git.settings import Settings
 from qmem_git.store.repo import head_commit, identity_from_git_config, init_repo
@@ -79,11 +80,14 @@ def rebuild_index(settings: Settings, now: datetime) -> Committed:
 
 
 def check_index(settings: Settings) -> IndexStatus:
-    """Compare MEMORY.md on disk with a fresh rebuild; read-only."""
+    """Compare MEMORY.md on disk with a fresh rebuild; read-only.
+
+    Same rule as ``validate`` and the ``qmem-index`` hook: one trailing newline is fine.
+    """
     root = settings.layout.memory_root
     expected = render_index(root)
     current = read_text(index_path(root))
-    return IndexStatus(current == expected.text, expected.text, expected.dropped)
+    return IndexStatus(index_is_current(current, expected), expected.text, expected.dropped)
 
 
 def describe_location(settings: Settings) -> dict[str, object]:

@@ -12,6 +12,7 @@ from qmem_git.core.index import (
     WARNING,
     IndexResult,
     build_index,
+    index_is_current,
     index_line,
     order_documents,
     scan_order_key,
@@ -246,3 +247,14 @@ def test_hard_cut_without_newline_stays_on_a_character_boundary() -> None:
     cut = _cut_to_bytes(text.encode())
     assert cut == "a" + "é" * 12_499
     assert len(cut.encode()) == 24_999
+
+
+def test_index_is_current_tolerates_exactly_one_trailing_newline() -> None:
+    expected = build_index([doc("user/a.md", "A")])
+    assert index_is_current(expected.text, expected)
+    assert index_is_current(expected.text + "\n", expected)  # editors, end-of-file fixers
+    assert not index_is_current(expected.text + "\n\n", expected)
+    assert not index_is_current(None, expected)
+    assert not index_is_current("stale", expected)
+    empty = build_index([])
+    assert index_is_current("", empty) and index_is_current("\n", empty)
