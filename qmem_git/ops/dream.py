@@ -21,8 +21,6 @@ from typing import Any
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.dedupe import DreamPlan, plan_dream
 from qmem_git.core.dreamgate import (
-    DEFAULT_MIN_HOURS,
-    DEFAULT_MIN_SESSIONS,
     DISABLED,
     FORCED,
     GateResult,
@@ -147,10 +145,8 @@ def gate_dream(
     *,
     enabled: bool = True,
     force: bool = False,
-    min_hours: float = DEFAULT_MIN_HOURS,
-    min_sessions: int = DEFAULT_MIN_SESSIONS,
 ) -> GateResult:
-    """Spec §8.1 gates against the state dir and the host's transcript folder.
+    """Spec §8.1 gates (24 hours, 5 sessions) against the state dir and the host's transcripts.
 
     Nothing is read when auto-dream is disabled. The caller ensures the scaffold; a missing
     meta.json reads as "never dreamed".
@@ -164,8 +160,6 @@ def gate_dream(
         meta=load_meta(state_dir),
         session_id=session_id,
         now=now,
-        min_hours=min_hours,
-        min_sessions=min_sessions,
         last_scan_at=read_last_scan(state_dir),
         session_mtimes=lambda: list_session_files(chats_dir),
         lock_live=lambda: lock_is_live(state_dir, now),

@@ -7,7 +7,6 @@ both machine-local state files outside the commit.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,17 +23,11 @@ from qmem_git.core.extract import (
     slice_messages,
     system_message,
 )
-from qmem_git.core.patches import (
-    Patch,
-    PatchPlan,
-    drop_secret_patches,
-    normalize_patches,
-    plan_patches,
-)
+from qmem_git.core.patches import Patch, PatchPlan, drop_secret_patches, normalize_patches
 from qmem_git.core.planner import plan_heuristic
 from qmem_git.integrations.transcripts import Transcript
 from qmem_git.ops.models import PlannedPatches, Strategy
-from qmem_git.store.workdir import read_text, scan_documents
+from qmem_git.ops.remember import patch_notes, plan_patches_on_disk
 
 Planner = Callable[[list[Message]], "list[Patch] | PlannedPatches"]
 """Plain planners (``plan_heuristic``) return patches; ``ops.models`` planners add a strategy."""
@@ -56,6 +49,34 @@ class ExtractPlan:
     strategy: Strategy | None = None  # None: a plain planner, no Qmem-Strategy trailer
 
 
+@dataclass(frozen=True)
+class ExtractSlice:
+    """The part of a transcript one extraction plans (spec §7.2; agent-integration §4 rule 1).
+
+    ``messages`` leaves out turns that wrote memory themselves; ``all_wrote_memory`` is True
+    when every user message was left out for that reason (the run is skipped).
+    """
+
+    session: str | None
+    messages: list[Message]
+    next_offset: int
+    all_wrote_memory: bool
+
+
+def extract_slice(
+    transcript: Transcript, session_id: str | None, cursor: Mapping[str, Any]
+) -> ExtractSlice:
+    """The messages after the cursor that the planner is asked about.
+
+    ``plan_extract`` and ``ops.models.warm_extract`` (the model asked before the writer lock)
+    both slice here, so the early answer matches the question asked under the lock.
+    """
+    session = session_id or transcript.session_id
+    selected, next_offset = slice_messages(transcript.messages, cursor, session)
+    eligible, all_wrote_memory = drop_memory_turns(selected)
+    return ExtractSlice(session, eligible, next_offset, all_wrote_memory)
+
+
 def plan_extract(
     memory_root: str,
     transcript: Transcript,
@@ -66,10 +87,9 @@ def plan_extract(
     planner: Planner = plan_heuristic,
 ) -> ExtractPlan:
     """Slice the transcript at the cursor, plan patches, and plan the files they change."""
-    session = session_id or transcript.session_id
-    selected, next_offset = slice_messages(transcript.messages, cursor, session)
-    eligible, all_wrote_memory = drop_memory_turns(selected)
-    if all_wrote_memory:
+    part = extract_slice(transcript, session_id, cursor)
+    session = part.session
+    if part.all_wrote_memory:
         return ExtractPlan(
             changeset=None,
             patches=[],
@@ -79,21 +99,15 @@ def plan_extract(
             meta_updates={},
             bad_lines=transcript.bad_lines,
         )
-    raw, strategy = run_planner(planner, eligible)
+    raw, strategy = run_planner(planner, part.messages)
     patches, dropped = drop_secret_patches(normalize_patches(raw))
-    plan = plan_patches(
-        scan_documents(memory_root),
-        patches,
-        read_text=lambda rel: read_text(os.path.join(memory_root, rel)) or "",
-        path_taken=lambda rel: os.path.lexists(os.path.join(memory_root, rel)),
-        now_ms=int(now.timestamp() * 1000),
-    )
+    plan = plan_patches_on_disk(memory_root, patches, now)
     return ExtractPlan(
         changeset=extract_changeset(plan, session, strategy),
         patches=patches,
         touched_topics=plan.touched_topics,
         skipped_reason=None,
-        cursor=next_cursor(session, next_offset, now),
+        cursor=next_cursor(session, part.next_offset, now),
         meta_updates=extraction_meta_updates(plan.touched_topics, session, now),
         system_message=system_message(plan.touched_topics),
         dropped_secrets=dropped,
@@ -124,8 +138,7 @@ def extract_changeset(
         added=len(plan.created),
         removed=0,
         session=session or None,
-        notes=tuple(f"created {rel}" for rel in plan.created)
-        + tuple(f"updated {rel}" for rel in plan.updated),
+        notes=patch_notes(plan),
         trailers=strategy.trailers() if strategy else (),
     )
 

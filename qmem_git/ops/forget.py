@@ -18,6 +18,7 @@ from qmem_git.core.forget import (
     select_heuristic,
 )
 from qmem_git.core.statefile import iso_ms
+from qmem_git.core.text import clip, normalize_space
 from qmem_git.errors import UsageError
 from qmem_git.ops.models import ForgetSelector, Strategy
 from qmem_git.store.workdir import read_text, scan_documents
@@ -109,8 +110,4 @@ def forget_subject(plan: ForgetPlan, query: str | None, ids: Sequence[str]) -> s
     what = f"forgot {count} {'entry' if count == 1 else 'entries'}"
     if ids:
         return f"{what} by id"
-    return f'{what} matching "{shorten(" ".join((query or "").split()))}"'
-
-
-def shorten(text: str, limit: int = SUBJECT_QUERY_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return f'{what} matching "{clip(normalize_space(query or ""), SUBJECT_QUERY_CHARS)}"'

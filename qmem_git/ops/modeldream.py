@@ -21,12 +21,10 @@ from qmem_git.core.model import Document, Entry, MemoryType
 from qmem_git.core.patches import clean_detail, clean_summary, rejection_reason
 from qmem_git.core.secrets import scan_for_secrets
 from qmem_git.core.text import normalize_space
-from qmem_git.ops.modelplans import (
-    REDACTION_MARK,
-    TRANSCRIPT_BUDGET,
+from qmem_git.ops.modelplans import REDACTION_MARK, TRANSCRIPT_BUDGET, optional_text
+from qmem_git.ops.recallmodel import (
     InvalidAnswer,
     iso_mtime,
-    optional_text,
     quote,
     require_list,
     require_object,

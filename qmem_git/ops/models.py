@@ -7,33 +7,32 @@ deterministic planners; with one they ask the model and, on any failure — tran
 malformed or invalid answer — run the deterministic planner and say why in the strategy.
 
 This module is imported by the op modules for its result types, so it must not import
-``requests``: the HTTP client (``integrations.llm``) is imported only when a model is used.
+``requests``: each planner makes its HTTP client (``integrations.llm``) the first time it
+actually asks the model, so a planner that is never asked — a gated-out dream, ``forget --id`` —
+costs no ``requests`` import. Recall's selector lives in the lighter ``ops.recallmodel``.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from qmem_git.core.dedupe import DreamPlan, ReadText, plan_dream
-from qmem_git.core.extract import Message, drop_memory_turns, slice_messages
+from qmem_git.core.extract import Message
 from qmem_git.core.forget import Candidate, list_candidates, select_heuristic
 from qmem_git.core.model import Document
 from qmem_git.core.patches import Patch
 from qmem_git.core.planner import plan_heuristic
 from qmem_git.errors import ModelError, UsageError
 from qmem_git.modelconfig import ModelConfig
+from qmem_git.ops.recallmodel import LazyClient, log_fallback
 
 if TYPE_CHECKING:
-    from qmem_git.core.recall import RecallDoc
     from qmem_git.integrations.llm import ChatClient
     from qmem_git.integrations.transcripts import Transcript
 
-log = logging.getLogger(__name__)
-D = TypeVar("D", bound="RecallDoc")
 K = TypeVar("K")
 R = TypeVar("R")
 
@@ -61,7 +60,9 @@ class Strategy:
         return found
 
     def as_dict(self) -> dict[str, str | None]:
-        return {"strategy": self.name, "fallback": self.fallback}
+        """The ``--json`` and telemetry fields: ``strategy`` and ``model_fallback`` (never any
+        model text, never the key)."""
+        return {"strategy": self.name, "model_fallback": self.fallback}
 
 
 @dataclass(frozen=True)
@@ -107,19 +108,6 @@ def model_for(choice: str, config: ModelConfig | None) -> ModelConfig | None:
     return config
 
 
-def failure_kind(exc: ModelError) -> str:
-    """The short reason recorded in ``Qmem-Model-Fallback`` (never the message text)."""
-    kind = getattr(exc, "kind", None)
-    return kind if isinstance(kind, str) and kind else "error"
-
-
-def make_client(config: ModelConfig) -> ChatClient:
-    """The HTTP client; imported here so ``requests`` loads only when a model is used."""
-    from qmem_git.integrations.llm import ChatClient
-
-    return ChatClient(config)
-
-
 class LastCall(Generic[K, R]):
     """Remembers the last answer by a key of its inputs.
 
@@ -155,14 +143,14 @@ def extract_planner(
     """
     if config is None:
         return lambda messages: PlannedPatches(plan_heuristic(messages), Strategy(HEURISTIC))
-    chat = client or make_client(config)
+    chat = LazyClient(config, client)
     last: LastCall[tuple[Message, ...], PlannedPatches] = LastCall()
 
     def ask(messages: list[Message]) -> PlannedPatches:
         if not any(m.role == "user" and m.text for m in messages):
             return PlannedPatches([], Strategy(MODEL))  # §7.4: the model is not called
         try:
-            patches = ask_extract(chat, messages, load_docs())
+            patches = ask_extract(chat(), messages, load_docs())
         except ModelError as exc:
             return PlannedPatches(plan_heuristic(messages), fell_back("extract", exc))
         return PlannedPatches(patches, Strategy(MODEL))
@@ -174,7 +162,8 @@ def ask_extract(
     chat: ChatClient, messages: Sequence[Message], docs: Sequence[Document]
 ) -> list[Patch]:
     """Model patches for the messages that fit the prompt, heuristic ones for older messages."""
-    from qmem_git.ops.modelplans import extract_prompt, load_prompt, parse_extract_answer
+    from qmem_git.ops.modelplans import extract_prompt, parse_extract_answer
+    from qmem_git.ops.recallmodel import load_prompt
 
     prompt = extract_prompt(messages, docs)
     answer = chat.complete_json(load_prompt("extract"), prompt.text)
@@ -183,9 +172,7 @@ def ask_extract(
 
 
 def fell_back(planner: str, exc: ModelError) -> Strategy:
-    kind = failure_kind(exc)
-    log.info("%s: model not used (%s), falling back to the heuristic", planner, kind)
-    return Strategy(HEURISTIC, kind)
+    return Strategy(HEURISTIC, log_fallback(planner, exc))
 
 
 # --------------------------------------------------------------------------- dream
@@ -199,14 +186,14 @@ def dream_planner(config: ModelConfig | None, client: ChatClient | None = None) 
     """Spec §8.4: the model's checked plan, else (failure, empty or no-op) the mechanical pass."""
     if config is None:
         return mechanical_dream
-    chat = client or make_client(config)
+    chat = LazyClient(config, client)
     last: LastCall[tuple[Document, ...], PlannedDream] = LastCall()
 
     def ask(docs: Sequence[Document], read_text: ReadText) -> PlannedDream:
         if not docs:
             return mechanical_dream(docs, read_text)
         try:
-            planned = ask_dream(chat, docs, read_text)
+            planned = ask_dream(chat(), docs, read_text)
         except ModelError as exc:
             return PlannedDream(plan_dream(docs, read_text), fell_back("dream", exc))
         if planned.is_empty:
@@ -218,7 +205,7 @@ def dream_planner(config: ModelConfig | None, client: ChatClient | None = None) 
 
 def ask_dream(chat: ChatClient, docs: Sequence[Document], read_text: ReadText) -> DreamPlan:
     from qmem_git.ops.modeldream import dream_prompt, parse_dream_answer, plan_from_actions
-    from qmem_git.ops.modelplans import load_prompt
+    from qmem_git.ops.recallmodel import load_prompt
 
     text, listed = dream_prompt(docs)
     answer = chat.complete_json(load_prompt("dream"), text)
@@ -239,7 +226,7 @@ def forget_selector(config: ModelConfig | None, client: ChatClient | None = None
     """Spec §11.2: the model's choice (``none`` when it picks nothing), heuristic on error."""
     if config is None:
         return heuristic_forget
-    chat = client or make_client(config)
+    chat = LazyClient(config, client)
     last: LastCall[tuple[tuple[Candidate, ...], str, int | None], SelectedCandidates]
     last = LastCall()
 
@@ -247,7 +234,7 @@ def forget_selector(config: ModelConfig | None, client: ChatClient | None = None
         if not candidates or not query.strip():
             return SelectedCandidates([], Strategy(NONE))
         try:
-            matches = ask_forget(chat, candidates, query, limit)
+            matches = ask_forget(chat(), candidates, query, limit)
         except ModelError as exc:
             fallback = heuristic_forget(candidates, query, limit)
             return SelectedCandidates(fallback.matches, fell_back("forget", exc))
@@ -261,46 +248,13 @@ def forget_selector(config: ModelConfig | None, client: ChatClient | None = None
 def ask_forget(
     chat: ChatClient, candidates: Sequence[Candidate], query: str, limit: int | None
 ) -> list[Candidate]:
-    from qmem_git.ops.modelplans import forget_prompt, load_prompt, parse_forget_answer
+    from qmem_git.ops.modelplans import forget_prompt, parse_forget_answer
+    from qmem_git.ops.recallmodel import load_prompt
 
     text, listed = forget_prompt(query, candidates)
     most = limit if limit is not None else len(listed)
     answer = chat.complete_json(load_prompt("forget", limit=most), text)
     return parse_forget_answer(answer, listed, limit)
-
-
-# --------------------------------------------------------------------------- recall
-
-
-class RecallSelector:
-    """Spec §10.6 selector for ``core.recall.resolve_recall``: it raises on any failure, and
-    ``resolve_recall`` then uses the heuristic; an empty answer means strategy ``none``.
-
-    A class with a generic ``__call__`` so it fits ``Selector[CachedDoc]`` and
-    ``Selector[Document]`` alike.
-    """
-
-    def __init__(self, chat: ChatClient, recent_tools: Sequence[str] = ()) -> None:
-        self.chat = chat
-        self.recent_tools = tuple(recent_tools)
-
-    def __call__(self, docs: list[D], query: str, limit: int) -> list[D]:
-        from qmem_git.ops.modelplans import load_prompt, parse_recall_answer, recall_prompt
-
-        text, listed = recall_prompt(query, docs, self.recent_tools)
-        try:
-            answer = self.chat.complete_json(load_prompt("recall", limit=limit), text)
-            return parse_recall_answer(answer, listed, limit)
-        except ModelError as exc:
-            fell_back("recall", exc)
-            raise
-
-
-def recall_selector(
-    config: ModelConfig, client: ChatClient | None = None, recent_tools: Sequence[str] = ()
-) -> RecallSelector:
-    """The model selector for ``ops.recall.recall`` (the caller checked a model is configured)."""
-    return RecallSelector(client or make_client(config), recent_tools)
 
 
 # --------------------------------------------------------------------------- outside the lock
@@ -314,14 +268,14 @@ def warm_extract(
 ) -> None:
     """Ask the planner now, for the slice ``plan_extract`` will plan under the writer lock.
 
-    Mirrors the slicing of ``ops.extract.plan_extract``; if the two ever drift, the cached
-    answer just goes unused.
+    Both slice with ``ops.extract.extract_slice``, so the answer is reused under the lock unless
+    the transcript or the cursor changed in between.
     """
-    session = session_id or transcript.session_id
-    selected, _ = slice_messages(transcript.messages, cursor, session)
-    eligible, all_wrote_memory = drop_memory_turns(selected)
-    if not all_wrote_memory:
-        planner(eligible)
+    from qmem_git.ops.extract import extract_slice
+
+    part = extract_slice(transcript, session_id, cursor)
+    if not part.all_wrote_memory:
+        planner(part.messages)
 
 
 def warm_dream(planner: DreamPlanner, memory_root: str) -> None:

@@ -183,11 +183,9 @@ def _extract_once(
     return ExtractOutcome(status, extract_plan, outcome, extract_plan.skipped_reason)
 
 
-def _strategy_fields(strategy: Strategy | None) -> dict[str, object]:
-    """Telemetry fields naming who planned (never any model text, never the key)."""
-    if strategy is None:
-        return {}
-    return {"strategy": strategy.name, "model_fallback": strategy.fallback}
+def _strategy_fields(strategy: Strategy | None) -> dict[str, str | None]:
+    """Telemetry fields naming who planned (``Strategy.as_dict``); none for a plain planner."""
+    return strategy.as_dict() if strategy is not None else {}
 
 
 # --------------------------------------------------------------------------- dream
@@ -208,10 +206,13 @@ def run_dream(
     session_id: str | None = None,
     force: bool = False,
     dry_run: bool = False,
-    trigger: str = "manual",
     planner: str = "auto",
 ) -> DreamOutcome:
-    """Gate (spec §8.1, skipped by ``force``), take consolidation.lock, dedupe as one commit."""
+    """Gate (spec §8.1, skipped by ``force``), take consolidation.lock, dedupe as one commit.
+
+    Telemetry records ``trigger`` ``manual`` for a forced dream and ``auto`` for a scheduled
+    (gated) one (spec §8.6).
+    """
     from qmem_git.ops.models import dream_planner, model_for, warm_dream
     from qmem_git.store.consolidation import try_acquire
 
@@ -249,7 +250,7 @@ def run_dream(
         settings,
         telemetry.DREAM,
         now,
-        trigger=trigger,
+        trigger="manual" if force else "auto",
         status=status,
         deduped_entries=dream_plan.deduped_entries,
         touched_topics=",".join(dream_plan.touched_topics),

@@ -36,12 +36,13 @@ def recall(
     ``excluded`` holds paths already surfaced or written this turn, absolute or relative to the
     memory root; they are never selected and not counted in ``docs_scanned`` (spec §10.1).
     ``state_dir`` None disables the parse cache. ``model`` (when no ``selector`` is given)
-    selects with the model of spec §10.6; the HTTP client is imported only then.
+    selects with the model of spec §10.6 (``ops.recallmodel``); the HTTP client is imported only
+    when the model is actually asked.
     """
     docs = scan_cached(memory_root, state_dir)
     skip = [relative_to_root(path, memory_root) for path in excluded]
     if selector is None and model is not None:
-        from qmem_git.ops.models import recall_selector
+        from qmem_git.ops.recallmodel import recall_selector
 
         selector = recall_selector(model)
     return resolve_recall(docs, query, now_ms, limit, skip, selector)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from datetime import datetime
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.model import MEMORY_TYPES, MemoryType
 from qmem_git.core.patches import (
     Patch,
+    PatchPlan,
     clean_detail,
     clean_summary,
     patch_secrets,
@@ -42,13 +44,7 @@ def plan_remember(
 
 def plan_patch(memory_root: str, patch: Patch, now: datetime) -> ChangeSet:
     """:func:`plan_remember` for a patch already checked by :func:`remember_patch`."""
-    plan = plan_patches(
-        scan_documents(memory_root),
-        [patch],
-        read_text=lambda rel: read_text(os.path.join(memory_root, rel)) or "",
-        path_taken=lambda rel: os.path.lexists(os.path.join(memory_root, rel)),
-        now_ms=int(now.timestamp() * 1000),
-    )
+    plan = plan_patches_on_disk(memory_root, [patch], now)
     title = title_for(patch.summary)
     if plan.is_empty:
         return ChangeSet(op="remember", subject=f"already saved: {title}")
@@ -59,8 +55,29 @@ def plan_patch(memory_root: str, patch: Patch, now: datetime) -> ChangeSet:
         writes=dict(plan.writes),
         topics=tuple(plan.touched_topics),
         added=len(plan.created),
-        notes=tuple(f"created {rel}" for rel in plan.created)
-        + tuple(f"updated {rel}" for rel in plan.updated),
+        notes=patch_notes(plan),
+    )
+
+
+def plan_patches_on_disk(memory_root: str, patches: Iterable[Patch], now: datetime) -> PatchPlan:
+    """Spec §7.7 file plan for ``patches`` over the memory files now in ``memory_root``.
+
+    Shared by ``remember`` and ``ops.extract``; kept here because ``remember``'s fast path
+    must not import the extraction modules.
+    """
+    return plan_patches(
+        scan_documents(memory_root),
+        patches,
+        read_text=lambda rel: read_text(os.path.join(memory_root, rel)) or "",
+        path_taken=lambda rel: os.path.lexists(os.path.join(memory_root, rel)),
+        now_ms=int(now.timestamp() * 1000),
+    )
+
+
+def patch_notes(plan: PatchPlan) -> tuple[str, ...]:
+    """``created <path>`` / ``updated <path>`` lines a ChangeSet reports."""
+    return tuple(f"created {rel}" for rel in plan.created) + tuple(
+        f"updated {rel}" for rel in plan.updated
     )
 
 

@@ -14,15 +14,17 @@ from dataclasses import dataclass
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.codec import parse_document, replace_body
 from qmem_git.core.entries import entry_search_text, parse_entries, render_entries
+from qmem_git.core.forget import list_candidates
 from qmem_git.core.model import INDEX_NAME, Entry
-from qmem_git.core.text import normalize_space
+from qmem_git.core.text import clip, normalize_space
 from qmem_git.errors import NothingToDo, UsageError
-from qmem_git.ops.history import memory_type, topics_of
+from qmem_git.ops.history import entries_of, memory_type, topics_of
 from qmem_git.store.history import History, LogEntry, open_history
-from qmem_git.store.workdir import iter_memory_files, read_text
+from qmem_git.store.workdir import iter_memory_files, load_document, read_text
 
 RESTORED_FROM_TRAILER = "Qmem-Restored-From"
 MAX_SUFFIX = 100
+SUBJECT_SUMMARY_CHARS = 60
 _HINT = "see what was removed with `qmem-git log --op forget` or `qmem-git log --op dream`"
 
 
@@ -144,12 +146,10 @@ def _removed_in(repo: History, commit: LogEntry, path: str) -> Iterator[RestoreC
         if new_text is None:
             yield _candidate(commit, path, old_text, path, None, 0, True)
         return
-    old_entries = parse_entries(doc.body)
-    kept = {e.summary.lower() for e in _entries(path, new_text)}
-    for index, item in enumerate(old_entries):
-        if item.summary.lower() not in kept:
-            cid = path if len(old_entries) == 1 else f"{path}:{index}"
-            yield _candidate(commit, path, old_text, cid, item, index, new_text is None)
+    kept = {e.summary.lower() for e in entries_of(path, new_text) or []}
+    for old in list_candidates([doc]):  # the forget ids the entries had (spec §11.1)
+        if old.summary.lower() not in kept:
+            yield _candidate(commit, path, old_text, old.id, old.entry, old.index, new_text is None)
 
 
 def _candidate(
@@ -180,11 +180,6 @@ def _lines(text: str) -> set[str]:
     return {line.strip() for line in text.split("\n")}
 
 
-def _entries(path: str, text: str | None) -> list[Entry]:
-    doc = parse_document(text, path, 0) if text is not None else None
-    return parse_entries(doc.body) if doc is not None else []
-
-
 def _matches(candidate: RestoreCandidate, needle: str, wanted: set[str]) -> bool:
     if candidate.id in wanted or candidate.path in wanted:
         return True
@@ -205,8 +200,7 @@ def _present_keys(memory_root: str) -> set[tuple[str | None, str]]:
     keys: set[tuple[str | None, str]] = set()
     for info in iter_memory_files(memory_root):
         keys.add((None, info.relative_path))
-        text = read_text(info.path)
-        doc = parse_document(text, info.relative_path, 0) if text is not None else None
+        doc = load_document(info)
         if doc is not None:
             keys.update((doc.type, e.summary.lower()) for e in parse_entries(doc.body))
     return keys
@@ -280,18 +274,17 @@ def _changeset(
     commits = list(dict.fromkeys(c.commit for c in restored))
     count = len(restored)
     noun = "memory" if count == 1 else "memories"
-    first = restored[0].summary if restored else ""
     shorts = ", ".join(c[:7] for c in commits)
+    subject = "nothing"
+    if restored:
+        first = clip(restored[0].summary, SUBJECT_SUMMARY_CHARS)
+        subject = f"{count} {noun} from {shorts}: {first}"
     return ChangeSet(
         op="restore",
-        subject=f"{count} {noun} from {shorts}: {_clip(first)}" if restored else "nothing",
+        subject=subject,
         writes=dict(sorted(planned.items())),
         topics=topics_of(c.type for c in restored),
         added=count,
         trailers=tuple((RESTORED_FROM_TRAILER, sha) for sha in commits),
         notes=tuple(notes),
     )
-
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

@@ -238,3 +238,28 @@ def test_completed_scheduled_dream_records_meta_and_frees_the_lock(
     assert not (root / "user/b.md").exists()
     assert plan_dream_op(str(root), now).changeset is None
     assert gate_dream(str(state), str(tmp_path / "chats"), SESSION, now).reason == "same_session"
+
+
+# --- telemetry trigger (spec §8.6) ------------------------------------------------------------
+
+
+def test_scheduled_dream_is_auto_and_forced_dream_is_manual(tmp_path: Path) -> None:
+    from qmem_git.core.telemetry import DREAM
+    from qmem_git.ops.pipeline import run_dream
+    from qmem_git.settings import build_settings
+    from qmem_git.store.telemetry import read_events
+
+    env = {"HOME": str(tmp_path), "QMEM_HOST": "h"}
+    settings = build_settings(
+        env, memory_dir=str(tmp_path / "state" / "memory"), home=str(tmp_path)
+    )
+    chats = Path(settings.chats_dir)
+    chats.mkdir(parents=True)
+    for i in range(5):
+        (chats / f"{i:08x}-0000-0000-0000-000000000000.jsonl").write_text("{}\n")
+    now = datetime.now(timezone.utc)
+    assert run_dream(settings, now, session_id=SESSION).status == "noop"
+    assert run_dream(settings, now, session_id=SESSION).skipped_reason == "same_session"
+    assert run_dream(settings, now, session_id=SESSION, force=True).status == "noop"
+    events = [e for e in read_events(settings.layout.state_dir) if e["event"] == DREAM]
+    assert [e["trigger"] for e in events] == ["auto", "manual"]

@@ -717,3 +717,99 @@ def test_recall_without_model_never_imports_requests(root: Path) -> None:
         [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["heuristic", "False"]
+
+
+HEAVY_FOR_RECALL = (
+    "requests",
+    "qmem_git.core.dedupe",
+    "qmem_git.core.extract",
+    "qmem_git.core.forget",
+    "qmem_git.core.patches",
+    "qmem_git.core.planner",
+    "qmem_git.ops.modelplans",
+    "qmem_git.ops.models",
+)
+
+
+def test_recall_model_path_stays_light(root: Path) -> None:
+    """The prompt hook with a model configured: the selector costs no planner modules."""
+    recall_store(root)
+    code = (
+        "import sys; from qmem_git.ops.recall import recall; "
+        "from qmem_git.ops.recallmodel import recall_selector; "
+        "from qmem_git.modelconfig import ModelConfig; "
+        "config = ModelConfig('http://127.0.0.1:9/v1', 'm'); recall_selector(config); "
+        f"r = recall({str(root)!r}, None, '', 0, model=config); "
+        "print(r.strategy, sorted(m for m in sys.argv[1:] if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, *HEAVY_FOR_RECALL],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "none []"  # an empty query never asks, so no client either
+
+
+def test_unasked_planners_never_import_requests(root: Path, tmp_path: Path) -> None:
+    """A gated-out dream (every SessionEnd hook) and ``forget --id`` with a model configured."""
+    put(root, "user/terse.md", "Terse", "User prefers terse responses.")
+    env = {
+        "HOME": str(tmp_path),
+        "QMEM_TELEMETRY": "0",
+        "QMEM_HOST": "h",
+        "QMEM_LLM_BASE_URL": refused_url(),
+        "QMEM_LLM_MODEL": "qwen-test",
+        "QMEM_LLM_API_KEY": API_KEY,
+    }
+    code = (
+        "import json, sys; from datetime import datetime, timezone; "
+        "from qmem_git.ops.pipeline import run_dream, run_forget; "
+        "from qmem_git.settings import build_settings; "
+        "s = build_settings(json.loads(sys.argv[1]), memory_dir=sys.argv[2], home=sys.argv[3]); "
+        "now = datetime(2026, 4, 2, 9, tzinfo=timezone.utc); "
+        "d = run_dream(s, now, session_id='s-1'); "
+        "f = run_forget(s, now, query=None, ids=['user/terse.md']); "
+        "print(s.model is not None, d.skipped_reason, f.plan.removed_count, "
+        "'requests' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(env), str(root), str(tmp_path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == ["True", "min_sessions", "1", "False"]
+    assert not (root / "user" / "terse.md").exists()
+
+
+def test_a_planner_makes_its_client_once_and_only_when_asking(
+    server: ModelServer, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qmem_git.ops import recallmodel
+
+    made: list[ModelConfig] = []
+    real = recallmodel.make_client
+
+    def counting(config: ModelConfig) -> Any:
+        made.append(config)
+        return real(config)
+
+    monkeypatch.setattr(recallmodel, "make_client", counting)
+    planner = extract_planner(server.config(), lambda: scan_documents(str(root)))
+    assert planner([Message(0, "model", "Noted.")]).strategy == Strategy("model")
+    assert made == []  # no user message: the model is not asked (spec §7.4)
+    server.script(chat({"patches": []}), chat({"patches": []}))
+    planner(transcript(*HISTORY).messages)
+    planner(transcript("I prefer tabs over spaces.").messages)
+    assert len(made) == 1 and len(server.requests) == 2
+
+
+def test_strategy_as_dict_is_the_reported_fields() -> None:
+    assert Strategy("heuristic", "timeout").as_dict() == {
+        "strategy": "heuristic",
+        "model_fallback": "timeout",
+    }
+    assert Strategy("model").as_dict() == {"strategy": "model", "model_fallback": None}
