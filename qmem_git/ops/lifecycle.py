@@ -12,7 +12,7 @@ from qmem_git.core.codec import parse_document
 from qmem_git.core.index import index_is_current
 from qmem_git.ops.runner import execute
 from qmem_git.settings import Settings
-from qmem_git.store.repo import head_commit, identity_from_git_config, init_repo
+from qmem_git.store.repo import head_commit, init_repo
 from qmem_git.store.state import ensure_scaffold
 from qmem_git.store.workdir import index_path, iter_memory_files, read_text, render_index
 
@@ -38,7 +38,12 @@ def init_memory(settings: Settings, hook_command: str, now: datetime) -> Committ
     commit, as a ``snapshot``; an empty store starts with just its (empty) MEMORY.md.
     """
     ensure_scaffold(settings.layout, now)
-    init_repo(settings.layout, identity_from_git_config(settings.host), hook_command)
+    init_repo(settings.layout, hook_command)
+    return commit_existing(settings, now)
+
+
+def commit_existing(settings: Settings, now: datetime) -> Committed:
+    """The first commit of an initialised store: what is already in the folder (or nothing)."""
     root = settings.layout.memory_root
     if has_commits(root):
         return Committed(None)

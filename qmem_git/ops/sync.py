@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from qmem_git.errors import QmemError
-from qmem_git.ops.lifecycle import hook_command, init_memory, require_repository
+from qmem_git.ops.lifecycle import commit_existing, hook_command, require_repository
 from qmem_git.ops.runner import identity_for
 from qmem_git.settings import Settings
 from qmem_git.store import remotes
@@ -203,14 +203,13 @@ def connect(
     layout = settings.layout
     normalized = remotes.normalize_url(url, settings.cwd)
     ensure_scaffold(layout, now)
-    identity = identity_for(settings)
-    init_repo(layout, identity, hook_command())
+    init_repo(layout, hook_command())
     remote = _ensure_remote(settings, name, normalized)
     if not _has_local_memories(settings):
         adopted = _adopt(settings, remote, now, progress)
         if adopted.action == "cloned":
             return CloneOutcome(layout.memory_root, remote, "cloned", adopted)
-    init_memory(settings, hook_command(), now)
+    commit_existing(settings, now)
     outcome = run_sync(settings, now, remote=name, progress=progress)
     mode = "merged" if outcome.result.merge_commit else "pushed"
     return CloneOutcome(layout.memory_root, remote, mode, outcome.result)

@@ -145,7 +145,7 @@ def _clean_ident(text: str) -> str:
 # --- init -----------------------------------------------------------------------------------
 
 
-def init_repo(layout: Layout, identity: Identity, hook_command: str) -> InitResult:
+def init_repo(layout: Layout, hook_command: str) -> InitResult:
     """Make the memory root a git repo on ``main`` (idempotent).
 
     Sets ``gc.auto=0`` (dulwich would otherwise pack in the foreground) and
@@ -155,10 +155,8 @@ def init_repo(layout: Layout, identity: Identity, hook_command: str) -> InitResu
     state files in the project's own repo. No commit is made here, not even an initial one:
     ``apply_changeset`` commits parent-less on an empty repo, so every commit in history is one
     memory operation; files already in the work tree are committed by the caller (or by the
-    first writer's recovery). ``identity`` is accepted for that reason only and is not stored
-    in the repo config.
+    first writer's recovery). No identity is stored in the repo config either.
     """
-    del identity
     root = layout.memory_root
     git_dir = os.path.join(root, ".git")
     created = not os.path.isdir(git_dir)

@@ -14,7 +14,7 @@ import pytest
 from qmem_git.core.paths import Layout
 from qmem_git.errors import QmemError, RepoLocked
 from qmem_git.store import locks
-from qmem_git.store.repo import Identity, init_repo
+from qmem_git.store.repo import init_repo
 
 HOLD = """
 import sys, time
@@ -30,7 +30,7 @@ with writer_lock(layout, 5):
 @pytest.fixture
 def layout(tmp_path: Path) -> Layout:
     lay = Layout(str(tmp_path / "s" / "memory"), str(tmp_path / "s"), "explicit", "")
-    init_repo(lay, Identity("T", "t@example.com"), "true")
+    init_repo(lay, "true")
     return lay
 
 

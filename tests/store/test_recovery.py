@@ -48,7 +48,7 @@ def assert_clean(root: str) -> None:
 def layout(tmp_path: Path) -> Layout:
     state = tmp_path / "state"
     lay = Layout(str(state / "memory"), str(state), "explicit", "")
-    init_repo(lay, IDENTITY, "true")
+    init_repo(lay, "true")
     cs = ChangeSet(
         op="remember",
         subject="seed",
@@ -237,7 +237,7 @@ def test_fresh_repo_with_existing_files(tmp_path: Path) -> None:
     (root / "user").mkdir(parents=True)
     (root / "user" / "old.md").write_text(doc("old"))
     lay = Layout(str(root), str(root.parent), "explicit", "")
-    init_repo(lay, IDENTITY, "true")
+    init_repo(lay, "true")
     report = run_recover(lay)
     assert report.commit and git(root, "rev-list", "--count", "HEAD").strip() == "1"
     assert_clean(str(root))

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from qmem_git.core.paths import Layout
-from qmem_git.store.repo import Identity, init_repo
+from qmem_git.store.repo import init_repo
 from qmem_git.store.workdir import render_index
 
 WRITER = str(Path(__file__).with_name("_writer.py"))
@@ -64,7 +64,7 @@ def head_paths(root: str) -> set[str]:
 @pytest.fixture
 def root(tmp_path: Path) -> str:
     lay = Layout(str(tmp_path / "state" / "memory"), str(tmp_path / "state"), "explicit", "")
-    init_repo(lay, Identity("T", "t@example.com"), "true")
+    init_repo(lay, "true")
     return lay.memory_root
 
 

@@ -57,13 +57,13 @@ def assert_clean(root: str) -> None:
 def layout(tmp_path: Path) -> Layout:
     state = tmp_path / "state"
     lay = Layout(str(state / "memory"), str(state), "explicit", "")
-    init_repo(lay, IDENTITY, "true")
+    init_repo(lay, "true")
     return lay
 
 
 def test_init_creates_main_branch_with_settings(tmp_path: Path) -> None:
     lay = Layout(str(tmp_path / "s" / "memory"), str(tmp_path / "s"), "explicit", "")
-    result = init_repo(lay, IDENTITY, "true")
+    result = init_repo(lay, "true")
     root = lay.memory_root
     assert result.created and result.hook == "installed"
     assert git(root, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
@@ -78,7 +78,7 @@ def test_init_creates_main_branch_with_settings(tmp_path: Path) -> None:
 def test_init_is_idempotent(layout: Layout) -> None:
     exclude = Path(layout.memory_root, ".git", "info", "exclude")
     before = exclude.read_text()
-    again = init_repo(layout, IDENTITY, "true")
+    again = init_repo(layout, "true")
     assert not again.created and again.hook == "unchanged"
     assert again.excludes_added == () and not again.config_changed
     assert exclude.read_text() == before
@@ -93,8 +93,8 @@ def test_foreign_hook_is_kept_and_run_first(tmp_path: Path) -> None:
     hook.chmod(0o755)
     lay = Layout(str(root), str(root.parent), "explicit", "")
     command = 'echo ours >> "$(git rev-parse --show-toplevel)/../ran"'
-    assert init_repo(lay, IDENTITY, command).hook == "chained"
-    assert init_repo(lay, IDENTITY, command).hook == "unchanged"
+    assert init_repo(lay, command).hook == "chained"
+    assert init_repo(lay, command).hook == "unchanged"
     hooks = sorted(p.name for p in hook.parent.glob("pre-commit*") if "sample" not in p.name)
     assert hooks == ["pre-commit", "pre-commit.local"]
     assert HOOK_MARKER in hook.read_text()
@@ -105,7 +105,7 @@ def test_foreign_hook_is_kept_and_run_first(tmp_path: Path) -> None:
 
 
 def test_init_updates_our_hook_when_the_command_changes(layout: Layout) -> None:
-    assert init_repo(layout, IDENTITY, "echo new").hook == "updated"
+    assert init_repo(layout, "echo new").hook == "updated"
     hook = Path(layout.memory_root, ".git", "hooks", "pre-commit").read_text()
     assert hook.rstrip().endswith("echo new")
     assert not Path(layout.memory_root, ".git", "hooks", "pre-commit.local").exists()
@@ -116,9 +116,9 @@ def test_local_mode_excludes_memory_in_the_project(tmp_path: Path) -> None:
     project.mkdir()
     git(project, "init", "-q", "-b", "main")
     lay = Layout(str(project / ".qwen" / "memory"), str(project / ".qwen"), "local", str(project))
-    first = init_repo(lay, IDENTITY, "true")
+    first = init_repo(lay, "true")
     assert ".qwen/memory/" in first.project_excludes_added
-    assert init_repo(lay, IDENTITY, "true").project_excludes_added == ()
+    assert init_repo(lay, "true").project_excludes_added == ()
     (project / ".qwen" / "meta.json").write_text("{}\n")
     apply(lay, writes={"user/a.md": doc("a")})
     assert git(project, "status", "--porcelain") == ""
@@ -130,7 +130,7 @@ def test_local_mode_excludes_memory_in_the_project(tmp_path: Path) -> None:
 def test_local_mode_without_project_repo_is_fine(tmp_path: Path) -> None:
     project = tmp_path / "plain"
     lay = Layout(str(project / ".qwen" / "memory"), str(project / ".qwen"), "local", str(project))
-    assert init_repo(lay, IDENTITY, "true").project_excludes_added == ()
+    assert init_repo(lay, "true").project_excludes_added == ()
 
 
 def test_apply_makes_one_commit_with_trailers(layout: Layout) -> None:
@@ -298,7 +298,7 @@ def test_init_drops_the_deprecated_fsync_setting(tmp_path: Path) -> None:
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "core.fsyncObjectFiles", "true")  # what earlier versions set
     lay = Layout(str(root), str(root.parent), "explicit", "")
-    assert init_repo(lay, IDENTITY, "true").config_changed
+    assert init_repo(lay, "true").config_changed
     assert git(root, "config", "core.fsyncObjectFiles", check=False) == ""
     assert git(root, "config", "core.fsync").strip() == "committed"
     done = subprocess.run(["git", "-C", str(root), "status"], capture_output=True, text=True)

@@ -29,7 +29,7 @@ def doc(name: str, body: str = "") -> str:
 
 def make_layout(base: Path) -> Layout:
     lay = Layout(str(base / "memory"), str(base), "explicit", "")
-    init_repo(lay, IDENTITY, "true")
+    init_repo(lay, "true")
     writes = {f"user/m{i}.md": doc(f"m{i}") for i in range(5)}
     apply_changeset(
         lay, ChangeSet("remember", "base", writes=writes), identity=IDENTITY, host="h", now=NOW
