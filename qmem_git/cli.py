@@ -338,7 +338,7 @@ def remember(
 
     settings = opts.settings()
     moment = now()
-    ensure_repository(settings, moment)
+    ensure_repository(settings, moment, dry_run=dry_run)
     root = settings.layout.memory_root
     outcome = execute(
         settings,
@@ -656,8 +656,13 @@ def restore(
     )
 
 
+SNAPSHOT_OPS = ("extract", "dream", "forget", "edit", "remember", "snapshot")
+
+
 @main.command()
-@click.option("--op", help="Operation to record instead of inferring it.")
+@click.option(
+    "--op", type=click.Choice(SNAPSHOT_OPS), help="Operation to record instead of inferring it."
+)
 @dry_run_option
 @pass_options
 def snapshot(opts: Options, op: str | None, dry_run: bool) -> None:
@@ -670,8 +675,9 @@ def snapshot(opts: Options, op: str | None, dry_run: bool) -> None:
     from qmem_git.ops.pipeline import run_snapshot
 
     result = run_snapshot(opts.settings(), now(), op=op, dry_run=dry_run)
-    for path in result.quarantined:
-        note(opts, f"warning: invalid memory file moved to quarantine: {path}")
+    moved = "would be moved" if dry_run else "moved"
+    for path, why in result.quarantined.items():
+        note(opts, f"warning: {path}: {why}; {moved} to quarantine")
     report_outcome(opts, result.outcome, dry_run, {"quarantined": list(result.quarantined)})
 
 

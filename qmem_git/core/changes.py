@@ -79,9 +79,11 @@ class CommitInfo:
 
 def render_commit_message(cs: ChangeSet, host: str, changes: list[FileChange]) -> str:
     """Subject, blank line, ``<status> <path>`` lines, blank line, trailers (ARCHITECTURE §4)."""
+    if cs.op not in OPS:  # the op is a trailer value readers trust: never free text
+        raise ValueError(f"unknown operation {cs.op!r}")
     lines = [f"{cs.op}: {_one_line(cs.subject)}".rstrip(), ""]
     if changes:
-        lines += [f"{c.status} {c.path}" for c in changes]
+        lines += [f"{c.status} {_path_line(c.path)}" for c in changes]
         lines.append("")
     trailers: list[tuple[str, str]] = [("Qmem-Op", cs.op)]
     session = _one_line(cs.session or "")
@@ -144,6 +146,14 @@ def _paragraphs(lines: list[str]) -> list[list[str]]:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def _path_line(path: str) -> str:
+    """The path as written on a file line; control characters (a hostile name's newline could
+    forge trailers) are escaped, so such a line names the file but is not its exact path."""
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in path):
+        return path.encode("unicode_escape").decode("ascii")
+    return path
 
 
 def _int(value: str | None) -> int:

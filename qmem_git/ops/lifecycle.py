@@ -123,19 +123,29 @@ def hook_command() -> str:
     return f'"{sys.executable}" -m qmem_git --memory-dir {top} validate'
 
 
-def ensure_repository(settings: Settings, now: datetime) -> None:
-    """Writing operations initialise the store on first use, as ``init`` would."""
-    if not os.path.isdir(os.path.join(settings.layout.memory_root, ".git")):
+def ensure_repository(settings: Settings, now: datetime, *, dry_run: bool = False) -> None:
+    """Writing operations initialise the store on first use, as ``init`` would.
+
+    A ``--dry-run`` writes nothing, so it needs an existing store (usage error otherwise).
+    """
+    if dry_run:
+        _require(settings, "--dry-run writes nothing, not even a new store")
+    elif not os.path.isdir(os.path.join(settings.layout.memory_root, ".git")):
         init_memory(settings, hook_command(), now)
     else:
         ensure_scaffold(settings.layout, now)
 
 
 def require_repository(settings: Settings) -> None:
+    _require(settings, "")
+
+
+def _require(settings: Settings, why: str) -> None:
     from qmem_git.errors import UsageError
 
     if not os.path.isdir(os.path.join(settings.layout.memory_root, ".git")):
+        reason = f" ({why})" if why else ""
         raise UsageError(
-            f"{settings.layout.memory_root} is not a memory repository",
+            f"{settings.layout.memory_root} is not a memory repository{reason}",
             "run 'qmem-git init' first",
         )

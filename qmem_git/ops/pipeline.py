@@ -90,7 +90,7 @@ def run_extract(
     """
     from qmem_git.store.extractqueue import ExtractSlot
 
-    ensure_repository(settings, now)
+    ensure_repository(settings, now, dry_run=dry_run)
     if dry_run:
         return _extract_once(settings, request, now, dry_run=True)
     slot = ExtractSlot(settings.layout.state_dir)
@@ -218,7 +218,7 @@ def run_dream(
 
     model = model_for(planner, settings.model)
     dreamer = dream_planner(model)
-    ensure_repository(settings, now)
+    ensure_repository(settings, now, dry_run=dry_run)
     layout = settings.layout
     gate = gate_dream(layout.state_dir, settings.chats_dir, session_id or "", now, force=force)
     if not gate.proceed:
@@ -284,7 +284,7 @@ def run_forget(
 
     model = model_for(planner, settings.model)
     selector = forget_selector(model)
-    ensure_repository(settings, now)
+    ensure_repository(settings, now, dry_run=dry_run)
     layout = settings.layout
     started = time.monotonic()
     if model is not None and not ids:  # ask the model before taking the writer lock
@@ -339,7 +339,7 @@ def run_restore(
     """Bring back memories a forget or dream removed, as one commit."""
     from qmem_git.ops.restore import find_restorable, plan_restore
 
-    ensure_repository(settings, now)
+    ensure_repository(settings, now, dry_run=dry_run)
     root = settings.layout.memory_root
     candidates, outcome = plan_and_execute(
         settings,
@@ -354,7 +354,7 @@ def run_restore(
 @dataclass(frozen=True)
 class SnapshotOutcome:
     outcome: Outcome
-    quarantined: tuple[str, ...] = ()
+    quarantined: dict[str, str] = field(default_factory=dict)  # path -> why
 
 
 def run_snapshot(
@@ -367,9 +367,9 @@ def run_snapshot(
         plan_snapshot,
         save_snapshot_meta,
     )
-    from qmem_git.store.recovery import default_is_valid, quarantine_files
+    from qmem_git.store.recovery import memory_file_problem, quarantine_files
 
-    ensure_repository(settings, now)
+    ensure_repository(settings, now, dry_run=dry_run)
     layout = settings.layout
 
     def plan() -> SnapshotPlan:
@@ -377,11 +377,11 @@ def run_snapshot(
             layout.memory_root,
             layout.state_dir,
             previous_meta=load_snapshot_meta(layout.state_dir),
-            is_valid=default_is_valid,
+            problem_of=memory_file_problem,
             op=op,
         )
         if snap.quarantine and not dry_run:
-            quarantine_files(layout, snap.quarantine, now)
+            quarantine_files(layout, list(snap.quarantine), now)
         return snap
 
     snap, outcome = plan_and_execute(
@@ -394,4 +394,4 @@ def run_snapshot(
     )
     if not dry_run:
         save_snapshot_meta(layout.state_dir, snap.meta)
-    return SnapshotOutcome(outcome, tuple(snap.quarantine))
+    return SnapshotOutcome(outcome, dict(snap.quarantine))

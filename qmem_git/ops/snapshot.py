@@ -17,7 +17,9 @@ from qmem_git.core.changes import ChangeSet
 from qmem_git.core.statefile import dumps_state, parse_iso
 from qmem_git.ops.history import entry_delta, memory_type, topics_of
 from qmem_git.store.history import WorkChange, open_history
+from qmem_git.store.recovery import case_collisions, utf8_problem
 from qmem_git.store.state import load_meta, read_json_object
+from qmem_git.store.walk import memory_paths
 from qmem_git.store.workdir import atomic_write
 
 SNAPSHOT_META = "snapshot-meta.json"
@@ -30,7 +32,7 @@ TRACKED_KEYS = (
 )
 SOURCE_TRAILER = ("Qmem-Source", "snapshot")
 
-Validator = Callable[[str, bytes], bool]
+Validator = Callable[[str, bytes], "str | None"]  # why a file may not be committed, or None
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class SnapshotPlan:
     stamps the caller saves with :func:`save_snapshot_meta` once the commit is made."""
 
     changeset: ChangeSet | None
-    quarantine: list[str] = field(default_factory=list)
+    quarantine: dict[str, str] = field(default_factory=dict)  # path -> why
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -64,7 +66,7 @@ def plan_snapshot(
     state_dir: str,
     *,
     previous_meta: dict[str, Any] | None,
-    is_valid: Validator,
+    problem_of: Validator,
     op: str | None = None,
 ) -> SnapshotPlan:
     """Everything that differs from HEAD as one ChangeSet; invalid files go to ``quarantine``.
@@ -76,16 +78,18 @@ def plan_snapshot(
         changes = repo.worktree_changes()
     writes: dict[str, str] = {}
     deletes: list[str] = []
-    quarantine: list[str] = []
+    quarantine: dict[str, str] = {}
     for change in changes:
         if change.data is None:
             deletes.append(change.path)
-            continue
-        text = _valid_text(change, is_valid)
-        if text is None:
-            quarantine.append(change.path)
+        elif problem := problem_of(change.path, change.data) or utf8_problem(change.data):
+            quarantine[change.path] = problem
         else:
-            writes[change.path] = text
+            writes[change.path] = change.data.decode("utf-8")
+    new = [c.path for c in changes if c.status == "A" and c.path in writes]
+    for rel, problem in case_collisions(new, memory_paths(memory_root)).items():
+        del writes[rel]
+        quarantine[rel] = problem
     kept = [c for c in changes if c.path in writes or c.path in deletes]
     snapshot = {key: meta[key] for key in TRACKED_KEYS if key in meta}
     if not kept:
@@ -116,16 +120,6 @@ def _advanced(meta: dict[str, Any], previous: dict[str, Any] | None, key: str) -
     if before is not None and now <= before:
         return None
     return now.timestamp()
-
-
-def _valid_text(change: WorkChange, is_valid: Validator) -> str | None:
-    data = change.data or b""
-    if not is_valid(change.path, data):
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
 
 
 def _changeset(

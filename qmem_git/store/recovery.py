@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import NamedTuple
 
@@ -36,7 +36,7 @@ from qmem_git.store.repo import (
 from qmem_git.store.walk import is_memory_path
 from qmem_git.store.workdir import atomic_write
 
-Validator = Callable[[str, bytes], bool]
+Validator = Callable[[str, bytes], "str | None"]  # why a file may not be committed, or None
 TEMP_OBJECT_PREFIX = "tmp_obj_qmem_"  # temp objects of qmem-git versions before dulwich wrote them
 
 
@@ -76,25 +76,70 @@ class RecoveryReport(NamedTuple):
 
 
 class _Found:
-    """What the candidates turned out to be: to commit, to delete, to quarantine."""
+    """What the candidates turned out to be: to commit, to delete, to quarantine (and why)."""
 
-    def __init__(self, invalid: list[str] | None = None) -> None:
+    def __init__(self, invalid: dict[str, str] | None = None) -> None:
         self.writes: dict[str, str] = {}
         self.deletes: list[str] = []
-        self.invalid: list[str] = invalid or []
+        self.invalid: dict[str, str] = invalid or {}
+        self.new: list[str] = []  # written files HEAD does not have
         self.index_stale = False
-        self.added = 0
+
+    def refuse_new(self, reasons: dict[str, str]) -> None:
+        """Move new files that turned out invalid (name collisions) from writes to invalid."""
+        for rel, reason in reasons.items():
+            self.writes.pop(rel, None)
+            self.new.remove(rel)
+            self.invalid[rel] = reason
 
 
-def default_is_valid(rel_path: str, data: bytes) -> bool:
-    """A memory file must be UTF-8, at most 256 KiB and parse as a document (spec §4.2)."""
-    if len(data) > MAX_FILE_BYTES:
-        return False
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return parse_document(text, rel_path, 0.0) is not None
+def memory_file_problem(rel_path: str, data: bytes) -> str | None:
+    """Why a file may not be committed: the first error ``qmem-git validate`` reports for it.
+
+    The same rules as ``validate`` and the pre-commit hook (path safety and layout, size, UTF-8,
+    frontmatter read safely by both readers, secrets, conflict markers), so nothing a recovery
+    or snapshot commit lets in is later refused by a hook, a hand commit or another machine.
+    """
+    from qmem_git.core.validate import check_memory_file  # yaml: only when a file is checked
+
+    for finding in check_memory_file(rel_path, data):
+        if finding.severity == "error":
+            return f"{finding.rule}: {finding.message}"
+    return None
+
+
+def case_collisions(new: Iterable[str], paths: Iterable[str]) -> dict[str, str]:
+    """The ``new`` paths that one case-insensitive disk would merge with another path.
+
+    A spelling already used by a path that is not new is kept; the new spellings beside it are
+    refused. When every spelling in a clash is new, all of them are refused.
+    """
+    from qmem_git.core.names import find_case_collisions
+
+    fresh = set(new)
+    if not fresh:
+        return {}
+    groups = find_case_collisions(paths)
+    if not groups:
+        return {}
+    established = {prefix for rel in paths if rel not in fresh for prefix in _prefixes(rel)}
+    refused: dict[str, str] = {}
+    for group in groups:
+        kept = [name for name in group if name in established]
+        for rel in fresh:
+            clash = next((p for p in _prefixes(rel) if p in group and p not in kept), None)
+            if clash is not None:
+                other = next(name for name in (kept or group) if name != clash)
+                refused[rel] = (
+                    f"path-collision: '{clash}' and '{other}' are one path on "
+                    "case-insensitive file systems"
+                )
+    return refused
+
+
+def _prefixes(rel: str) -> list[str]:
+    segments = rel.split("/")
+    return ["/".join(segments[:depth]) for depth in range(1, len(segments) + 1)]
 
 
 def recover(
@@ -103,10 +148,12 @@ def recover(
     identity: Identity,
     host: str,
     now: datetime,
-    is_valid: Validator | None = None,
+    problem_of: Validator | None = None,
 ) -> RecoveryReport:
     """Repair what an interrupted writer left; RepoCorrupt (nothing touched) on damaged git data."""
-    report, _ = recover_for_write(layout, identity=identity, host=host, now=now, is_valid=is_valid)
+    report, _ = recover_for_write(
+        layout, identity=identity, host=host, now=now, problem_of=problem_of
+    )
     return report
 
 
@@ -116,7 +163,7 @@ def recover_for_write(
     identity: Identity,
     host: str,
     now: datetime,
-    is_valid: Validator | None = None,
+    problem_of: Validator | None = None,
     commit_changes: bool = True,
     pending: survey.Pending | None = None,
 ) -> tuple[RecoveryReport, WorkState]:
@@ -125,7 +172,7 @@ def recover_for_write(
     ``pending``: a survey the caller started under the same lock (``store.survey.start``).
     """
     with Repository(layout.memory_root) as repo:
-        return _recover(repo, layout, identity, host, now, is_valid, commit_changes, pending)
+        return _recover(repo, layout, identity, host, now, problem_of, commit_changes, pending)
 
 
 def _recover(
@@ -134,7 +181,7 @@ def _recover(
     identity: Identity,
     host: str,
     now: datetime,
-    is_valid: Validator | None,
+    problem_of: Validator | None,
     commit_changes: bool,
     pending: survey.Pending | None,
 ) -> tuple[RecoveryReport, WorkState]:
@@ -152,13 +199,14 @@ def _recover(
     found = _Found()
     for rel in sorted(_candidates(seen, index, head_map)):
         head_sha = head_map.get(rel) if head_map is not None else repo.lookup(head_tree, rel)
-        _classify(repo, rel, head_sha, seen.files, index, found, is_valid or default_is_valid)
+        _classify(repo, rel, head_sha, seen.files, index, found, problem_of or memory_file_problem)
+    found.refuse_new(case_collisions(found.new, seen.files))
     state = WorkState(_render_files(seen.files), index)
     warnings: list[str] = []
     quarantined: list[tuple[str, str]] = []
     if commit_changes:
         quarantined = _quarantine_all(repo, layout, found, head_tree, index, state, now)
-        warnings = [f"{rel}: not a valid memory file; moved to {dest}" for rel, dest in quarantined]
+        warnings = [f"{rel}: {found.invalid[rel]}; moved to {dest}" for rel, dest in quarantined]
     commit, changes = _commit(layout, found, identity, host, now, state, commit_changes)
     if commit is None and state.index is not None and (index.changed or index.head != head):
         index.head = head
@@ -232,7 +280,7 @@ def _classify(
     files: dict[str, tuple[int, int]],
     index: GitIndex,
     found: _Found,
-    is_valid: Validator,
+    problem_of: Validator,
 ) -> None:
     """Decide one candidate: refresh its index entry, commit it, delete it or quarantine it."""
     if rel not in files and not _in_scope(rel):
@@ -257,11 +305,12 @@ def _classify(
         index.set(rel, st, sha, gitindex.blob_mode(st))
     elif rel == INDEX_NAME:
         found.index_stale = True
-    elif is_valid(rel, data) and _is_utf8(data):
-        found.writes[rel] = data.decode("utf-8")
-        found.added += head_sha is None
+    elif (problem := problem_of(rel, data) or utf8_problem(data)) is not None:
+        found.invalid[rel] = problem
     else:
-        found.invalid.append(rel)
+        found.writes[rel] = data.decode("utf-8")
+        if head_sha is None:
+            found.new.append(rel)
 
 
 def _refresh_other(repo: Repository, rel: str, head_sha: str | None, index: GitIndex) -> None:
@@ -282,12 +331,12 @@ def _read(path: str) -> bytes:
         return handle.read()
 
 
-def _is_utf8(data: bytes) -> bool:
+def utf8_problem(data: bytes) -> str | None:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
-        return False
-    return True
+        return "utf8: not UTF-8 text"
+    return None
 
 
 def _render_files(files: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
@@ -305,7 +354,7 @@ def quarantine_files(layout: Layout, paths: list[str], now: datetime) -> list[st
     with Repository(layout.memory_root) as repo:
         _, head = repo.head()
         index, _ = _load_index(repo.git_dir)
-        found = _Found(invalid=list(paths))
+        found = _Found(invalid=dict.fromkeys(paths, ""))
         moved = _quarantine_all(repo, layout, found, repo.tree_of(head), index, WorkState(), now)
     return [dest for _, dest in moved]
 
@@ -375,7 +424,7 @@ def _commit(
         writes=found.writes,
         deletes=tuple(found.deletes),
         topics=_topics(found),
-        added=found.added,
+        added=len(found.new),
         removed=len(found.deletes),
     )
     result = apply_changeset(layout, cs, identity=identity, host=host, now=now, state=state)

@@ -535,8 +535,9 @@ def _tz_seconds(now: datetime) -> int:
 # --- apply ----------------------------------------------------------------------------------
 
 
-def check_memory_path(rel: str) -> str:
-    """A ChangeSet path must be a relative ``*.md`` path inside the memory root."""
+def check_memory_path(rel: str, *, writing: bool = True) -> str:
+    """A ChangeSet path must be a relative ``*.md`` path inside the memory root; one to write
+    must also be free of control characters."""
     parts = rel.split("/")
     if (
         not rel.endswith(".md")
@@ -546,6 +547,7 @@ def check_memory_path(rel: str) -> str:
         or any(p.startswith(".") for p in parts[:-1])
         or parts[-1] == INDEX_NAME
         or posixpath.normpath(rel) != rel
+        or (writing and any(ord(char) < 0x20 or ord(char) == 0x7F for char in rel))
     ):
         raise UnsafePath(
             f"refusing to write {rel!r}: not a memory file path",
@@ -569,8 +571,10 @@ def apply_changeset(
     rendered, so the index order equals what any clone of this commit renders. No commit is
     made when nothing differs from HEAD. ``state`` is the writer's earlier scan (run_writer).
     """
-    for rel in cs.paths():
+    for rel in cs.writes:
         check_memory_path(rel)
+    for rel in cs.deletes:  # a name C git committed may be deleted even if we would not write it
+        check_memory_path(rel, writing=False)
     with Repository(layout.memory_root) as repo:
         return _apply(repo, cs, identity, host, now, state or WorkState())
 

@@ -38,7 +38,7 @@ def run_writer(
     host: str,
     now: datetime,
     lock_timeout: float = 10.0,
-    is_valid: Validator | None = None,
+    problem_of: Validator | None = None,
     recover_worktree: bool = True,
     overlap: bool = False,
     prepare: Callable[[], object] | None = None,
@@ -59,7 +59,7 @@ def run_writer(
             pending = survey.start(layout.memory_root, lock_fds) if overlap else None
             if prepare is not None:
                 prepare()
-            return _write(layout, plan, identity, host, now, is_valid, recover_worktree, pending)
+            return _write(layout, plan, identity, host, now, problem_of, recover_worktree, pending)
         finally:
             if pending is not None:
                 pending.close()
@@ -71,7 +71,7 @@ def _write(
     identity: Identity | Callable[[], Identity],
     host: str,
     now: datetime,
-    is_valid: Validator | None,
+    problem_of: Validator | None,
     recover_worktree: bool,
     pending: survey.Pending | None,
 ) -> WriteResult:
@@ -85,7 +85,7 @@ def _write(
         identity=who,
         host=host,
         now=now,
-        is_valid=is_valid,
+        problem_of=problem_of,
         commit_changes=recover_worktree,
         pending=pending,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -185,3 +186,19 @@ def test_render_parse_round_trip(
     )
     assert text.endswith("\n") and not text.endswith("\n\n")
     assert all(line == line.rstrip() for line in text.split("\n"))
+
+
+def test_render_refuses_an_unknown_op() -> None:
+    with pytest.raises(ValueError, match="unknown operation"):
+        render_commit_message(ChangeSet(op="x\nQmem-Op: merge", subject="s"), "box", [])
+
+
+def test_a_control_character_in_a_path_cannot_forge_lines() -> None:
+    evil = "user/evil\nQmem-Op: merge\nx.md"
+    cs = ChangeSet(op="edit", subject="s", deletes=(evil,))
+    message = render_commit_message(cs, "box", [FileChange("D", evil)])
+    assert "D user/evil\\nQmem-Op: merge\\nx.md\n" in message
+    info = parse_commit_message(message)
+    assert info.op == "edit" and [t for t in info.trailers if t[0] == "Qmem-Op"] == [
+        ("Qmem-Op", "edit")
+    ]

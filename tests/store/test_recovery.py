@@ -14,7 +14,7 @@ from qmem_git.core.changes import ChangeSet
 from qmem_git.core.paths import Layout
 from qmem_git.errors import RepoCorrupt
 from qmem_git.store import gitindex
-from qmem_git.store.recovery import default_is_valid, quarantine_files, recover
+from qmem_git.store.recovery import memory_file_problem, quarantine_files, recover
 from qmem_git.store.repo import Identity, apply_changeset, init_repo
 from qmem_git.store.workdir import render_index
 from qmem_git.store.writer import run_writer
@@ -104,14 +104,73 @@ def test_invalid_files_are_quarantined_not_committed(layout: Layout) -> None:
     assert_clean(str(root))
 
 
+HOSTILE = {
+    "user/tag.md": '---\nname: !!python/object/apply:os.system ["id"]\ndescription: x\n'
+    "type: user\n---\n\nTagged body\n",
+    "user/bad.md": "---\nname: [unclosed\ndescription: x\ntype: user\n---\n\nBad yaml\n",
+    "misc/m.md": doc("misc"),
+    "user/.hidden.md": doc("hidden"),
+    "user/con.md": doc("device"),
+    "user/key.md": doc("key", body="token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"),
+}
+
+
+def test_files_validate_rejects_are_quarantined_with_the_rule(layout: Layout) -> None:
+    """Recovery admits exactly what ``qmem-git validate`` and the pre-commit hook accept."""
+    root = Path(layout.memory_root)
+    for rel, text in HOSTILE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "user" / "fine.md").write_text(doc("fine"))
+    report = run_recover(layout)
+    assert sorted(git(root, "show", "--name-only", "--format=", "HEAD").split()) == [
+        "MEMORY.md",
+        "user/fine.md",
+    ]
+    assert len(report.quarantined) == len(HOSTILE)
+    rules = {line.split(": ", 2)[1] for line in report.warnings}
+    assert {"frontmatter-yaml", "path-layout", "path-unsafe", "secret"} <= rules
+    for rel in HOSTILE:
+        assert not (root / rel).exists()
+    assert "ghp_" not in git(root, "log", "-p", "--all")
+    assert_clean(str(root))
+
+
+def test_a_new_name_that_differs_only_in_case_is_quarantined(layout: Layout) -> None:
+    root = Path(layout.memory_root)  # HEAD has user/a.md, user/b.md, project/p.md
+    (root / "user" / "A.md").write_text(doc("big a"))
+    (root / "User").mkdir()
+    (root / "User" / "b.md").write_text(doc("b"))
+    (root / "user" / "c.md").write_text(doc("c"))
+    report = run_recover(layout)
+    assert sorted(
+        Path(p).relative_to(Path(p).parents[1]).as_posix() for p in report.quarantined
+    ) == [
+        "User/b.md",
+        "user/A.md",
+    ]
+    warnings = sorted(report.warnings)
+    assert warnings[0].startswith("User/b.md: path-layout: ")  # not a type folder either
+    assert warnings[1].startswith(
+        "user/A.md: path-collision: 'user/A.md' and 'user/a.md' are one path"
+    )
+    assert git(root, "show", "--name-only", "--format=", "HEAD").split() == [
+        "MEMORY.md",
+        "user/c.md",
+    ]
+    assert (root / "user" / "a.md").read_text() == doc("a")
+    assert_clean(str(root))
+
+
 def test_custom_validator(layout: Layout) -> None:
     root = Path(layout.memory_root)
     (root / "user" / "c.md").write_text(doc("c"))
     report = recover(
-        layout, identity=IDENTITY, host="h", now=LATER, is_valid=lambda rel, data: False
+        layout, identity=IDENTITY, host="h", now=LATER, problem_of=lambda rel, data: "nope"
     )
     assert report.commit is None and len(report.quarantined) == 1
-    assert default_is_valid("user/c.md", doc("c").encode())
+    assert report.warnings[0].startswith("user/c.md: nope; moved to ")
+    assert memory_file_problem("user/c.md", doc("c").encode()) is None
 
 
 def test_temp_files_and_temp_objects_are_removed(layout: Layout) -> None:

@@ -230,7 +230,7 @@ def test_ref_moved_underneath_is_retried(layout: Layout, monkeypatch: pytest.Mon
 
 
 @pytest.mark.parametrize(
-    "bad", ["../x.md", "/abs.md", "a/../b.md", ".git/x.md", "MEMORY.md", "x.txt"]
+    "bad", ["../x.md", "/abs.md", "a/../b.md", ".git/x.md", "MEMORY.md", "x.txt", "user/a\nb.md"]
 )
 def test_unsafe_paths_are_refused(layout: Layout, bad: str) -> None:
     with pytest.raises(UnsafePath):
