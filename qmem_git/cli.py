@@ -387,7 +387,8 @@ def log(opts: Options, limit: int | None, op: str | None, path: str | None, stat
 
     settings = opts.settings()
     require_repository(settings)
-    entries = read_log(settings.layout.memory_root, limit=limit, op=op, path=path)
+    rel = relative_to_root(settings, path) if path is not None else None
+    entries = read_log(settings.layout.memory_root, limit=limit, op=op, path=rel)
     text = "\n".join(log_entry_text(e, stat) for e in entries) or "No operations yet."
     emit(opts, text, [log_entry_json(e) for e in entries])
 
@@ -462,12 +463,17 @@ def history(opts: Options, path: str) -> None:
 
 
 def relative_to_root(settings: Settings, path: str) -> str:
-    """Accept a path relative to the memory root, or an absolute/cwd path inside it."""
+    """Accept a path relative to the memory root, or an absolute/cwd path inside it.
+
+    The result is normalised (``user/../user/a.md`` is ``user/a.md``); the root itself is ".".
+    """
+    import posixpath
+
     root = os.path.realpath(settings.layout.memory_root)
     candidate = os.path.realpath(os.path.join(settings.cwd, path))
-    if candidate.startswith(root + os.sep):
+    if candidate == root or candidate.startswith(root + os.sep):
         return os.path.relpath(candidate, root).replace(os.sep, "/")
-    return path.replace(os.sep, "/").lstrip("/")
+    return posixpath.normpath(path.replace(os.sep, "/").lstrip("/"))
 
 
 @main.command()
@@ -1157,3 +1163,43 @@ def review(opts: Options) -> None:
         ],
     }
     emit(opts, "\n".join(lines) or "No suggestions.", data)
+
+
+# --------------------------------------------------------------------------- global options
+
+
+def _global_option(*decls: str, field: str, flag: bool, help_text: str) -> click.Option:
+    """A global option a command also accepts after its name (``qmem-git log --json``)."""
+
+    def store(ctx: click.Context, _param: click.Parameter, value: object) -> None:
+        if value:
+            setattr(ctx.ensure_object(Options), field, value)
+
+    if flag:
+        return click.Option(decls, is_flag=True, expose_value=False, callback=store, help=help_text)
+    path = click.Path(file_okay=False)
+    return click.Option(decls, type=path, expose_value=False, callback=store, help=help_text)
+
+
+def _accept_global_options(group: click.Group) -> None:
+    """Give every command the global options too: they may come before or after its name."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _accept_global_options(command)
+            continue
+        command.params += [
+            _global_option("--json", field="json", flag=True, help_text="Machine-readable output."),
+            _global_option(
+                "-q", "--quiet", field="quiet", flag=True, help_text="Print only errors."
+            ),
+            _global_option("-v", "--verbose", field="verbose", flag=True, help_text="More detail."),
+            _global_option(
+                "--project", field="project", flag=False, help_text="Project directory."
+            ),
+            _global_option(
+                "--memory-dir", field="memory_dir", flag=False, help_text="Memory root."
+            ),
+        ]
+
+
+_accept_global_options(main)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -161,7 +162,16 @@ def test_index_check_and_rebuild(memory: Path) -> None:
     (memory / "MEMORY.md").write_text("stale\n")
     assert qmem(memory, "index", "--check").code == 1
     rebuilt = qmem(memory, "index")
-    assert rebuilt.code == 0
+    assert rebuilt.code == 0 and rebuilt.out.strip() == "MEMORY.md is up to date"
+    assert "MEMORY.md was edited by hand; rewritten as committed" in rebuilt.err
+    assert (memory / "MEMORY.md").read_text().startswith("- [I prefer terse responses]")
+    (memory / "MEMORY.md").write_text("junk\n")  # a hand commit, then one more hand edit
+    git(memory, "commit", "-qam", "hand", "--no-verify")
+    (memory / "MEMORY.md").write_text("junk 2\n")
+    rebuilt = qmem(memory, "index")
+    commit = git(memory, "rev-parse", "HEAD").strip()
+    assert rebuilt.code == 0 and rebuilt.out.strip() == f"MEMORY.md rebuilt ({commit[:12]})"
+    assert git(memory, "log", "-1", "--format=%s") == "recover: rebuild MEMORY.md, edited by hand\n"
     assert (memory / "MEMORY.md").read_text().startswith("- [I prefer terse responses]")
     assert qmem(memory, "index", "--check").code == 0
     assert_clean_repo(memory)
@@ -333,3 +343,43 @@ def test_review_suggests_without_changing_anything(memory: Path) -> None:
         "id": "project:The legacy billing service is frozen",
     }
     assert head(memory) == before
+
+
+def test_global_options_may_follow_the_command(memory: Path, tmp_path: Path) -> None:
+    assert qmem(memory, "remember", "--type", "user", "I prefer terse responses").code == 0
+    after = subprocess.run(
+        [sys.executable, "-m", "qmem_git", "log", "-n", "1", "--json", "--memory-dir", str(memory)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout)[0]["op"] == "remember"
+    quiet = qmem(memory, "remember", "I prefer terse responses", "-q")
+    assert quiet.code == 0 and quiet.out == "" and quiet.err == ""
+
+
+def test_log_path_accepts_absolute_and_unnormalised_paths(memory: Path) -> None:
+    assert qmem(memory, "remember", "--type", "user", "I prefer terse responses").code == 0
+    for given in (str(memory / "user"), "user/../user", str(memory), "./user/"):
+        run = qmem(memory, "--json", "log", "--path", given)
+        assert run.code == 0 and [e["op"] for e in run.json()][:1] == ["remember"], given
+    assert qmem(memory, "--json", "log", "--path", "project").json() == []
+
+
+def test_doctor_finds_a_damaged_or_missing_object(memory: Path) -> None:
+    assert qmem(memory, "remember", "--type", "user", "I prefer terse responses").code == 0
+    healthy = qmem(memory, "--json", "doctor")
+    objects = next(c for c in healthy.json() if c["check"] == "objects")
+    assert objects["ok"] and "files of HEAD are readable" in objects["detail"]
+    blob = git(memory, "rev-parse", "HEAD:user/i-prefer-terse-responses.md").strip()
+    path = memory / ".git" / "objects" / blob[:2] / blob[2:]
+    path.chmod(0o644)
+    path.write_bytes(b"garbage")
+    damaged = qmem(memory, "doctor")
+    assert damaged.code == 1
+    assert f"[FAIL] objects: memory repository is corrupt: object {blob} is damaged" in damaged.out
+    path.unlink()
+    missing = qmem(memory, "doctor")
+    assert missing.code == 1 and f"object {blob} is missing" in missing.out

@@ -18,13 +18,14 @@ class Check:
 
 
 def run_checks(settings: Settings) -> list[Check]:
-    """Layout, repository, locks, index, validation and the git hook, in that order."""
+    """Layout, repository, history, objects, locks, index, validation and the git hook."""
     root = settings.layout.memory_root
     checks = [_layout(settings)]
     if not os.path.isdir(os.path.join(root, ".git")):
         checks.append(Check("repository", False, f"{root} is not a repository", "qmem-git init"))
         return [*checks, _model(settings)]
-    checks += [_head(root), _locks(root), _index(settings), _validation(root), _hook(root)]
+    checks += [_head(root), _objects(root), _locks(root), _index(settings), _validation(root)]
+    checks.append(_hook(root))
     checks.append(_model(settings))
     return checks
 
@@ -46,6 +47,22 @@ def _head(root: str) -> Check:
         return Check("history", False, "no commits yet", "qmem-git init")
     last = entries[0]
     return Check("history", True, f"last operation {last.short}: {last.info.subject}")
+
+
+def _objects(root: str) -> Check:
+    from qmem_git.store.integrity import check_objects
+
+    report = check_objects(root)
+    if report.problems:
+        return Check(
+            "objects",
+            False,
+            "; ".join(report.problems),
+            "clone the memory from a remote into a new folder (qmem-git clone URL), "
+            "or restore .git/objects from a backup",
+        )
+    detail = f"{report.commits} commits and the {report.files} files of HEAD are readable"
+    return Check("objects", True, detail)
 
 
 def _locks(root: str) -> Check:

@@ -10,6 +10,7 @@ from datetime import datetime
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.codec import parse_document
 from qmem_git.core.index import index_is_current
+from qmem_git.core.limits import INDEX_NAME
 from qmem_git.ops.runner import execute
 from qmem_git.settings import Settings
 from qmem_git.store.repo import head_commit, init_repo
@@ -78,10 +79,20 @@ def has_commits(root: str) -> bool:
 def rebuild_index(settings: Settings, now: datetime) -> Committed:
     """Regenerate MEMORY.md; commits only when it changed."""
     require_repository(settings)
+    path = index_path(settings.layout.memory_root)
+    before = read_text(path)
     outcome = execute(settings, lambda: ChangeSet("index", "rebuild MEMORY.md"), now)
     dropped = outcome.applied.index_dropped if outcome.applied else ()
-    notes = outcome.recovery.messages() if outcome.recovery else []
-    return Committed(outcome.commit, tuple(dropped), tuple(notes))
+    recovery = outcome.recovery
+    notes = recovery.messages() if recovery else []
+    commit = outcome.commit
+    if commit is None and recovery is not None and recovery.commit is not None:
+        # a hand-edited MEMORY.md was already rebuilt by the writer's recovery commit
+        rebuilt = any(change.path == INDEX_NAME for change in recovery.changes)
+        commit = recovery.commit if rebuilt else None
+    if commit is None and read_text(path) != before:
+        notes.append("MEMORY.md was edited by hand; rewritten as committed")
+    return Committed(commit, tuple(dropped), tuple(notes))
 
 
 def check_index(settings: Settings) -> IndexStatus:

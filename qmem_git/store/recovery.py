@@ -418,9 +418,10 @@ def _commit(
     if not enabled or not (found.writes or found.deletes or found.index_stale):
         return None, []
     count = len(found.writes) + len(found.deletes)
+    subject = f"commit {count} uncommitted memory file(s) left in the work tree"
     cs = ChangeSet(
         op="recover",
-        subject=f"commit {count} uncommitted memory file(s) left in the work tree",
+        subject=subject if count else "rebuild MEMORY.md, edited by hand",
         writes=found.writes,
         deletes=tuple(found.deletes),
         topics=_topics(found),
