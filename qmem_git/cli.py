@@ -487,13 +487,20 @@ def undo(opts: Options, rev: str | None, force: bool, dry_run: bool) -> None:
     """Revert one operation (default: the last) as a new commit."""
     from qmem_git.ops.lifecycle import require_repository
     from qmem_git.ops.runner import execute
-    from qmem_git.ops.undo import plan_undo
+    from qmem_git.ops.undo import plan_undo, undo_target
 
     settings = opts.settings()
     require_repository(settings)
     root = settings.layout.memory_root
-    outcome = execute(settings, lambda: plan_undo(root, rev, force=force), now(), dry_run=dry_run)
-    report_outcome(opts, outcome, dry_run, {})
+    # before the writer's recovery can commit hand edits: REV means what the user saw
+    target = undo_target(root, rev)
+    outcome = execute(
+        settings, lambda: plan_undo(root, target, force=force), now(), dry_run=dry_run
+    )
+    if not opts.verbose:  # -v prints every note already; paths left alone always matter
+        for line in outcome.changeset.notes:
+            note(opts, line)
+    report_outcome(opts, outcome, dry_run, {"notes": list(outcome.changeset.notes)})
 
 
 # --------------------------------------------------------------------------- lifecycle

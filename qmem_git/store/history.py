@@ -2,8 +2,11 @@
 
 Everything here returns dataclasses and never prints. ``log`` reads each commit's operation,
 topics and changed paths from its message (subject, ``A/M/D path`` lines, ``Qmem-*`` trailers)
-because diffing trees for every listed commit is slow (ARCHITECTURE §6); only commits made by
-other tools (no ``Qmem-Op`` trailer) get their paths from a tree diff against the first parent.
+because diffing trees for every listed commit is slow (ARCHITECTURE §6). The message is trusted
+only for a commit that looks like ours and unmodified (:func:`_trusted`); commits made by other
+tools, and ours after an amend or rebase, get their paths from a tree diff against the first
+parent. Whether a commit changed one path (``history``, undo's conflict check) has one rule,
+:meth:`History.changed`: its blob differs from every parent's.
 
 History order follows ``git log``'s default: every parent is walked (merged-in operations are
 listed too) and commits come out newest committer date first.
@@ -279,9 +282,27 @@ class History:
         self._commits[sha] = obj
         return obj
 
-    def blob(self, rev: str, path: str) -> bytes | None:
+    def blob(self, rev: str | None, path: str) -> bytes | None:
         """File content at a commit (``rev`` already resolved), None when absent there."""
         return self._blob_in_tree(self._tree_of(rev), path)
+
+    def is_symlink(self, rev: str | None, path: str) -> bool:
+        """True when ``path`` is a symlink at ``rev``: its blob is a link target, not content."""
+        found = self._tree_entry(self._tree_of(rev), path)
+        return found is not None and stat.S_ISLNK(found[0])
+
+    def changed(self, rev: str, path: str) -> bool:
+        """Whether commit ``rev`` changed ``path``: its blob differs from every parent's.
+
+        The one rule for ``history`` and undo's conflict check. For a plain commit it is the
+        diff against its parent (the empty tree for a root commit). A merge changed a path only
+        when it resolved it to a version no parent had, as git's history simplification sees
+        it: a merge that kept one side's version brought that version in, it did not write it.
+        """
+        commit = self._commit(rev.encode("ascii"))
+        mine = self._blob_id_in_tree(bytes(commit.tree), path)
+        trees: list[bytes | None] = [bytes(self._commit(bytes(p)).tree) for p in commit.parents]
+        return all(mine != self._blob_id_in_tree(tree, path) for tree in trees or [None])
 
     def _tree_of(self, sha: str | None) -> bytes | None:
         return bytes(self._commit(sha.encode("ascii")).tree) if sha else None
@@ -291,13 +312,18 @@ class History:
         return self._blob_data(blob_id) if blob_id else None
 
     def _blob_id_in_tree(self, tree: bytes | None, path: str) -> bytes | None:
+        found = self._tree_entry(tree, path)
+        return found[1] if found is not None else None
+
+    def _tree_entry(self, tree: bytes | None, path: str) -> tuple[int, bytes] | None:
+        """(mode, blob id) of a file or symlink at ``path``; None when absent or not a file."""
         if tree is None:
             return None
         try:
             mode, sha = tree_lookup_path(self._store.__getitem__, ObjectID(tree), path.encode())
         except (KeyError, NotTreeError):
             return None
-        return bytes(sha) if stat.S_ISREG(mode) or stat.S_ISLNK(mode) else None
+        return (mode, bytes(sha)) if _is_file(mode) else None
 
     def _blob_data(self, sha: bytes) -> bytes:
         obj = self._object(sha)
@@ -328,8 +354,9 @@ class History:
 
     def _entry(self, commit: Commit) -> LogEntry:
         info = parse_commit_message(_decode(commit.message))
-        if info.op is None:
-            # another tool's commit: no file lines to trust, so diff against the first parent
+        if not _trusted(commit, info):
+            # another tool's commit, or ours rewritten: its file lines (if any) may not match
+            # its tree, so diff against the first parent
             parent = bytes(commit.parents[0]) if commit.parents else None
             old_tree = bytes(self._commit(parent).tree) if parent else None
             changes = tuple(self._file_changes(old_tree, bytes(commit.tree)))
@@ -411,15 +438,12 @@ class History:
         return [entry for entry in self.walk([head]) if self._touched(entry, path)]
 
     def _touched(self, entry: LogEntry, path: str) -> bool:
-        if entry.info.changes and not (entry.is_merge and entry.op is None):
+        """File lines answer for a plain commit (ours, trusted; or the tree diff ``_entry``
+        made); a merge not known to be ours and unmodified, or no lines, take :meth:`changed`."""
+        commit = self._commit(entry.commit.encode("ascii"))
+        if entry.info.changes and not (entry.is_merge and not _trusted(commit, entry.info)):
             return path in entry.info.paths
-        # no file lines (or another tool's merge): compare the blob with every parent, like
-        # git's history simplification, which hides a merge that kept one side's version
-        mine = self._blob_id_in_tree(self._tree_of(entry.commit), path)
-        parents = entry.parents or ("",)
-        return all(
-            mine != self._blob_id_in_tree(self._tree_of(parent or None), path) for parent in parents
-        )
+        return self.changed(entry.commit, path)
 
     # -- diffs ----------------------------------------------------------------------------
 
@@ -431,6 +455,13 @@ class History:
         self, old_tree: bytes | None, new_tree: bytes | None
     ) -> Iterator[tuple[str, str, bytes | None, bytes | None]]:
         """(status, path, old blob id, new blob id) for each changed file, in tree order."""
+        for status, raw, old_id, new_id in self._raw_tree_diff(old_tree, new_tree):
+            yield status, raw.decode("utf-8", "replace"), old_id, new_id
+
+    def _raw_tree_diff(
+        self, old_tree: bytes | None, new_tree: bytes | None
+    ) -> Iterator[tuple[str, bytes, bytes | None, bytes | None]]:
+        """:meth:`_tree_diff` with each path as the tree stores it (bytes, any encoding)."""
         from dulwich.diff_tree import tree_changes  # lazy: ``log`` of qmem commits never diffs
 
         old = ObjectID(old_tree) if old_tree else None
@@ -444,7 +475,7 @@ class History:
             status = "A" if before is None else "D" if after is None else "M"
             yield (
                 status,
-                (path or b"").decode("utf-8", "replace"),
+                path or b"",
                 bytes(before.sha) if before and before.sha else None,
                 bytes(after.sha) if after and after.sha else None,
             )
@@ -463,6 +494,19 @@ class History:
         parents = self._commit(rev.encode("ascii")).parents
         return self.diff(parents[0].decode("ascii") if parents else None, rev)
 
+    def changed_paths(self, rev: str) -> list[str]:
+        """Paths one commit changed against its first parent, from the trees, never the message.
+
+        A name that is not UTF-8 keeps its bytes as surrogates (``surrogateescape``), so a
+        caller can tell it apart rather than act on a look-alike path.
+        """
+        commit = self._commit(rev.encode("ascii"))
+        parent = bytes(self._commit(bytes(commit.parents[0])).tree) if commit.parents else None
+        return [
+            raw.decode("utf-8", "surrogateescape")
+            for _, raw, _, _ in self._raw_tree_diff(parent, bytes(commit.tree))
+        ]
+
     def _file_diff(
         self, status: str, path: str, old_id: bytes | None, new_id: bytes | None
     ) -> FileDiff:
@@ -480,6 +524,11 @@ class History:
         )
 
     # -- work tree ------------------------------------------------------------------------
+
+    def worktree_file(self, path: str) -> bytes | None:
+        """Content of one work-tree file; None when absent, a symlink or not a regular file
+        (the store's crash recovery counts all of those as deleted)."""
+        return _read_regular(os.path.join(self.root, path))
 
     def worktree_changes(self) -> list[WorkChange]:
         """Memory files that differ from HEAD, listed by the store's one rule (``store.walk``).
@@ -624,17 +673,49 @@ def _read_worktree(root: str) -> dict[str, bytes]:
     """
     files: dict[str, bytes] = {}
     for rel in memory_paths(root):
-        try:
-            fd = os.open(os.path.join(root, rel), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except FileNotFoundError:
-            continue
-        except OSError as err:
-            if err.errno == errno.ELOOP:
-                continue
-            raise
-        with open(fd, "rb") as handle:
-            files[rel] = handle.read()
+        data = _read_regular(os.path.join(root, rel))
+        if data is not None:
+            files[rel] = data
     return files
+
+
+def _read_regular(path: str) -> bytes | None:
+    """A regular file's bytes, never following a symlink; None when there is no such file.
+
+    ``O_NONBLOCK``: opening a FIFO someone left at a memory path must not hang the command.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with open(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
+
+
+def _trusted(commit: Commit, info: CommitInfo) -> bool:
+    """Whether a commit's message file lines can stand for its tree diff (ARCHITECTURE §6).
+
+    Our writer stamps one identity and one time as both author and committer. An amend,
+    rebase or cherry-pick keeps our message but sets a new committer time (or committer),
+    so a commit whose two signatures differ may have a tree its file lines do not describe.
+    Not proof (an amend in the same second passes), but free: no tree is read.
+    """
+    return (
+        info.op is not None
+        and commit.author == commit.committer
+        and commit.author_time == commit.commit_time
+        and commit.author_timezone == commit.commit_timezone
+    )
 
 
 def _decode(raw: bytes) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -396,3 +397,94 @@ def test_entry_accounting_helpers() -> None:
     assert memory_type("feedback/y.md", None) == "feedback"
     assert memory_type("notes.md", None) is None
     assert topics_of(["user", None, "project", "user"]) == ("user", "project")
+
+
+# -- which commits changed a path: one rule, trees over untrusted messages ---------------------
+
+
+def merge_side(r: GitRepo, resolved: str | None = None) -> str:
+    """A C-git merge of a side-branch edit of project/ci.md; ``resolved`` replaces side's text."""
+    r.branch("side", "HEAD~1")
+    r.plain("side edit", {"project/ci.md": CI + "\nAlso lint.\n"})
+    r.checkout("main")
+    r.plain("main note", {"project/note.md": memory_text("project", "note", "Note")})
+    r.git("merge", "-q", "--no-ff", "--no-commit", "side")
+    if resolved is not None:
+        r.write("project/ci.md", resolved)
+        r.git("add", "-A")
+    return r.commit_message("merge side\n")
+
+
+def test_changed_compares_with_every_parent(repo: GitRepo) -> None:
+    kept = merge_side(repo)
+    with open_history(repo.path) as history:
+        root = repo.git("rev-list", "--max-parents=0", "HEAD").strip()
+        assert history.changed(root, "user/pnpm.md")  # a root commit: against nothing
+        assert not history.changed(root, "project/ci.md")
+        assert history.changed(history.resolve("HEAD^2"), "project/ci.md")
+        assert not history.changed(kept, "project/ci.md")  # took side's version
+        assert history.changed(kept, "project/note.md") is False  # took main's version
+
+
+def test_changed_sees_a_merge_resolution(repo: GitRepo) -> None:
+    merge = merge_side(repo, CI + "\nResolved.\n")
+    with open_history(repo.path) as history:
+        assert history.changed(merge, "project/ci.md")
+    assert merge in [e.commit for e in file_history(repo.path, "project/ci.md")]
+
+
+def amend_edit(r: GitRepo, rel: str, text: str, **env: str) -> str:
+    """Amend HEAD with a hand edit of ``rel`` (C git: the message stays, the tree changes)."""
+    r.write(rel, text)
+    r.git("commit", "-q", "-a", "--amend", "--no-edit", env=env)
+    return r.head()
+
+
+def test_amended_qmem_commit_is_read_from_its_tree(repo: GitRepo) -> None:
+    amended = amend_edit(repo, "project/ci.md", CI + "\nEdited.\n")
+    entry = read_log(repo.path)[0]
+    assert entry.commit == amended and entry.op == "forget"
+    assert {(c.status, c.path) for c in entry.info.changes} == {
+        ("D", "user/pnpm.md"),
+        ("M", "project/ci.md"),
+    }
+    assert read_log(repo.path, path="project/ci.md")[0].commit == amended
+    path = "project/ci.md"
+    assert [e.commit for e in file_history(repo.path, path)] == git_log(repo, "--", path)
+
+
+def test_rewritten_by_another_committer_in_the_same_second(repo: GitRepo) -> None:
+    stamp = repo.git("log", "-1", "--format=%ad", "--date=raw").strip()
+    other = {"GIT_COMMITTER_NAME": "Someone Else", "GIT_COMMITTER_DATE": stamp}
+    amended = amend_edit(repo, "project/ci.md", CI + "\nEdited.\n", **other)
+    assert amended in [e.commit for e in file_history(repo.path, "project/ci.md")]
+
+
+def test_unmodified_qmem_commit_trusts_its_message(repo: GitRepo) -> None:
+    """Same signatures, our trailers: the file lines are used, even when they are wrong."""
+    repo.write("project/ci.md", CI + "\nEdited.\n")
+    repo.git("add", "-A")
+    lying = repo.commit_message("dream: x\n\nM reference/docs.md\n\nQmem-Op: dream\n")
+    assert file_history(repo.path, "reference/docs.md")[0].commit == lying
+    assert lying not in [e.commit for e in file_history(repo.path, "project/ci.md")]
+
+
+def test_changed_paths_keep_undecodable_names(repo: GitRepo) -> None:
+    raw = b"user/caf\xe9.md"
+    (repo.root / os.fsdecode(raw)).write_bytes(PNPM.encode())
+    repo.git("add", "-A")
+    sha = repo.commit_message("latin-1 name\n")
+    with open_history(repo.path) as history:
+        (path,) = history.changed_paths(sha)
+        assert path.encode("utf-8", "surrogateescape") == raw
+        assert history.changed_paths(history.resolve("HEAD~1")) == ["user/pnpm.md"]
+
+
+def test_worktree_file_reads_only_regular_files(repo: GitRepo) -> None:
+    (repo.root / "user" / "link.md").symlink_to(repo.root / "project" / "ci.md")
+    (repo.root / "user" / "dir.md").mkdir()
+    os.mkfifo(repo.root / "user" / "fifo.md")
+    with open_history(repo.path) as history:
+        assert history.worktree_file("project/ci.md") == CI.encode()
+        for rel in ("user/link.md", "user/dir.md", "user/fifo.md", "user/none.md", "x/y/z.md"):
+            assert history.worktree_file(rel) is None, rel
