@@ -383,3 +383,18 @@ def test_doctor_finds_a_damaged_or_missing_object(memory: Path) -> None:
     path.unlink()
     missing = qmem(memory, "doctor")
     assert missing.code == 1 and f"object {blob} is missing" in missing.out
+
+
+@pytest.mark.parametrize("command", [("show",), ("undo",), ("diff",)])
+def test_reading_a_damaged_blob_exits_6(memory: Path, command: tuple[str, ...]) -> None:
+    """Garbage where a blob should be: dulwich raises ObjectFormatException, not KeyError."""
+    assert qmem(memory, "remember", "--type", "user", "I prefer terse responses").code == 0
+    blob = git(memory, "rev-parse", "HEAD:user/i-prefer-terse-responses.md").strip()
+    path = memory / ".git" / "objects" / blob[:2] / blob[2:]
+    path.chmod(0o644)
+    path.write_bytes(b"garbage")
+    before = head(memory)
+    result = qmem(memory, *command)
+    assert result.code == 6, result.err
+    assert f"object {blob} is damaged" in one_error_line(result.err)
+    assert head(memory) == before and path.read_bytes() == b"garbage"

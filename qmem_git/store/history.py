@@ -267,10 +267,15 @@ class History:
     # -- objects ------------------------------------------------------------------------
 
     def _object(self, sha: bytes) -> ShaFile:
+        """The object, or RepoCorrupt (exit 6): dulwich raises KeyError when it is missing and
+        zlib.error, ObjectFormatException, ChecksumMismatch, ... when it is damaged."""
+        name = sha.decode("ascii", "replace")
         try:
             return self._store[ObjectID(sha)]
         except KeyError as err:
-            raise _corrupt(f"object {sha.decode('ascii', 'replace')} is missing") from err
+            raise _corrupt(f"object {name} is missing") from err
+        except Exception as err:
+            raise _corrupt(f"object {name} is damaged ({type(err).__name__}: {err})") from err
 
     def _commit(self, sha: bytes) -> Commit:
         cached = self._commits.get(sha)
