@@ -63,7 +63,27 @@ def _as_type(kind: str) -> MemoryType:
 
 def render_document(name: str, description: str, kind: MemoryType, body: str) -> str:
     """The file a new memory is written as (spec §7.7), ending with one newline."""
+    name, description = frontmatter_value(name), frontmatter_value(description)
     return f"---\nname: {name}\ndescription: {description}\ntype: {kind}\n---\n\n{body}\n"
+
+
+_YAML_INDICATORS = "!&#|>'\"%@`[]{}"
+
+
+def frontmatter_value(text: str) -> str:
+    """``text`` as written after ``key: `` (spec §7.7: verbatim), minus leading YAML indicators.
+
+    A value starting with one of ``!&#|>'"%@`[]{}`` is a tag, an anchor, a comment, a block or
+    quoted scalar or a collection to YAML: an empty, multi-line or non-text value, or one that
+    ``validate`` (and so every other machine's ``sync``) refuses. Dropping those characters is
+    the only change; anything YAML merely cannot parse (``a: b``) is left for the line-based
+    reader Qwen Code uses. One line, as that reader needs.
+    """
+    value = " ".join(text.split())
+    stripped = value.lstrip(_YAML_INDICATORS + " ")
+    if stripped.split(" #", 1)[0].lower() in ("~", "null"):  # YAML: null, then a comment
+        stripped = " ".join(stripped.replace("#", " ").split())
+    return stripped if stripped else value
 
 
 def render_with_frontmatter(frontmatter: str, body: str) -> str:

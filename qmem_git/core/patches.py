@@ -26,7 +26,7 @@ _TEMPORAL = re.compile(
     r"\b(?:today|now|currently|for\s+this\s+task|this\s+session|temporary|temporarily)\b",
     re.IGNORECASE,
 )
-_BULLET = re.compile(r"^\s*[-*]\s+")
+_BULLET = re.compile(r"^\s*(?:[-*]|#+)\s+")  # a bullet, or a heading the body reader skips
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 
 
@@ -58,7 +58,8 @@ def clean_summary(summary: str) -> str:
     """Strip leading bullet markers, then normalise whitespace (spec §7.6 step 1).
 
     The spec strips one marker; we strip every leading one, so the result is idempotent and
-    reads back as itself: a kept ``- `` would be parsed as a bullet when the file is read again.
+    reads back as itself: a kept ``- `` would be parsed as a bullet when the file is read again,
+    and a ``# `` line is skipped as a heading (spec §4.3), which would lose the memory.
     """
     text = summary
     while True:

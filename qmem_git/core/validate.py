@@ -14,7 +14,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import frontmatter
@@ -181,6 +181,9 @@ def check_document(rel_path: str, text: str) -> list[Finding]:
         if meta is not None:
             findings += _check_fields(rel_path, meta, frontmatter_text)
             findings += _check_reader(rel_path, meta, frontmatter_text, text)
+        elif not has_errors(findings):  # YAML tools cannot load it: check what Qwen Code reads
+            fields = {key: frontmatter_field(frontmatter_text, key) for key in INDEX_FILE_FIELDS}
+            findings += _check_fields(rel_path, fields, frontmatter_text)
     findings += _check_body(rel_path, text)
     return findings
 
@@ -352,9 +355,10 @@ class _StrictLoader(_BaseLoader):  # type: ignore[misc]
         return result
 
 
+# Tags construct objects and anchors make alias bombs; without an anchor an alias is only an
+# undefined name (a syntax problem, e.g. ``description: *Always* run tests``).
 _REFUSED_TOKENS: tuple[tuple[type[yaml.Token], str], ...] = (
     (yaml.AnchorToken, "YAML anchors (&) are not allowed"),
-    (yaml.AliasToken, "YAML aliases (*) are not allowed"),
     (yaml.TagToken, "YAML tags (!, !!) are not allowed"),
 )
 
@@ -388,6 +392,10 @@ _FRONTMATTER_FIRST_LINE = 2  # the line after the opening '---'
 def load_frontmatter(rel_path: str, text: str) -> tuple[dict[str, Any] | None, list[Finding]]:
     """The YAML metadata via python-frontmatter, or a ``frontmatter-yaml`` finding.
 
+    Tags, anchors, duplicate keys and non-mappings are errors. Plain syntax errors (a value with
+    ``: `` in it, as spec §7.7 writes summaries verbatim) are warnings when Qwen Code's
+    line-based reader still reads the document: YAML tools cannot load it, Qwen Code can.
+
     ``frontmatter.parse`` returns plain data, unlike ``frontmatter.loads`` whose ``Post`` takes
     ``content`` and ``handler`` as arguments and breaks on frontmatter keys of those names.
     """
@@ -400,10 +408,20 @@ def load_frontmatter(rel_path: str, text: str) -> tuple[dict[str, Any] | None, l
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = first_line + (mark.line if mark is not None else 0)
-        return None, [_yaml_error(rel_path, f"YAML error: {exc.problem or exc}", line)]
+        return None, [_syntax_error(rel_path, text, f"YAML error: {exc.problem or exc}", line)]
     except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
-        return None, [_yaml_error(rel_path, f"YAML error: {type(exc).__name__}", first_line)]
+        message = f"YAML error: {type(exc).__name__}"
+        return None, [_syntax_error(rel_path, text, message, first_line)]
     return dict(meta), []
+
+
+def _syntax_error(rel_path: str, text: str, message: str, line: int) -> Finding:
+    """A warning when Qwen Code reads the document all the same, else an error."""
+    finding = _yaml_error(rel_path, message, line)
+    if parse_document(text, rel_path, 0) is None:
+        return finding
+    message = f"{finding.message} (Qwen Code reads it; YAML tools cannot)"
+    return replace(finding, severity="warning", message=message)
 
 
 def _yaml_first_line(handler: StrictYAMLHandler, text: str) -> int:

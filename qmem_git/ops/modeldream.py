@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from qmem_git.core.codec import render_with_frontmatter, split_frontmatter
+from qmem_git.core.codec import frontmatter_value, render_with_frontmatter, split_frontmatter
 from qmem_git.core.dedupe import DreamPlan, ReadText, render_faithfully
 from qmem_git.core.entries import parse_entries
 from qmem_git.core.index import scan_order_key
@@ -246,7 +246,7 @@ class _Builder:
 
 def set_description(frontmatter: str, description: str) -> str:
     """Replace the ``description:`` line (or add one), keeping every other field verbatim."""
-    line = f"description: {description}"
+    line = f"description: {frontmatter_value(description)}"
     if _DESCRIPTION_LINE.search(frontmatter):
         return _DESCRIPTION_LINE.sub(lambda _: line, frontmatter, count=1)
     return f"{frontmatter.rstrip()}\n{line}"

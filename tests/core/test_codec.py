@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from qmem_git.core.codec import (
     frontmatter_field,
+    frontmatter_value,
     parse_document,
     render_document,
     render_with_frontmatter,
@@ -244,9 +245,10 @@ def test_replace_body_on_crlf_file_finds_parsed_body() -> None:
 
 # --- round trips -----------------------------------------------------------------------------
 #
-# A frontmatter value survives render -> parse when it is one line, trimmed and non-empty (an
-# empty name reads back as the type; an empty description reads back as ""), and it cannot
-# contain "\n---".  The body survives when it is already trimmed (parse trims it).
+# A frontmatter value survives render -> parse as frontmatter_value() writes it (one line, no
+# leading YAML indicator) when it is non-empty (an empty name reads back as the type; an empty
+# description reads back as ""), and it cannot contain "\n---".  The body survives when it is
+# already trimmed (parse trims it).
 
 _line_chars = st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp"))
 values = st.text(_line_chars, min_size=1, max_size=60).map(str.strip).filter(bool)
@@ -263,7 +265,8 @@ def test_document_round_trip(name: str, description: str, kind: str, body: str) 
     text = render_document(name, description, kind, body)  # type: ignore[arg-type]
     doc = parse_document(text, f"{kind}/x.md", 5.0)
     assert doc is not None
-    assert (doc.title, doc.description, doc.type, doc.body) == (name, description, kind, body)
+    expected = (frontmatter_value(name), frontmatter_value(description), kind, body)
+    assert (doc.title, doc.description, doc.type, doc.body) == expected
     again = render_document(doc.title, doc.description, doc.type, doc.body)
     assert again == text
     assert render_with_frontmatter(doc.frontmatter, doc.body) == text
@@ -285,3 +288,22 @@ def test_replace_body_never_touches_the_frontmatter() -> None:
     assert replace_body(text, "Use pnpm", "Use pnpm\n\nWhy: lockfile") == (
         "---\nname: Use pnpm\ndescription: Use pnpm\ntype: user\n---\n\nUse pnpm\n\nWhy: lockfile\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        ("Deploy rule: always use ArgoCD", "Deploy rule: always use ArgoCD"),  # spec: verbatim
+        ("*Always* run the tests", "*Always* run the tests"),
+        ("!!python/object/apply:os.system", "python/object/apply:os.system"),
+        ("&anchor then text", "anchor then text"),
+        ("# heading words", "heading words"),
+        ("> quoted reply", "quoted reply"),
+        ("'single' quotes first", "single' quotes first"),
+        ("[backend] migrations run first", "backend] migrations run first"),
+        ("~ #not a comment", "~ not a comment"),
+        ("two\nlines", "two lines"),
+    ],
+)
+def test_frontmatter_value_drops_only_what_yaml_would_misread(value: str, written: str) -> None:
+    assert frontmatter_value(value) == written

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qmem_git.core.codec import parse_document, render_document
@@ -385,3 +385,24 @@ def test_patches_with_secrets_are_dropped_by_rule_id() -> None:
     kept, dropped = drop_secret_patches(patches)
     assert [p.summary for p in kept] == ["I prefer terse responses."]
     assert dropped == ["github-pat", "aws-access-token"]
+
+
+# --- what we write is what validate accepts ---------------------------------------------------
+
+_SUMMARY_CHARS = st.sampled_from("abcXYZ019 :-#&*!?|>%@`'\",.()[]{}/\\_~")
+
+
+@settings(max_examples=400)
+@given(st.text(_SUMMARY_CHARS, min_size=12, max_size=90))
+def test_a_new_memory_file_never_has_validate_errors(text: str) -> None:
+    """Summaries go into ``name:``/``description:`` verbatim (spec §7.7): YAML syntax problems
+    may be warnings, but a tag, an anchor or a broken reader never makes the file an error."""
+    from qmem_git.core.validate import check_memory_file, has_errors
+
+    summaries = normalize_patches([Patch(topic="user", summary=text)])
+    if not summaries:
+        return  # filtered out (too short, temporal, ...)
+    result = plan({}, summaries)
+    for rel, written in result.writes.items():
+        findings = check_memory_file(rel, written.encode())
+        assert not has_errors(findings), (written, findings)

@@ -21,6 +21,7 @@ from qmem_git.core.validate import (
     check_index,
     check_memory_file,
     format_findings,
+    has_errors,
     summarize,
 )
 
@@ -85,7 +86,7 @@ BAD = [
     ("encoded surrogate", GOOD.encode() + b"\xed\xa0\x80\n", "utf8", 12),
     ("nul byte", GOOD.encode().replace(b"They", b"Th\0ey"), "nul-byte", 9),
     ("bom", b"\xef\xbb\xbf" + GOOD.encode(), "bom", 1),
-    ("yaml syntax", doc(**{"name: Terse responses": "name: [unclosed"}), "frontmatter-yaml", 3),
+    ("yaml syntax Qwen can't read", doc(**{"type: user": "type: user: x"}), "frontmatter-yaml", 4),
     ("yaml tag", doc(**{"name: Terse responses": "name: !!str x"}), "frontmatter-yaml", 2),
     ("yaml anchor", doc(**{"name: Terse responses": "name: &a x"}), "frontmatter-yaml", 2),
     ("duplicate key", doc(**{"type: user": "type: user\ntype: project"}), "frontmatter-yaml", 5),
@@ -175,11 +176,40 @@ def test_alias_bomb_rejected_fast() -> None:
     assert only(findings, "frontmatter-yaml").line == 2
 
 
-def test_alias_without_anchor_and_merge_keys_are_refused() -> None:
-    data = doc(**{"name: Terse responses": "name: *undefined"})
-    assert "aliases" in only(check_memory_file("user/x.md", data), "frontmatter-yaml").message
+def test_merge_keys_are_refused_but_a_lone_alias_is_only_a_syntax_problem() -> None:
     data = doc(**{"name: Terse responses": "base: &b {x: 1}\nname: Terse\n<<: *b"})
     assert rules(check_memory_file("user/x.md", data)) == ["frontmatter-yaml"]
+    assert has_errors(check_memory_file("user/x.md", data))
+    data = doc(**{"name: Terse responses": "name: *Always* run the tests"})
+    finding = only(check_memory_file("user/x.md", data), "frontmatter-yaml")
+    assert finding.severity == "warning" and "Qwen Code reads it" in finding.message
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Deploy rule: always use ArgoCD",
+        "[backend] We always run migrations first",
+        "`make check` must always pass before merging",
+        '"Quoted" claims are checked twice',
+    ],
+)
+def test_spec_verbatim_values_yaml_cannot_load_are_warnings(value: str) -> None:
+    """Spec §7.7 writes summaries verbatim; Qwen Code reads them, so they are not errors."""
+    data = doc(**{"name: Terse responses": f"name: {value}"})
+    findings = check_memory_file("user/x.md", data)
+    assert not has_errors(findings), findings
+    assert rules(findings) in (["frontmatter-yaml"], ["frontmatter-reader"])
+
+
+def test_fields_are_still_checked_when_yaml_cannot_load_the_frontmatter() -> None:
+    data = doc(
+        **{
+            "name: Terse responses": "name: a: b",
+            "description: User prefers terse responses.": "description:",
+        }
+    )
+    assert "frontmatter-field" in rules(check_memory_file("user/x.md", data))
 
 
 def test_ten_megabytes_rejected_quickly_with_bounded_memory() -> None:
