@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -243,3 +244,181 @@ def test_cli_http_with_token_from_environment_and_init_remote(tmp_path: Path, se
         assert dry.code == 0 and dry.json()["dry_run"] is True
     finally:
         server.stop()
+
+
+# --- confirmed bugs, through the real process ---------------------------------------------------
+
+
+def _machine_b(tmp_path: Path, url: str) -> Path:
+    other = tmp_path / "b" / "memory"
+    cloned = qmem(other, "clone", url)
+    assert cloned.code == 0, cloned.err
+    return other
+
+
+def test_cli_frontmatter_edit_wins_over_forget_on_both_machines(
+    tmp_path: Path, memory: Path, served: Path
+) -> None:
+    url = str(served / "mem.git")
+    assert qmem(memory, "remote", "add", "origin", url).code == 0
+    assert (
+        qmem(memory, "remember", "--type", "user", "User prefers dark themes in every editor").code
+        == 0
+    )
+    assert qmem(memory, "sync").code == 0
+    other = _machine_b(tmp_path, url)
+    assert qmem(memory, "forget", "dark themes").code == 0
+    (doc,) = (other / "user").glob("*.md")
+    text = doc.read_text().replace(
+        "description: User prefers dark themes in every editor",
+        "description: Dark theme everywhere, including the terminal",
+    )
+    assert text != doc.read_text()
+    doc.write_text(text)
+    assert qmem(other, "snapshot").code == 0
+    assert qmem(memory, "sync").code == 0
+    merged = qmem(other, "sync")
+    assert merged.code == 0, merged.err
+    assert "edit-kept-over-delete" in git(other, "log", "-1", "--format=%B")
+    assert qmem(memory, "sync").code == 0
+    for root in (memory, other):
+        rel = doc.relative_to(other)
+        assert (root / rel).read_text() == text
+        assert qmem(root, "index", "--check").code == 0
+        assert_clean_repo(root)
+    assert head(memory) == head(other)
+
+
+def test_cli_sync_after_a_plain_git_commit_leaves_memory_index_valid(
+    tmp_path: Path, memory: Path, served: Path
+) -> None:
+    url = str(served / "mem.git")
+    assert qmem(memory, "remember", "The CLI syncs memories between machines").code == 0
+    assert qmem(memory, "init", "--remote", url).code == 0
+    work = tmp_path / "plain"
+    subprocess.run(["git", "clone", "-q", url, str(work)], check=True)
+    (work / "user").mkdir(exist_ok=True)
+    (work / "user" / "hand.md").write_text(
+        "---\nname: Hand made\ndescription: Hand made\ntype: user\n---\n\nWritten with plain git\n"
+    )
+    git(work, "add", ".")
+    git(work, "commit", "-q", "-m", "hand-made memory")
+    git(work, "push", "-q", "origin", "main")
+    synced = qmem(memory, "sync")
+    assert synced.code == 0, synced.err
+    assert "MEMORY.md was stale; rebuilt it as" in synced.out and "pushed to origin" in synced.out
+    assert qmem(memory, "index", "--check").code == 0
+    assert qmem(memory, "validate").code == 0
+    assert trailers(memory)["Qmem-Op"] == "index"
+    assert git(served / "mem.git", "rev-parse", "main").strip() == head(memory)
+    assert_clean_repo(memory)
+
+
+@pytest.mark.parametrize(
+    ("rel", "text", "rule"),
+    [
+        (
+            "user/alias.md",
+            "---\nname: &n A\ndescription: *n\ntype: user\n---\n\nAliased\n",
+            "frontmatter-yaml",
+        ),
+        (
+            "user/tag.md",
+            "---\nname: T\ndescription: !!python/object/apply:os.system [id]\n"
+            "type: user\n---\n\nT\n",
+            "frontmatter-yaml",
+        ),
+    ],
+)
+def test_cli_sync_refuses_what_validate_refuses(
+    tmp_path: Path, memory: Path, served: Path, rel: str, text: str, rule: str
+) -> None:
+    url = str(served / "mem.git")
+    assert qmem(memory, "remember", "A valid memory before the hostile push").code == 0
+    assert qmem(memory, "init", "--remote", url).code == 0
+    work = tmp_path / "evil"
+    subprocess.run(["git", "clone", "-q", url, str(work)], check=True)
+    (work / rel).parent.mkdir(exist_ok=True)
+    (work / rel).write_text(text)
+    git(work, "add", ".")
+    git(work, "commit", "-q", "-m", "hostile")
+    git(work, "push", "-q", "origin", "main")
+    before = head(memory)
+    refused = qmem(memory, "sync")
+    assert refused.code == 1
+    line = one_error_line(refused.err)
+    assert rel in line and rule in line
+    assert head(memory) == before and not (memory / rel).exists()
+    assert_clean_repo(memory)
+
+
+def test_cli_clone_of_a_master_only_remote_is_refused(tmp_path: Path) -> None:
+    bare = tmp_path / "m.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "master", str(bare)], check=True)
+    work = tmp_path / "mw"
+    subprocess.run(["git", "clone", "-q", str(bare), str(work)], check=True, capture_output=True)
+    (work / "user").mkdir()
+    (work / "user" / "m.md").write_text(
+        "---\nname: On master\ndescription: On master\ntype: user\n---\n\nKept on master\n"
+    )
+    git(work, "add", ".")
+    git(work, "commit", "-q", "-m", "master memory")
+    git(work, "push", "-q", "origin", "master")
+    result = qmem(tmp_path / "c" / "memory", "clone", str(bare))
+    assert result.code == 1
+    line = one_error_line(result.err)
+    assert "no branch main" in line and "master" in line and "master:main" in line
+    assert git(bare, "branch", "--list").split() == ["*", "master"]
+
+
+@pytest.mark.parametrize("kind", ["path", "file", "git"])
+def test_cli_pre_receive_refusal_is_exit_5_for_local_and_network_remotes(
+    memory: Path, served: Path, daemon: GitDaemon, kind: str
+) -> None:
+    bare = served / "mem.git"
+    url = {"path": str(bare), "file": f"file://{bare}", "git": daemon.url("mem.git")}[kind]
+    assert qmem(memory, "remember", "A memory the shared store accepts").code == 0
+    assert qmem(memory, "init", "--remote", url).code == 0
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'memory pushes are frozen' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    before = git(bare, "rev-parse", "main").strip()
+    assert qmem(memory, "remember", "A memory the hook refuses to take").code == 0
+    result = qmem(memory, "sync")
+    assert result.code == 5, result.err
+    line = one_error_line(result.err)
+    assert "the remote refused the push: pre-receive hook declined" in line
+    if kind != "git":  # git daemon sends hook output as progress, not in the status
+        assert "memory pushes are frozen" in line
+    assert git(bare, "rev-parse", "main").strip() == before
+    fsck_strict(bare)
+
+
+def test_cli_small_things_agree(tmp_path: Path, memory: Path, served: Path) -> None:
+    url = str(served / "mem.git")
+    assert qmem(memory, "remember", "Machine A keeps its first memory").code == 0
+    assert qmem(memory, "init", "--remote", url).code == 0
+    other = tmp_path / "b" / "memory"
+    assert qmem(other, "remember", "Machine B brings one memory along").code == 0
+    first = qmem(other, "clone", "--merge", url)
+    assert first.code == 0 and first.out.startswith("Merged local memories with origin")
+    again = qmem(other, "--json", "clone", "--merge", url)
+    assert again.code == 0 and again.json()["mode"] == "up-to-date" and not again.json()["pushed"]
+    assert qmem(other, "clone", "--merge", url).out.startswith("Already up to date with origin")
+    assert qmem(memory, "sync").code == 0
+    assert qmem(memory, "remember", "Machine A adds one more memory").code == 0
+    assert qmem(other, "remember", "Machine B adds one more memory").code == 0
+    assert qmem(other, "sync").code == 0
+    merged = qmem(memory, "sync")
+    assert merged.code == 0, merged.err
+    subject = git(memory, "log", "-1", "--format=%s")
+    counted = re.search(r"\((\d+) file\(s\) changed", subject)
+    printed = re.search(r"(\d+) file\(s\) changed", merged.out)
+    assert counted and printed and counted.group(1) == printed.group(1) == "1", (
+        subject,
+        merged.out,
+    )
+    bad = qmem(memory, "remote", "add", "backup", "ht!tp:::/x")
+    assert bad.code == 2
+    assert "invalid host name" in one_error_line(bad.err) and "hint:" in bad.err
+    assert "backup" not in git(memory, "remote")

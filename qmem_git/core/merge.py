@@ -10,6 +10,8 @@ merged file map and a list of what was reconciled come out. The rules (issue 6, 
   deleted on one side but changed on the other is kept (an edit wins over a forget), changed on
   both sides is merged field by field (summary: the newer side's; why / how to apply: spec §4.3,
   the existing (older) detail is kept and a missing one filled);
+- a file deleted on one side keeps, from the other side, the entries it changed or added, or
+  the whole document when its frontmatter changed (an edit is never lost to a forget);
 - frontmatter fields merge the same way; a field changed on both sides takes the newer side's
   value and the other is reported;
 - the same new path with different content on both sides keeps both: the newer one moves to the
@@ -209,7 +211,13 @@ def _merge_documents(
     assert b is not None and o is not None and t is not None
     notes: list[Reconciled] = []
     if ours is None or theirs is None:
-        fields = t.fields if ours is None else o.fields
+        kept, kept_doc = (theirs, t) if ours is None else (ours, o)
+        if kept_doc.fields != b.fields:
+            # the frontmatter was edited on the side that kept the file: that edit is about
+            # the whole memory, so the whole document stays (an edit wins over a forget)
+            detail = f"{path}: kept (frontmatter changed on one side, deleted on the other)"
+            return _Decision(kept, [Reconciled(path, "edit-kept-over-delete", detail)])
+        fields = kept_doc.fields
     else:
         fields = _merge_fields(path, b.fields, o.fields, t.fields, theirs_newer, notes)
     entries = _merge_entries(path, b.entries, o.entries, t.entries, theirs_newer, notes)

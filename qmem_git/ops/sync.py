@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from qmem_git.core.model import INDEX_NAME
 from qmem_git.errors import QmemError
 from qmem_git.ops.lifecycle import commit_existing, hook_command, require_repository
 from qmem_git.ops.runner import identity_for
@@ -50,7 +51,8 @@ class SyncOutcome:
 
 @dataclass(frozen=True)
 class CloneOutcome:
-    """``mode``: ``cloned`` (adopted the remote's history), ``merged`` or ``pushed``."""
+    """``mode``: ``cloned`` (adopted the remote's history), ``merged``, ``pushed``, or the
+    sync's action when there was nothing to merge or push (``up-to-date``, ``fast-forward``)."""
 
     memory_root: str
     remote: Remote
@@ -210,25 +212,34 @@ def connect(
         if adopted.action == "cloned":
             return CloneOutcome(layout.memory_root, remote, "cloned", adopted)
     commit_existing(settings, now)
-    outcome = run_sync(settings, now, remote=name, progress=progress)
-    mode = "merged" if outcome.result.merge_commit else "pushed"
-    return CloneOutcome(layout.memory_root, remote, mode, outcome.result)
+    result = run_sync(settings, now, remote=name, progress=progress).result
+    mode = "merged" if result.merge_commit else result.action
+    return CloneOutcome(layout.memory_root, remote, mode, result)
 
 
 def _adopt(
     settings: Settings, remote: Remote, now: datetime, progress: Progress | None
 ) -> SyncResult:
     options = SyncOptions(timeout=timeout_for(settings))
+    identity = identity_for(settings)
     with locked_writer(
         settings.layout,
-        identity=identity_for(settings),
+        identity=identity,
         host=settings.host,
         now=now,
         lock_timeout=settings.lock_timeout,
         recover=False,
     ):
-        transport = _transport_factory(settings, remote)(False)
-        return adopt_remote(settings.layout, remote.name, transport, options, progress)
+        return adopt_remote(
+            settings.layout,
+            remote.name,
+            _transport_factory(settings, remote),
+            options,
+            identity=identity,
+            host=settings.host,
+            now=now,
+            progress=progress,
+        )
 
 
 def _ensure_remote(settings: Settings, name: str, url: str) -> Remote:
@@ -273,7 +284,9 @@ def sync_summary(result: SyncResult) -> str:
     else:
         pushed = f", pushed to {remote}" if result.pushed else " (not pushed)"
         done = {
-            "fast-forward": f"Fast-forwarded to {head} from {remote}",
+            "fast-forward": f"Fast-forwarded to {head} from {remote}"
+            if result.index_commit is None
+            else f"Fast-forwarded from {remote}",
             "pushed": f"Pushed {head} to {remote}",
             "merged": f"Merged {remote}/main as {head}{pushed}",
             "ahead": f"{head} is ahead of {remote} (not pushed)",
@@ -281,10 +294,24 @@ def sync_summary(result: SyncResult) -> str:
     done["up-to-date"] = f"Already up to date with {remote} ({head or 'no commits'})"
     done["empty"] = f"{remote} and this memory store are both empty"
     lines = [done.get(result.action, result.action)]
-    if result.changed_paths:
-        lines.append(f"  {len(result.changed_paths)} file(s) changed")
+    changed = memory_paths(result.changed_paths)
+    if changed:
+        lines.append(f"  {len(changed)} file(s) changed")
     lines += [f"  reconciled {note.path}: {note.detail}" for note in result.reconciled]
+    lines += index_lines(result)
     return "\n".join(lines)
+
+
+def memory_paths(paths: list[str]) -> list[str]:
+    """The memory files among ``paths``: MEMORY.md is generated, so it is not counted."""
+    return [path for path in paths if path != INDEX_NAME]
+
+
+def index_lines(result: SyncResult) -> list[str]:
+    if result.index_commit is None:
+        return []
+    pushed = f", pushed to {result.remote}" if result.pushed else " (not pushed)"
+    return [f"  MEMORY.md was stale; rebuilt it as {result.index_commit[:12]}{pushed}"]
 
 
 def clone_summary(outcome: CloneOutcome) -> str:
@@ -292,9 +319,12 @@ def clone_summary(outcome: CloneOutcome) -> str:
         "cloned": "Cloned",
         "merged": "Merged local memories with",
         "pushed": "Pushed local memories to",
+        "fast-forward": "Fast-forwarded local memories from",
+        "up-to-date": "Already up to date with",
     }
     head = (outcome.result.head or "")[:12]
-    return (
+    line = (
         f"{verbs.get(outcome.mode, outcome.mode)} {outcome.remote.name} "
         f"({outcome.remote.display_url}) in {outcome.memory_root}" + (f" at {head}" if head else "")
     )
+    return "\n".join([line, *index_lines(outcome.result)])

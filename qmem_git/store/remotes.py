@@ -4,7 +4,10 @@ Remotes live in ``.git/config`` as C git writes them (``[remote "origin"] url``,
 plain ``git fetch origin`` works in the memory folder too. URLs: a local path, ``file://``,
 ``git://``, ``http(s)://`` (smart HTTP) and ssh (``ssh://``, ``git+ssh://`` or scp-like
 ``user@host:path``, run through the system ``ssh`` by dulwich). Credentials in a URL never reach
-output: every message that can name a URL goes through :func:`redact`.
+output: every message that can name a URL goes through :func:`redact`. A malformed URL (no host,
+an invalid host name or port) is refused when the remote is added. A push into a local
+repository does what ``git receive-pack`` does (``store.receive``): hooks and
+``receive.deny*`` apply as they do to C git's push.
 
 HTTP Basic auth comes, in order, from the URL, from the explicit :class:`Credentials` (the CLI
 fills them from ``QMEM_GIT_USERNAME``/``QMEM_GIT_TOKEN``) or, when the server answers 401, from
@@ -122,9 +125,46 @@ def normalize_url(url: str, cwd: str) -> str:
     kind = url_kind(url)
     if kind == "local":
         return os.path.normpath(os.path.join(cwd, os.path.expanduser(url)))
+    if kind == "file":
+        if not urlsplit(url).path:
+            raise _bad_url(url, "names no path")
+        return url
     if kind == "ssh":
-        _ssh_host(url)  # refuse option-like host names early
+        _ssh_host(url)  # refuse option-like host names first
+    host = _url_host(url) if "://" in url else _ssh_host(url)
+    if not _valid_host(host):
+        raise _bad_url(url, f"has an invalid host name {host!r}")
     return url
+
+
+def _url_host(url: str) -> str:
+    """The host of a ``git://`` or ``http(s)://`` URL; a usage error when it has none."""
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as exc:
+        raise _bad_url(url, "has an invalid port") from exc
+    if not parts.hostname:
+        raise _bad_url(url, "names no host")
+    return parts.hostname
+
+
+def _valid_host(host: str) -> bool:
+    """A DNS name, an ssh config alias, an IPv4 address or a bracketed IPv6 address."""
+    if ":" in host:  # IPv6 (urlsplit drops the brackets), optionally with a %zone
+        address, _, zone = host.partition("%")
+        return all(c in "0123456789abcdefABCDEF:." for c in address) and (
+            not zone or zone.replace("-", "").replace(".", "").isalnum()
+        )
+    return not host.startswith(("-", ".")) and all(c.isalnum() or c in "-._" for c in host)
+
+
+def _bad_url(url: str, problem: str) -> UsageError:
+    return UsageError(
+        f"remote URL {redact(url)} {problem}",
+        "use a path, file:///path, git://host/repo, https://host/owner/repo.git, "
+        "ssh://user@host/path or user@host:path",
+    )
 
 
 def split_http_credentials(url: str) -> tuple[str, str | None, str | None]:
@@ -278,7 +318,7 @@ def open_transport(
     """The dulwich client for ``url``; RemoteError when a local remote does not exist."""
     kind = url_kind(url)
     if kind in ("local", "file"):
-        return _local_transport(url, for_push)
+        return _local_transport(url, for_push, env, timeout)
     if kind == "git":
         from dulwich.client import TCPGitClient
 
@@ -290,8 +330,7 @@ def open_transport(
     return _http_transport(url, credentials, env, timeout)
 
 
-def _local_transport(url: str, for_push: bool) -> Transport:
-    from dulwich.client import LocalGitClient
+def _local_transport(url: str, for_push: bool, env: Mapping[str, str], timeout: float) -> Transport:
     from dulwich.errors import NotGitRepository
     from dulwich.repo import Repo
 
@@ -309,7 +348,9 @@ def _local_transport(url: str, for_push: bool) -> Transport:
             f"{redact(url)} is a repository with a work tree; qmem-git pushes only to bare ones",
             "create the shared store with `git init --bare PATH`",
         )
-    return Transport(LocalGitClient(), path, url, ())
+    from qmem_git.store.receive import local_client
+
+    return Transport(local_client(env, timeout), path, url, ())
 
 
 def _ssh_transport(url: str, env: Mapping[str, str], timeout: float) -> Transport:

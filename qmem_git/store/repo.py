@@ -450,7 +450,12 @@ class Repository:
         self._dirty_dirs.clear()
 
     def build_tree(self, base: str | None, changes: dict[str, str | None]) -> str:
-        """Write the trees on the changed paths only; ``changes`` maps path -> blob id or None."""
+        """Write the trees on the changed paths only; ``changes`` maps path -> blob id or None.
+
+        No changes is ``base`` itself (never the empty tree a caller would commit by mistake).
+        """
+        if not changes and base is not None:
+            return base
         dirs: dict[bytes, Tree] = {}
         for path, sha in changes.items():
             parent, _, name = path.encode("utf-8").rpartition(b"/")

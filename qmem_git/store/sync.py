@@ -1,16 +1,19 @@
 """Sync the memory branch with a remote: fetch, check, fast-forward or merge, push.
 
 One sync runs under the writer lock, after recovery (so the work tree equals HEAD), and only
-ever moves ``main`` forward: up to date -> push if ahead; remote ahead -> fast-forward; diverged
--> the entry-aware merge of :mod:`qmem_git.core.merge` committed with two parents, then push. A
-push the remote rejects because it moved meanwhile starts over (bounded).
+ever moves ``main`` forward: up to date -> push if ahead; remote ahead -> fast-forward (plus one
+``index`` commit, pushed, when the remote's MEMORY.md is stale); diverged -> the entry-aware
+merge of :mod:`qmem_git.core.merge` committed with two parents, then push. A push the remote
+rejects because it moved meanwhile starts over (bounded). A remote with branches but no
+``main`` is refused: its history would be ignored.
 
 Fetched objects land in a quarantine object store (``.git/qmem-incoming-*``, alternates to the
 real one) and are checked there like ``git fsck`` would, plus the memory layout rules: only
 regular files (100644) with allowed names under the four type folders and MEMORY.md, no
 symlinks, submodules, ``.git*`` names, device names or case-folding collisions, no blob over
-256 KiB, and the files the sync would write must be readable memory documents without conflict
-markers. Only then is the pack moved into the repository; a refusal leaves nothing behind.
+256 KiB, and the files the sync would write must pass every error rule of ``qmem-git validate``
+(MEMORY.md and legacy topic files: readable, without conflict markers). Only then is the pack
+moved into the repository; a refusal leaves nothing behind.
 
 Time comes from history (ARCHITECTURE §3): every memory file written or kept by a sync gets the
 committer time of the commit that last changed it (git's history simplification: follow the
@@ -103,6 +106,7 @@ class SyncResult:
     remote_head: str | None = None
     fetched: int = 0
     merge_commit: str | None = None
+    index_commit: str | None = None  # MEMORY.md rebuilt after a fast-forward
     pushed: bool = False
     reconciled: list[Reconciled] = field(default_factory=list)
     attempts: int = 0
@@ -126,6 +130,7 @@ class SyncResult:
             "fetched": self.fetched,
             "merged": self.merged,
             "merge_commit": self.merge_commit,
+            "index_commit": self.index_commit,
             "pushed": self.pushed,
             "conflicts_reconciled": [note.as_dict() for note in self.reconciled],
             "changed_paths": self.changed_paths,
@@ -298,6 +303,7 @@ def fetch(
         local_heads = _local_heads(repo)
         walker = ObjectStoreGraphWalker([_oid(h) for h in local_heads], _parents_of(repo))
         remote: dict[str, str | None] = {}
+        others: list[str] = []
 
         def determine_wants(
             refs: Mapping[Ref, ObjectID], depth: int | None = None
@@ -305,6 +311,8 @@ def fetch(
             del depth
             head = refs.get(Ref(BRANCH))
             remote["head"] = head.decode("ascii") if head else None
+            if head is None:
+                others.extend(_branch_names(refs))
             if head is None or _has(repo.objects, head):
                 return []
             return [head]
@@ -328,6 +336,8 @@ def fetch(
                 pack_data,
                 progress=_raw_progress(progress),
             )
+        if others:
+            raise _no_main(transport, others)
         if os.path.getsize(spool):
             with open(spool, "rb") as source:
                 quarantine.store.add_thin_pack(source.read, None)
@@ -341,6 +351,27 @@ def fetch(
     except BaseException:
         quarantine.discard()
         raise
+
+
+def _branch_names(refs: Mapping[Ref, ObjectID]) -> list[str]:
+    prefix = b"refs/heads/"
+    return sorted(
+        name[len(prefix) :].decode("utf-8", "replace")
+        for name in refs
+        if name.startswith(prefix) and not name.endswith(b"^{}")
+    )
+
+
+def _no_main(transport: Transport, branches: list[str]) -> QmemError:
+    """A remote with branches but no ``main``: its history would be ignored, so refuse."""
+    url = redact_all(transport.url, transport.secrets)
+    shown = ", ".join(branches[:5]) + (", ..." if len(branches) > 5 else "")
+    source = "master" if "master" in branches else branches[0]
+    return QmemError(
+        f"{url} has no branch main (its branches: {shown}); qmem-git syncs only main",
+        f"nothing was synced; from a clone that has {source}, push it as main: "
+        f"`git push {url} {source}:main`",
+    )
 
 
 def _parents_of(repo: Repository) -> Callable[[ObjectID], list[ObjectID]]:
@@ -525,9 +556,16 @@ def _check_tip_contents(objects: Objects, known: BaseObjectStore, tip: str) -> N
 
 
 def content_problem(path: str, data: bytes) -> str | None:
-    """Why ``data`` may not be written as memory file ``path``; None when it may."""
-    from qmem_git.core.codec import parse_document
+    """Why ``data`` may not be written as memory file ``path``; None when it may.
 
+    Memory documents get every error rule of ``qmem-git validate`` (so a sync never brings in
+    what validate, the pre-commit hook or the next commit would refuse); MEMORY.md (always
+    regenerated) and legacy topic files only need to be readable text without conflict markers.
+    """
+    if path != INDEX_NAME and path not in LEGACY_TOPIC_FILES:
+        from qmem_git.store.recovery import memory_file_problem
+
+        return memory_file_problem(path, data)
     text, findings = decode_memory_bytes(path, data)
     errors = [f for f in findings if f.severity == "error"]
     if text is None or errors:
@@ -535,9 +573,6 @@ def content_problem(path: str, data: bytes) -> str | None:
     markers = check_conflict_markers(path, text)
     if markers:
         return f"line {markers[0].line}: {markers[0].message}"
-    is_document = path != INDEX_NAME and path not in LEGACY_TOPIC_FILES
-    if is_document and parse_document(text, path, 0.0) is None:
-        return "not a memory document (no frontmatter with a valid type)"
     return None
 
 
@@ -781,7 +816,12 @@ def commit_merge(
         touched[INDEX_NAME] = index_sha
     new_files = {**plan.files, INDEX_NAME: index_sha}
     changes = _file_changes(ours_all, new_files)
-    tree = repo.build_tree(objects.tree_of(ours), {c.path: new_files.get(c.path) for c in changes})
+    ours_tree = objects.tree_of(ours)
+    assert ours_tree is not None
+    # nothing differs from our side (the other side's changes were already here, or an edit
+    # won over their forget): the merge commit keeps our tree; build_tree({}) is an empty tree
+    updates = {c.path: new_files.get(c.path) for c in changes}
+    tree = repo.build_tree(ours_tree, updates) if updates else ours_tree
     message = render_commit_message(_merge_changeset(plan, changes, remote, theirs), host, changes)
     commit = repo.write_commit(tree, [ours, theirs], identity, now, message)
     branch, _ = repo.head()
@@ -938,7 +978,17 @@ def sync_locked(
     for attempt in range(1, MAX_PUSH_ATTEMPTS + 1):
         result.attempts = attempt
         if _sync_once(
-            repo, name, transport, transport_for, options, result, identity, host, now, progress
+            layout,
+            repo,
+            name,
+            transport,
+            transport_for,
+            options,
+            result,
+            identity,
+            host,
+            now,
+            progress,
         ):
             break
         repo = _open(layout.memory_root)
@@ -953,6 +1003,7 @@ def sync_locked(
 
 
 def _sync_once(
+    layout: Layout,
     repo: Repository,
     name: str,
     transport: Transport,
@@ -986,6 +1037,7 @@ def _sync_once(
     if remote_head is not None:
         _set_tracking(repo, name, remote_head)
     return _act(
+        layout,
         repo,
         objects,
         name,
@@ -1004,6 +1056,7 @@ def _sync_once(
 
 
 def _act(
+    layout: Layout,
     repo: Repository,
     objects: Objects,
     name: str,
@@ -1029,31 +1082,36 @@ def _act(
         result.changed_paths = fast_forward(repo, objects, local, remote_head)
         result.action = "fast-forward"
         result.head = remote_head
-        return True
-    assert local is not None
-    head = local
-    if kind == "diverged":
-        assert remote_head is not None
-        _say(progress, f"merging {name}/main")
-        plan = plan_merge(objects, local, remote_head, base)
-        head, changed = commit_merge(
-            repo,
-            objects,
-            plan,
-            local,
-            remote_head,
-            remote=name,
-            identity=identity,
-            host=host,
-            now=now,
-        )
-        result.merge_commit = head
-        result.reconciled += list(plan.result.reconciled)
-        result.changed_paths = changed
-    result.action = "merged" if result.merge_commit else "pushed"
-    result.head = head
+        index_commit = rebuild_stale_index(layout, name, identity=identity, host=host, now=now)
+        if index_commit is None:
+            return True
+        result.index_commit = result.head = head = index_commit
+    else:
+        assert local is not None
+        head = local
+        if kind == "diverged":
+            assert remote_head is not None
+            _say(progress, f"merging {name}/main")
+            plan = plan_merge(objects, local, remote_head, base)
+            head, changed = commit_merge(
+                repo,
+                objects,
+                plan,
+                local,
+                remote_head,
+                remote=name,
+                identity=identity,
+                host=host,
+                now=now,
+            )
+            result.merge_commit = head
+            result.reconciled += list(plan.result.reconciled)
+            result.changed_paths = changed
+        result.action = "merged" if result.merge_commit else "pushed"
+        result.head = head
+        if not options.push:
+            result.action = "merged" if result.merge_commit else "ahead"
     if not options.push:
-        result.action = "merged" if result.merge_commit else "ahead"
         return True
     _say(progress, f"pushing {head[:12]} to {name}")
     try:
@@ -1065,6 +1123,21 @@ def _act(
     result.remote_head = head
     _set_tracking(repo, name, head)
     return True
+
+
+def rebuild_stale_index(
+    layout: Layout, name: str, *, identity: Identity, host: str, now: datetime
+) -> str | None:
+    """One ``index`` commit when the fast-forwarded MEMORY.md is stale; its id, else None.
+
+    MEMORY.md is generated, never merged (ARCHITECTURE §3), but a commit made on another
+    machine with plain git may not have regenerated it; right after the fast-forward, under the
+    same lock, it is rebuilt from the files (whose times now come from history).
+    """
+    from qmem_git.store.repo import apply_changeset
+
+    cs = ChangeSet("index", f"rebuild MEMORY.md after fast-forward from {name}")
+    return apply_changeset(layout, cs, identity=identity, host=host, now=now).commit
 
 
 def _describe_dry_run(
@@ -1157,13 +1230,21 @@ def _has_loose_objects(objects_dir: str) -> bool:
 def adopt_remote(
     layout: Layout,
     name: str,
-    transport: Transport,
+    transport_for: Callable[[bool], Transport],
     options: SyncOptions,
+    *,
+    identity: Identity,
+    host: str,
+    now: datetime,
     progress: Progress | None = None,
 ) -> SyncResult:
-    """Make an empty local store hold the remote's history (clone); lock already held."""
+    """Make an empty local store hold the remote's history (clone); lock already held.
+
+    When the remote's MEMORY.md is stale, one ``index`` commit rebuilds it and is pushed.
+    """
     repo = _open(layout.memory_root)
     remove_stale_quarantines(repo.git_dir)
+    transport = transport_for(False)
     result = SyncResult(name, redact_all(transport.url, transport.secrets), attempts=1)
     _say(progress, f"fetching from {name}")
     fetched = fetch(repo, transport, progress, options.timeout)
@@ -1185,8 +1266,37 @@ def adopt_remote(
     _set_tracking(repo, name, remote_head)
     result.action = "cloned"
     result.head = remote_head
+    result.index_commit = rebuild_stale_index(layout, name, identity=identity, host=host, now=now)
+    if result.index_commit is not None:
+        result.head = result.index_commit
+        if options.push:
+            _push_index_after_clone(repo, name, transport_for, result, options, progress)
     result.packed = pack_objects(_open(layout.memory_root))
     return result
+
+
+def _push_index_after_clone(
+    repo: Repository,
+    name: str,
+    transport_for: Callable[[bool], Transport],
+    result: SyncResult,
+    options: SyncOptions,
+    progress: Progress | None,
+) -> None:
+    """Push the clone's ``index`` commit; a remote that moved meanwhile gets it next sync."""
+    assert result.head is not None
+    try:
+        push(repo, transport_for(True), result.head, result.remote_head, progress, options.timeout)
+    except RemoteMoved:
+        return
+    except RemoteError as exc:
+        raise RemoteError(
+            f"cloned, but pushing the rebuilt MEMORY.md failed: {exc.message}",
+            "the clone is complete; `qmem-git sync` pushes the rebuilt index later",
+        ) from exc
+    result.pushed = True
+    result.remote_head = result.head
+    _set_tracking(repo, name, result.head)
 
 
 @contextlib.contextmanager

@@ -141,6 +141,38 @@ def test_whole_file_forget_vs_edit_keeps_only_the_edited_and_new_entries() -> No
     assert summaries(result.files[P]) == [E2.summary, E3.summary]
 
 
+@pytest.mark.parametrize("deleted_on", ["ours", "theirs"])
+def test_frontmatter_edit_wins_over_whole_file_forget(deleted_on: str) -> None:
+    """Only the description changed on the side that kept the file: the memory stays whole."""
+    base = {P: doc(E1, E2, name="Prefs")}
+    edited = {P: doc(E1, E2, name="Prefs", extra="keywords: editors")}
+    sides = ({}, edited) if deleted_on == "ours" else (edited, {})
+    result = merge_trees(base, *sides)
+    assert result.files == edited
+    assert [(n.kind, n.path) for n in result.reconciled] == [("edit-kept-over-delete", P)]
+    assert "frontmatter changed" in result.reconciled[0].detail
+
+
+def test_description_edit_wins_over_forget_of_a_one_entry_memory() -> None:
+    base = {P: doc(E1, name="Dark themes")}
+    theirs = {
+        P: doc(E1, name="Dark themes").replace(
+            "description: Dark themes", "description: Dark theme everywhere, the terminal too"
+        )
+    }
+    result = merge_trees(base, {}, theirs)
+    assert result.files == theirs
+    assert field(result.files[P], "description") == "Dark theme everywhere, the terminal too"
+
+
+def test_whole_file_forget_still_wins_over_an_untouched_frontmatter() -> None:
+    """Same frontmatter, an entry edited: only the edited entry survives (unchanged rule)."""
+    base = {P: doc(E1, E2)}
+    theirs = {P: doc(E1, Entry(E2.summary, why="new reason"))}
+    result = merge_trees(base, {}, theirs)
+    assert entries_of(result.files[P]) == [Entry(E2.summary, why="new reason")]
+
+
 def test_file_whose_entries_were_all_forgotten_on_both_sides_is_deleted() -> None:
     result = merge_trees({P: doc(E1, E2)}, {P: doc(E1)}, {P: doc(E2)})
     assert P not in result.files

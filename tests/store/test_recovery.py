@@ -107,7 +107,7 @@ def test_invalid_files_are_quarantined_not_committed(layout: Layout) -> None:
 HOSTILE = {
     "user/tag.md": '---\nname: !!python/object/apply:os.system ["id"]\ndescription: x\n'
     "type: user\n---\n\nTagged body\n",
-    "user/bad.md": "---\nname: [unclosed\ndescription: x\ntype: user\n---\n\nBad yaml\n",
+    "user/bad.md": "---\nname: a\nname: b\ndescription: x\ntype: user\n---\n\nTwo names\n",
     "misc/m.md": doc("misc"),
     "user/.hidden.md": doc("hidden"),
     "user/con.md": doc("device"),

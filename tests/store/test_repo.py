@@ -464,3 +464,11 @@ def test_shared_file_helpers(tmp_path: Path) -> None:
     (tmp_path / "a" / "keep.md").write_bytes(b"")
     repo.prune_dirs(str(tmp_path), "a/b/c.md")
     assert not (tmp_path / "a" / "b").exists() and (tmp_path / "a").is_dir()
+
+
+def test_build_tree_without_changes_is_the_base_tree(layout: Layout) -> None:
+    apply(layout, writes={"user/a.md": doc("a")})
+    base = git(layout.memory_root, "rev-parse", "HEAD^{tree}").strip()
+    with Repository(layout.memory_root) as store:
+        assert store.build_tree(base, {}) == base
+        assert store.build_tree(None, {}) == "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # empty

@@ -4,6 +4,7 @@ plumbing, rewound remotes, history mtimes checked against ``git log``, packing, 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -97,6 +98,40 @@ def test_normalize_url_makes_local_paths_absolute(tmp_path: Path) -> None:
         remotes.normalize_url("ssh://-oProxyCommand=x/y", str(tmp_path))
     with pytest.raises(UsageError):
         remotes.normalize_url("  ", str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("ht!tp:::/x", "invalid host name 'ht!tp'"),
+        ("https://exa mple.org/m.git", "invalid host name"),
+        ("https:///m.git", "names no host"),
+        ("https://host:80x/m.git", "invalid port"),
+        ("ssh://git@host:22x/m.git", "invalid port"),
+        ("git://ho$t/m.git", "invalid host name"),
+        ("file://", "names no path"),
+    ],
+)
+def test_normalize_url_refuses_malformed_urls_at_add_time(url: str, problem: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(problem)) as caught:
+        remotes.normalize_url(url, "/tmp")
+    assert caught.value.exit_code == 2 and "ssh://user@host/path" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "git@github.com:me/mem.git",
+        "my_alias:mem.git",
+        "ssh://git@host:2222/mem.git",
+        "https://[::1]:8443/mem.git",
+        "http://127.0.0.1:8080/mem.git",
+        "https://me:tok@example.org/mem.git",
+        "file:///srv/mem.git",
+    ],
+)
+def test_normalize_url_keeps_good_urls(url: str) -> None:
+    assert remotes.normalize_url(url, "/tmp") == url
 
 
 def test_split_http_credentials_decodes_and_strips() -> None:
@@ -238,7 +273,11 @@ HOSTILE = {
     "executable": ("user/run.md", "executable"),
     "outside-type-folders": ("notes/", "only the folders"),
     "conflict-markers": ("user/merged.md", "conflict marker"),
-    "not-a-document": ("user/plain.md", "not a memory document"),
+    "not-a-document": ("user/plain.md", "frontmatter-missing"),
+    "yaml-alias": ("user/alias.md", "frontmatter-yaml"),
+    "yaml-python-tag": ("user/tag.md", "frontmatter-yaml"),
+    "secret": ("user/key.md", "secret"),
+    "body-empty": ("user/empty.md", "body-empty"),
 }
 
 
@@ -270,6 +309,25 @@ def _craft(case: str, work: Path) -> None:
     elif case == "not-a-document":
         plain = _blob(work, b"just text\n")
         _commit_index(work, f"100644,{plain},user/plain.md")
+    elif case in TEXTS:
+        path, text = TEXTS[case]
+        _commit_index(work, f"100644,{_blob(work, text.encode())},{path}")
+
+
+# documents parse_document reads, but validate refuses (each an error-level rule)
+TEXTS = {
+    "yaml-alias": (
+        "user/alias.md",
+        "---\nname: &n Alias bomb\ndescription: *n\ntype: user\n---\n\nAliased fact\n",
+    ),
+    "yaml-python-tag": (
+        "user/tag.md",
+        "---\nname: Tagged\ndescription: !!python/object/apply:os.system [id]\n"
+        "type: user\n---\n\nTagged fact\n",
+    ),
+    "secret": ("user/key.md", DOC.format(n="Deploy key AKIAIOSFODNN7EXAMPLE for the bucket")),
+    "body-empty": ("user/empty.md", "---\nname: Empty\ndescription: Empty\ntype: user\n---\n"),
+}
 
 
 def _snapshot(machine: Machine) -> tuple[str, dict[str, str], list[str], list[str], str]:
@@ -404,3 +462,148 @@ def test_dry_run_fetches_nothing_into_the_repository(
     assert "MEMORY.md" in result.changed_paths
     assert _snapshot(b) == before
     assert b.sync().action == "fast-forward"
+
+
+# --- a remote without main ----------------------------------------------------------------------
+
+
+def _master_only(tmp_path: Path) -> Path:
+    """A bare repository whose only branch is ``master``, holding one valid memory."""
+    bare = tmp_path / "master.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "master", str(bare)], check=True)
+    work = tmp_path / "master-work"
+    subprocess.run(["git", "clone", "-q", str(bare), str(work)], check=True, capture_output=True)
+    (work / "user").mkdir()
+    (work / "user" / "m.md").write_text(DOC.format(n="Memory kept on master"))
+    git_in(work, "add", ".")
+    git_in(work, "commit", "-q", "-m", "on master")
+    git_in(work, "push", "-q", "origin", "master")
+    return bare
+
+
+def test_clone_of_a_remote_without_main_is_refused_naming_its_branches(
+    tmp_path: Path, clock: list[int]
+) -> None:
+    bare = _master_only(tmp_path)
+    before = git_in(bare, "for-each-ref").strip()
+    m = Machine(tmp_path, "m", clock)
+    with pytest.raises(QmemError) as caught:
+        m.clone(str(bare))
+    assert caught.value.exit_code == 1
+    assert "has no branch main (its branches: master)" in caught.value.message
+    assert f"git push {bare} master:main" in caught.value.hint
+    assert git_in(bare, "for-each-ref").strip() == before  # no unrelated main pushed beside it
+    assert m.files() == {}
+
+
+def test_sync_to_a_remote_without_main_is_refused_and_changes_nothing(
+    tmp_path: Path, clock: list[int], pair: tuple[Machine, Machine]
+) -> None:
+    a, _ = pair
+    bare = _master_only(tmp_path)
+    remotes.add_remote(str(a.root / ".git"), "other", str(bare))
+    head, files = a.head(), a.files()
+    with pytest.raises(QmemError, match="its branches: master"):
+        a.sync("other")
+    assert git_in(bare, "branch", "--list").split() == ["*", "master"]
+    assert (a.head(), a.files()) == (head, files)
+
+
+# --- MEMORY.md after a fast-forward -------------------------------------------------------------
+
+
+def _plain_git_memory(tmp_path: Path, remote: Path, name: str) -> str:
+    """Commit a memory with C git on the remote's main without touching MEMORY.md."""
+    work = tmp_path / f"plain-{name}"
+    if not work.exists():
+        subprocess.run(["git", "clone", "-q", str(remote), str(work)], check=True)
+    git_in(work, "pull", "-q", "origin", "main")
+    (work / "user").mkdir(exist_ok=True)
+    (work / "user" / f"{name}.md").write_text(DOC.format(n=f"Plain git memory {name}"))
+    git_in(work, "add", ".")
+    git_in(work, "commit", "-q", "-m", f"hand-made {name}")
+    git_in(work, "push", "-q", "origin", "main")
+    return git_in(work, "rev-parse", "HEAD").strip()
+
+
+def _index_check(machine: Machine) -> int:
+    from clihelpers import qmem
+
+    return qmem(machine.root, "index", "--check", env=machine.env).code
+
+
+def test_fast_forward_to_a_stale_memory_index_commits_and_pushes_a_rebuilt_one(
+    tmp_path: Path, remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    _, b = pair
+    plain = _plain_git_memory(tmp_path, remote, "one")
+    result = b.sync()
+    assert result.action == "fast-forward" and result.pushed
+    assert result.index_commit == b.head() == git_in(remote, "rev-parse", "main").strip()
+    assert git_in(b.root, "rev-parse", "HEAD~1").strip() == plain
+    assert "Qmem-Op: index" in git_in(b.root, "log", "-1", "--format=%B")
+    assert git_in(b.root, "diff", "--name-only", "HEAD~1", "HEAD").split() == ["MEMORY.md"]
+    assert "user/one.md" in (b.root / "MEMORY.md").read_text()
+    assert _index_check(b) == 0
+    assert git_in(b.root, "status", "--porcelain") == ""
+    assert b.sync().action == "up-to-date"  # the rebuilt index is current: nothing more
+    fsck_strict(remote)
+
+
+def test_fast_forward_without_push_keeps_the_index_commit_local(
+    tmp_path: Path, remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    _, b = pair
+    plain = _plain_git_memory(tmp_path, remote, "two")
+    result = b.sync(push=False)
+    assert result.index_commit == b.head() and not result.pushed
+    assert git_in(remote, "rev-parse", "main").strip() == plain
+    assert _index_check(b) == 0
+    assert b.sync().action == "pushed"
+
+
+def test_fast_forward_to_a_current_index_makes_no_commit(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    a, b = pair
+    a.remember("Indexes made by qmem-git are already current")
+    a.sync()
+    result = b.sync()
+    assert result.action == "fast-forward" and result.index_commit is None
+    assert b.head() == a.head()
+
+
+def test_clone_of_a_stale_memory_index_rebuilds_and_pushes_it(
+    tmp_path: Path, remote: Path, clock: list[int], pair: tuple[Machine, Machine]
+) -> None:
+    plain = _plain_git_memory(tmp_path, remote, "three")
+    c = Machine(tmp_path, "c", clock)
+    outcome = c.clone(str(remote))
+    assert outcome.mode == "cloned" and outcome.result.pushed
+    assert outcome.result.index_commit == c.head() == git_in(remote, "rev-parse", "main").strip()
+    assert git_in(c.root, "rev-parse", "HEAD~1").strip() == plain
+    assert _index_check(c) == 0
+    assert git_in(c.root, "status", "--porcelain") == ""
+
+
+# --- a merge whose result equals our side ------------------------------------------------------
+
+
+def test_merge_that_changes_nothing_on_our_side_keeps_our_tree(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """Both machines made the same change: the merge commit must not have an empty tree."""
+    a, b = pair
+    a.remember("Both machines learn the very same durable fact")
+    b.remember("Both machines learn the very same durable fact")
+    assert a.head() != b.head()
+    a.sync()
+    result = b.sync()
+    assert result.merge_commit == b.head()
+    tree = git_in(b.root, "ls-tree", "-r", "--name-only", "HEAD").split()
+    assert tree == git_in(b.root, "ls-tree", "-r", "--name-only", "HEAD^1").split()
+    assert len(tree) == 4  # MEMORY.md and three memories
+    assert git_in(b.root, "status", "--porcelain") == ""
+    a.sync()
+    assert sorted(a.files()) == sorted(b.files()) and len(a.files()) == 3
+    fsck_strict(remote)

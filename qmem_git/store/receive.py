@@ -1,0 +1,285 @@
+"""Pushing into a local repository (a path or ``file://``) as ``git receive-pack`` does.
+
+dulwich's LocalGitClient writes the target's refs directly, so the target's ``pre-receive`` and
+``update`` hooks never run and a push C git would refuse gets in. :class:`LocalReceiver` does
+it with dulwich only: objects into a quarantine, ``pre-receive``, ``receive.deny*``,
+``update``, a compare-and-swap ref update, then ``post-receive`` and ``post-update``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dulwich.client import GeneratePackDataFunc, GitClient, SendPackResult
+    from dulwich.objects import ObjectID
+    from dulwich.refs import Ref
+    from dulwich.repo import Repo
+
+# what C git clears before it runs receive-pack for a local push (``local_repo_env``)
+_LOCAL_REPO_ENV = frozenset(
+    {
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
+        "GIT_CONFIG",
+        "GIT_CONFIG_COUNT",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_DIR",
+        "GIT_GRAFT_FILE",
+        "GIT_IMPLICIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_INTERNAL_SUPER_PREFIX",
+        "GIT_NAMESPACE",
+        "GIT_NO_REPLACE_OBJECTS",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_PREFIX",
+        "GIT_QUARANTINE_PATH",
+        "GIT_REPLACE_REF_BASE",
+        "GIT_SHALLOW_FILE",
+        "GIT_WORK_TREE",
+    }
+)
+_HOOK_MESSAGE_LIMIT = 300
+
+
+def local_client(env: Mapping[str, str], timeout: float) -> GitClient:
+    """dulwich's LocalGitClient, with pushes that do what ``git receive-pack`` does.
+
+    Plain LocalGitClient writes the target's refs directly, so its ``pre-receive`` and
+    ``update`` hooks never run and a push C git would refuse gets in.
+    """
+    from dulwich.client import LocalGitClient
+
+    class ReceivingLocalGitClient(LocalGitClient):
+        def send_pack(
+            self,
+            path: str | bytes,
+            update_refs: Callable[[dict[Ref, ObjectID]], dict[Ref, ObjectID]],
+            generate_pack_data: GeneratePackDataFunc,
+            progress: Callable[[bytes], None] | None = None,
+            push_options: Sequence[bytes] | None = None,
+            atomic: bool = False,
+        ) -> SendPackResult:
+            del push_options, atomic  # one ref, no options: qmem-git pushes main only
+            receiver = LocalReceiver(os.fsdecode(path), env, timeout, progress)
+            return receiver.receive(update_refs, generate_pack_data)
+
+    return ReceivingLocalGitClient()
+
+
+class LocalReceiver:
+    """``git receive-pack`` for a local target, with dulwich (no C git).
+
+    The objects go into a quarantine object directory inside the target (as C git's
+    ``tmp_objdir-incoming-*``); ``pre-receive`` runs with ``GIT_QUARANTINE_PATH`` and sees
+    them through ``GIT_OBJECT_DIRECTORY``/``GIT_ALTERNATE_OBJECT_DIRECTORIES``; only when it
+    accepts are they moved in. Then per ref: ``receive.denyDeletes`` and
+    ``receive.denyNonFastForwards``, the ``update`` hook, a compare-and-swap ref update; then
+    ``post-receive`` and ``post-update`` (their exit status is ignored, as git does).
+    Hooks run with the target's git dir as working directory and ``GIT_DIR`` set.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        env: Mapping[str, str],
+        timeout: float,
+        progress: Callable[[bytes], None] | None,
+    ) -> None:
+        from dulwich.repo import Repo
+
+        self.path = path
+        self.env = {k: v for k, v in env.items() if k not in _LOCAL_REPO_ENV}
+        self.timeout = timeout
+        self.progress = progress
+        with Repo(path) as target:
+            self.git_dir = target.controldir()
+            self.config = target.get_config_stack()
+        self.objects_dir = os.path.join(self.git_dir, "objects")
+
+    def receive(
+        self,
+        update_refs: Callable[[dict[Ref, ObjectID]], dict[Ref, ObjectID]],
+        generate_pack_data: GeneratePackDataFunc,
+    ) -> SendPackResult:
+        from dulwich.client import SendPackResult
+        from dulwich.protocol import ZERO_SHA
+        from dulwich.repo import Repo
+
+        with Repo(self.path) as target:
+            old_refs = target.get_refs()
+            new_refs = update_refs(dict(old_refs))
+        refs: dict[Ref, ObjectID | None] = dict(new_refs)
+        updates = [
+            (ref, old_refs.get(ref, ZERO_SHA), sha)
+            for ref, sha in sorted(new_refs.items())
+            if old_refs.get(ref, ZERO_SHA) != sha
+        ]
+        if not updates:
+            return SendPackResult(refs, ref_status={})
+        have = {sha for sha in old_refs.values() if sha != ZERO_SHA}
+        want = {sha for _, _, sha in updates if sha != ZERO_SHA and sha not in have}
+        declined = self._receive_objects(have, want, generate_pack_data, updates)
+        if declined is not None:
+            return SendPackResult(refs, ref_status={ref: declined for ref, _, _ in updates})
+        status: dict[bytes, str | None] = {}
+        with Repo(self.path) as target:  # opened again: it sees the objects just moved in
+            for ref, old, new in updates:
+                status[ref] = (
+                    self._denied(target, ref, old, new)
+                    or self.run_hook("update", [ref, old, new])
+                    or _move_ref(target, ref, old, new)
+                )
+        done = [update for update in updates if status[update[0]] is None]
+        if done:
+            self.run_hook("post-receive", stdin=_ref_lines(done))
+            self.run_hook("post-update", [ref for ref, _, _ in done])
+        return SendPackResult(refs, ref_status=status)
+
+    def _receive_objects(
+        self,
+        have: set[ObjectID],
+        want: set[ObjectID],
+        generate_pack_data: GeneratePackDataFunc,
+        updates: list[tuple[Ref, ObjectID, ObjectID]],
+    ) -> str | None:
+        """Objects into a quarantine, ``pre-receive``, then move them in; why it declined."""
+        from dulwich.object_store import DiskObjectStore
+
+        quarantine = os.path.join(self.objects_dir, "tmp_objdir-incoming-" + os.urandom(6).hex())
+        os.makedirs(os.path.join(quarantine, "pack"))
+        try:
+            store = DiskObjectStore(quarantine, alternates=[self.objects_dir])
+            try:
+                if want:
+                    store.add_pack_data(*generate_pack_data(have, want, ofs_delta=True))
+            finally:
+                store.close()
+            declined = self.run_hook(
+                "pre-receive",
+                stdin=_ref_lines(updates),
+                extra_env={
+                    "GIT_QUARANTINE_PATH": quarantine,
+                    "GIT_OBJECT_DIRECTORY": quarantine,
+                    "GIT_ALTERNATE_OBJECT_DIRECTORIES": self.objects_dir,
+                },
+            )
+            if declined is None:
+                _migrate_packs(os.path.join(quarantine, "pack"), self.objects_dir)
+            return declined
+        finally:
+            shutil.rmtree(quarantine, ignore_errors=True)
+
+    def _denied(self, target: Repo, ref: Ref, old: ObjectID, new: ObjectID) -> str | None:
+        from dulwich.graph import can_fast_forward
+        from dulwich.protocol import ZERO_SHA
+
+        if new == ZERO_SHA:
+            return "deletion prohibited" if self._config_flag(b"denyDeletes") else None
+        if old == ZERO_SHA or not self._config_flag(b"denyNonFastForwards"):
+            return None
+        return None if can_fast_forward(target, old, new) else "non-fast-forward"
+
+    def _config_flag(self, name: bytes) -> bool:
+        try:
+            return bool(self.config.get_boolean((b"receive",), name, False))
+        except ValueError:
+            return False
+
+    def hook_path(self, name: str) -> str | None:
+        """The target's executable hook ``name`` (``core.hooksPath`` honoured), or None."""
+        try:
+            hooks = os.fsdecode(self.config.get((b"core",), b"hooksPath"))
+        except KeyError:
+            hooks = "hooks"
+        path = os.path.join(self.git_dir, os.path.expanduser(hooks), name)
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+    def run_hook(
+        self,
+        name: str,
+        args: Sequence[bytes] = (),
+        *,
+        stdin: bytes = b"",
+        extra_env: Mapping[str, str] | None = None,
+    ) -> str | None:
+        """Run hook ``name`` if the target has it; None when it accepts (or is absent)."""
+        path = self.hook_path(name)
+        if path is None:
+            return None
+        env = {**self.env, "GIT_DIR": self.git_dir, **(extra_env or {})}
+        argv = [path, *(os.fsdecode(arg) for arg in args)]
+        try:
+            proc = _run_hook_process(argv, stdin, self.git_dir, env, self.timeout)
+        except subprocess.TimeoutExpired:
+            return f"{name} hook timed out after {self.timeout:g} s"
+        except OSError as exc:
+            return f"{name} hook could not run ({exc.strerror or exc})"
+        self._show(proc.stdout + proc.stderr)
+        if proc.returncode == 0:
+            return None
+        said = " ".join((proc.stderr or proc.stdout).decode("utf-8", "replace").split())
+        if len(said) > _HOOK_MESSAGE_LIMIT:
+            said = said[: _HOOK_MESSAGE_LIMIT - 1] + "…"
+        return f"{name} hook declined" + (f": {said}" if said else "")
+
+    def _show(self, output: bytes) -> None:
+        if self.progress is None:
+            return
+        for line in output.decode("utf-8", "replace").splitlines():
+            if line.strip():
+                self.progress(f"remote: {line}".encode())
+
+
+def _run_hook_process(
+    argv: list[str], stdin: bytes, cwd: str, env: Mapping[str, str], timeout: float
+) -> subprocess.CompletedProcess[bytes]:
+    """Run a hook; a script without ``#!`` runs under ``/bin/sh``, as git runs it."""
+    try:
+        return subprocess.run(
+            argv, input=stdin, capture_output=True, cwd=cwd, env=env, timeout=timeout, check=False
+        )
+    except OSError as exc:
+        if exc.errno != errno.ENOEXEC:
+            raise
+    return subprocess.run(
+        ["/bin/sh", *argv],
+        input=stdin,
+        capture_output=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _ref_lines(updates: Sequence[tuple[Ref, ObjectID, ObjectID]]) -> bytes:
+    """``<old> <new> <ref>`` lines, what ``pre-receive`` and ``post-receive`` read."""
+    return b"".join(old + b" " + new + b" " + ref + b"\n" for ref, old, new in updates)
+
+
+def _move_ref(target: Repo, ref: Ref, old: ObjectID, new: ObjectID) -> str | None:
+    """Compare-and-swap ``ref`` from ``old`` to ``new`` (zero id: absent); why it failed."""
+    from dulwich.protocol import ZERO_SHA
+
+    if new == ZERO_SHA:
+        moved = target.refs.remove_if_equals(ref, old, message=b"push")
+    else:
+        moved = target.refs.set_if_equals(ref, old, new, message=b"push")
+    return None if moved else "failed to update ref (it moved meanwhile)"
+
+
+def _migrate_packs(pack_dir: str, objects_dir: str) -> None:
+    """Move accepted packs in, each .pack before its .idx (as C git does)."""
+    target = os.path.join(objects_dir, "pack")
+    os.makedirs(target, exist_ok=True)
+    names = sorted(os.listdir(pack_dir))
+    for suffix in (".pack", ".rev", ".bitmap", ".idx"):
+        for name in names:
+            if name.endswith(suffix):
+                os.replace(os.path.join(pack_dir, name), os.path.join(target, name))

@@ -1,0 +1,192 @@
+"""store.receive: a push into a local repository runs its hooks and honours receive.deny*, like git."""
+
+dulwich's LocalGitClient writes the target's refs directly; qmem-git's local push quarantines
+the objects, runs ``pre-receive`` / ``update`` / ``post-receive`` / ``post-update`` and honours
+``receive.denyNonFastForwards`` and ``receive.denyDeletes``. C git is the reference: the same
+hook refuses C git's push of the same commit, and ``git fsck --strict`` checks the target.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from servers import Machine, fsck_strict, git_in, init_bare
+
+from qmem_git.errors import RemoteError
+from qmem_git.store import remotes
+from qmem_git.store.remotes import Credentials
+from qmem_git.store.repo import Repository
+
+ZERO = "0" * 40
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    return init_bare(tmp_path / "remote.git")
+
+
+@pytest.fixture
+def machine(tmp_path: Path, remote: Path) -> Machine:
+    """A machine whose first memory is already on the remote."""
+    m = Machine(tmp_path, "a", [1_700_000_000])
+    m.remember("The release train leaves every Tuesday")
+    m.connect(str(remote))
+    return m
+
+
+def hook(remote: Path, name: str, script: str, *, folder: str = "hooks", mode: int = 0o755) -> Path:
+    path = remote / folder / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(script)
+    path.chmod(mode)
+    return path
+
+
+def main_of(remote: Path) -> str:
+    return git_in(remote, "rev-parse", "main").strip()
+
+
+def has_object(repo: Path, sha: str) -> bool:
+    proc = subprocess.run(["git", "-C", str(repo), "cat-file", "-e", sha], capture_output=True)
+    return proc.returncode == 0
+
+
+REFUSING_PRE_RECEIVE = """#!/bin/sh
+pwd > "$GIT_DIR/pre-receive.cwd"
+while read old new ref; do
+  echo "$old $new $ref" >> "$GIT_DIR/pre-receive.in"
+  git cat-file -t "$new" > "$GIT_DIR/pre-receive.sees"
+done
+echo "memory pushes are frozen for maintenance" >&2
+exit 1
+"""
+
+
+def test_pre_receive_refusal_is_exit_5_with_its_message_and_nothing_lands(
+    machine: Machine, remote: Path
+) -> None:
+    hook(remote, "pre-receive", REFUSING_PRE_RECEIVE)
+    before = main_of(remote)
+    machine.remember("Deploys need two approvals from the platform team")
+    with pytest.raises(RemoteError) as caught:
+        machine.sync()
+    assert caught.value.exit_code == 5
+    assert caught.value.message == (
+        "the remote refused the push: pre-receive hook declined: "
+        "memory pushes are frozen for maintenance"
+    )
+    new = machine.head()
+    assert main_of(remote) == before
+    assert (remote / "pre-receive.in").read_text() == f"{before} {new} refs/heads/main\n"
+    assert (remote / "pre-receive.cwd").read_text().strip() == str(remote)
+    assert (remote / "pre-receive.sees").read_text().strip() == "commit"  # the quarantine
+    assert not has_object(remote, new)  # refused objects are not moved in
+    assert not [p for p in os.listdir(remote / "objects") if p.startswith("tmp_objdir")]
+    fsck_strict(remote)
+    c_git = subprocess.run(
+        ["git", "-C", str(machine.root), "push", str(remote), "main"],
+        capture_output=True,
+        text=True,
+    )
+    assert c_git.returncode != 0 and "pre-receive hook declined" in c_git.stderr
+    (remote / "hooks" / "pre-receive").unlink()
+    assert machine.sync().pushed
+    assert main_of(remote) == new
+
+
+def test_update_hook_gets_ref_old_new_and_can_refuse(machine: Machine, remote: Path) -> None:
+    hook(remote, "update", '#!/bin/sh\necho "$1 $2 $3" > "$GIT_DIR/update.args"\nexit 7\n')
+    before = main_of(remote)
+    machine.remember("The on-call rotation changes every Monday morning")
+    with pytest.raises(RemoteError, match="update hook declined") as caught:
+        machine.sync()
+    assert caught.value.exit_code == 5
+    assert main_of(remote) == before
+    args = (remote / "update.args").read_text().split()
+    assert args == ["refs/heads/main", before, machine.head()]
+    fsck_strict(remote)
+
+
+def test_post_receive_and_post_update_run_after_the_update_and_cannot_undo_it(
+    machine: Machine, remote: Path
+) -> None:
+    hook(remote, "post-receive", '#!/bin/sh\ncat > "$GIT_DIR/post-receive.in"\nexit 1\n')
+    hook(remote, "post-update", '#!/bin/sh\necho "$@" > "$GIT_DIR/post-update.args"\nexit 1\n')
+    before = main_of(remote)
+    machine.remember("Staging databases are reset every night")
+    assert machine.sync().pushed
+    assert main_of(remote) == machine.head()
+    line = f"{before} {machine.head()} refs/heads/main\n"
+    assert (remote / "post-receive.in").read_text() == line
+    assert (remote / "post-update.args").read_text().strip() == "refs/heads/main"
+    fsck_strict(remote)
+
+
+def test_core_hooks_path_of_the_target_is_honoured(machine: Machine, remote: Path) -> None:
+    git_in(remote, "config", "core.hooksPath", "custom-hooks")
+    hook(
+        remote,
+        "pre-receive",
+        "#!/bin/sh\necho from custom hooks >&2\nexit 1\n",
+        folder="custom-hooks",
+    )
+    hook(remote, "pre-receive", "#!/bin/sh\nexit 0\n")  # ignored: core.hooksPath wins
+    machine.remember("Hook folders can be moved with core.hooksPath")
+    with pytest.raises(RemoteError, match="from custom hooks"):
+        machine.sync()
+
+
+def test_a_hook_that_is_not_executable_is_ignored_like_git_does(
+    machine: Machine, remote: Path
+) -> None:
+    hook(remote, "pre-receive", "#!/bin/sh\nexit 1\n", mode=0o644)
+    machine.remember("Only executable hooks are run by git")
+    assert machine.sync().pushed
+    assert main_of(remote) == machine.head()
+
+
+def test_a_hook_without_shebang_runs_under_sh(machine: Machine, remote: Path) -> None:
+    hook(remote, "pre-receive", 'echo "plain script says no" >&2\nexit 1\n')
+    machine.remember("Hooks without a shebang line run under sh")
+    with pytest.raises(RemoteError, match="plain script says no"):
+        machine.sync()
+
+
+# --- receive.denyNonFastForwards / receive.denyDeletes (a forced push, sent directly) ----------
+
+
+def _send(machine: Machine, remote: Path, target: str) -> dict[bytes, str | None]:
+    transport = remotes.open_transport(
+        str(remote), credentials=Credentials(), env=dict(os.environ), timeout=10, for_push=True
+    )
+    repo = Repository(str(machine.root))
+    try:
+        result = transport.client.send_pack(
+            transport.path,
+            lambda refs: {**refs, b"refs/heads/main": target.encode()},  # type: ignore[dict-item]
+            repo.objects.generate_pack_data,
+        )
+    finally:
+        repo.objects.close()
+    return dict(result.ref_status or {})
+
+
+def test_forced_pushes_honour_deny_non_fast_forwards_and_deny_deletes(
+    machine: Machine, remote: Path
+) -> None:
+    machine.remember("The second memory makes main two commits long")
+    machine.sync()
+    head = main_of(remote)
+    parent = git_in(remote, "rev-parse", "main~1").strip()
+    git_in(remote, "config", "receive.denyNonFastForwards", "true")
+    git_in(remote, "config", "receive.denyDeletes", "true")
+    assert _send(machine, remote, parent) == {b"refs/heads/main": "non-fast-forward"}
+    assert _send(machine, remote, ZERO) == {b"refs/heads/main": "deletion prohibited"}
+    assert main_of(remote) == head
+    git_in(remote, "config", "receive.denyNonFastForwards", "false")
+    assert _send(machine, remote, parent) == {b"refs/heads/main": None}
+    assert main_of(remote) == parent
+    fsck_strict(remote)
