@@ -1,4 +1,4 @@
-"""store.receive: a push into a local repository runs its hooks and honours receive.deny*, like git."""
+"""store.receive: a push into a local repository behaves like ``git push`` to it.
 
 dulwich's LocalGitClient writes the target's refs directly; qmem-git's local push quarantines
 the objects, runs ``pre-receive`` / ``update`` / ``post-receive`` / ``post-update`` and honours
