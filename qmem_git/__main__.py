@@ -11,6 +11,7 @@ from qmem_git import fastpath
 
 
 def main(argv: list[str] | None = None) -> int:
+    _stand_in_for_closed_streams()
     args = sys.argv[1:] if argv is None else argv
     rest = fastpath.take_globals(args, {})
     if rest[:1] == ["hook"] and not {"-h", "--help"} & set(rest):  # agent hooks: no click
@@ -30,6 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     return run(args)
 
 
+def _stand_in_for_closed_streams() -> None:
+    """Started with stdout or stderr closed (``>&-``), Python sets it to None; every command
+    writes to it, so it gets ``os.devnull`` instead (a hook must still exit 0, §3.4)."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            import os
+
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
+
+
 def entry() -> None:
     """Console-script entry: run, flush, then skip interpreter teardown.
 
@@ -40,11 +51,13 @@ def entry() -> None:
     import os
 
     code = main()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (BrokenPipeError, ValueError):
-        pass  # the reader went away (`| head`); the exit code still tells the story
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # closed at start and never replaced: nothing to flush
+            continue
+        try:  # noqa: SIM105 - no contextlib import on the per-prompt path
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # the reader went away (`| head`); the exit code still tells the story
     os._exit(code)
 
 

@@ -299,12 +299,19 @@ def emit(event: str, context: str) -> None:
     """Note 8: one line, one object, context under hookSpecificOutput; nothing if empty."""
     if not context:
         return
+    stream = sys.stdout
+    if stream is None:  # started with stdout closed (``>&-``): there is no one to tell
+        return
     line = (
         f'{{"hookSpecificOutput":{{"hookEventName":{dumps_string(event)},'
         f'"additionalContext":{dumps_string(context)}}}}}\n'
     )
-    sys.stdout.buffer.write(line.encode("ascii"))
-    sys.stdout.flush()
+    binary = getattr(stream, "buffer", None)
+    if binary is not None:
+        binary.write(line.encode("ascii"))
+    else:
+        stream.write(line)
+    stream.flush()
 
 
 def cap_lines(lines: list[str], budget: int) -> str:
@@ -405,7 +412,7 @@ def on_session_start(hook: Hook, env: Mapping[str, str]) -> None:
         pull = [["-q", *_scope(hook), "sync", "--no-push"]]
         log = agents.log_path(hook.state_dir)
         agents.spawn_detached(agents.worker_argv(pull, log, 0.0), hook.project)
-    if detect_mode(hook.agent, env, hook.project, hook.home) == COMPANION:
+    if detect_mode(hook.agent, env, hook.project, hook.home, hook.log) == COMPANION:
         return
     index = cap_lines(index_context(hook.memory_root), SESSION_INDEX_BYTES)
     emit("SessionStart", build_context(index))
@@ -440,7 +447,7 @@ def schedule(hook: Hook, env: Mapping[str, str], awaiting: bool | None) -> None:
     state = read_session(hook.state_dir, hook.session)
     if awaiting is None:
         awaiting = bool(state and state.get("awaiting") is True)
-    mode = agents.detect_mode(hook.agent, env, hook.project, hook.home)
+    mode = agents.detect_mode(hook.agent, env, hook.project, hook.home, hook.log)
     transcript = transcript_for(hook, env) if mode == agents.ENGINE else None
     size = _size(transcript)
     if hook.event != "SessionEnd":

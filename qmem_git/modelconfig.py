@@ -31,6 +31,8 @@ DEFAULT_READ_TIMEOUT = 30.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_MAX_RETRY_WAIT = 10.0
 MAX_RETRIES_CAP = 5
+MAX_SECONDS = 3600.0  # any timeout or wait beyond an hour is a typo (or 1e999)
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 class ApiKey:
@@ -99,12 +101,20 @@ def load_model_config(env: Mapping[str, str], home: str) -> ModelConfigResult:
     """Read the config file (when there is one) and combine it with ``env``."""
     path = config_file_path(env, home)
     try:
-        with open(path, encoding="utf-8") as handle:
-            text: str | None = handle.read()
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
-        text = None
+        return parse_model_config(env, None, source=path)
     except OSError as exc:
-        return parse_model_config(env, None, problems=(f"{path}: {exc.strerror}",))
+        return parse_model_config(env, None, problems=(f"{path}: {exc.strerror or exc}",))
+    if len(data) > MAX_CONFIG_BYTES:
+        problem = f"{path}: larger than {MAX_CONFIG_BYTES} bytes, not read"
+        return parse_model_config(env, None, problems=(problem,))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        problem = f"{path}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        return parse_model_config(env, None, problems=(problem,))
     return parse_model_config(env, text, source=path)
 
 
@@ -135,9 +145,7 @@ def parse_model_config(
         api_key=_api_key(env, section),
         connect_timeout=_seconds(section, "connect_timeout", DEFAULT_CONNECT_TIMEOUT, issues),
         read_timeout=_read_timeout(env, section, issues),
-        max_retries=min(
-            int(_number(section, "max_retries", DEFAULT_MAX_RETRIES, issues)), MAX_RETRIES_CAP
-        ),
+        max_retries=_retries(section, issues),
         max_retry_wait=_number(section, "max_retry_wait", DEFAULT_MAX_RETRY_WAIT, issues),
         source="environment" if env.get(ENV_BASE_URL) else source,
     )
@@ -154,6 +162,8 @@ def _file_section(text: str | None, source: str) -> tuple[Mapping[str, object], 
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         return {}, [f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})"]
+    except RecursionError:
+        return {}, [f"{source}: not valid JSON (nested too deeply)"]
     section = data.get("llm", {}) if isinstance(data, dict) else None
     if not isinstance(section, dict):
         return {}, [f'{source}: "llm" must be a JSON object']
@@ -179,13 +189,14 @@ def _read_timeout(
     raw = env.get(ENV_TIMEOUT)
     if raw:
         try:
-            value = float(raw)
+            number = float(raw)
         except ValueError:
             issues.append(f"{ENV_TIMEOUT} is not a number: {raw[:20]!r}")
         else:
-            if value > 0:
+            value = _in_range(number, 0.0, MAX_SECONDS, low_allowed=False)
+            if value is not None:
                 return value
-            issues.append(f"{ENV_TIMEOUT} must be positive")
+            issues.append(f"{ENV_TIMEOUT} must be more than 0 and at most {MAX_SECONDS:g} seconds")
     return _seconds(section, "timeout", DEFAULT_READ_TIMEOUT, issues)
 
 
@@ -194,23 +205,63 @@ def _text(section: Mapping[str, object], key: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def _in_range(value: float, low: float, high: float, *, low_allowed: bool) -> float | None:
+    """``value`` when it lies in ``[low, high]`` (``(low, high]`` unless ``low_allowed``).
+
+    ``float('nan')``, ``inf`` (JSON ``1e999``, ``Infinity``) and out-of-range values are
+    refused here, before they can reach ``int()``, ``time.sleep`` or a socket timeout.
+    """
+    if value != value or value > high or value < low or (value == low and not low_allowed):
+        return None
+    return float(value)
+
+
 def _number(section: Mapping[str, object], key: str, default: float, issues: list[str]) -> float:
+    """A wait in seconds: 0 to :data:`MAX_SECONDS`."""
     value = section.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        issues.append(f"llm.{key} must be a non-negative number")
+    found = _json_number(value)
+    checked = None if found is None else _in_range(found, 0.0, MAX_SECONDS, low_allowed=True)
+    if checked is None:
+        issues.append(f"llm.{key} must be a number from 0 to {MAX_SECONDS:g}")
         return default
-    return float(value)
+    return checked
 
 
 def _seconds(section: Mapping[str, object], key: str, default: float, issues: list[str]) -> float:
     """A timeout: zero would make every request fail at once, so it must be positive."""
-    value = _number(section, key, default, issues)
-    if value > 0:
-        return value
-    issues.append(f"llm.{key} must be positive")
-    return default
+    value = section.get(key)
+    if value is None:
+        return default
+    found = _json_number(value)
+    checked = None if found is None else _in_range(found, 0.0, MAX_SECONDS, low_allowed=False)
+    if checked is None:
+        issues.append(f"llm.{key} must be more than 0 and at most {MAX_SECONDS:g} seconds")
+        return default
+    return checked
+
+
+def _retries(section: Mapping[str, object], issues: list[str]) -> int:
+    """A whole number of retries from 0; more than :data:`MAX_RETRIES_CAP` counts as the cap."""
+    value = section.get("max_retries")
+    if value is None:
+        return DEFAULT_MAX_RETRIES
+    found = _json_number(value)
+    if found is None or found != found or found < 0 or not float(found).is_integer():
+        issues.append("llm.max_retries must be a whole number from 0")
+        return DEFAULT_MAX_RETRIES
+    return int(min(found, MAX_RETRIES_CAP))  # a finite float here: min() keeps int() safe
+
+
+def _json_number(value: object) -> float | None:
+    """A JSON number as a float (True/False are not numbers); None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int too large for a float
+        return None
 
 
 def _key(env_name: str) -> str:

@@ -20,7 +20,7 @@ from qmem_git.core.limits import INDEX_NAME
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 LOG_NAME = "hook.log"
 LOG_CAP_BYTES = 256 * 1024
@@ -110,37 +110,52 @@ def _first_match(*parts: str) -> str | None:
 # --------------------------------------------------------------------------- mode
 
 
-def detect_mode(agent: str, env: Mapping[str, str], project_dir: str, home: str) -> str:
+def detect_mode(
+    agent: str,
+    env: Mapping[str, str],
+    project_dir: str,
+    home: str,
+    report: Callable[[str], None] | None = None,
+) -> str:
     """``engine`` (qmem-git extracts) or ``companion`` (Qwen Code writes, we commit).
 
     ``QMEM_MODE`` decides when set. Otherwise Qwen Code with its managed auto-memory on (the
     default, unless ``memory.enableManagedAutoMemory`` is false in the project's or the user's
     settings) is companion mode; everything else, Claude Code included, is engine mode.
+    ``report`` hears about settings files that cannot be read (the hooks log them).
     """
     chosen = env.get("QMEM_MODE", "").strip().lower()
     if chosen in (ENGINE, COMPANION):
         return chosen
     if agent != "qwen":
         return ENGINE
-    return COMPANION if qwen_managed_memory_on(project_dir, home) else ENGINE
+    return COMPANION if qwen_managed_memory_on(project_dir, home, report) else ENGINE
 
 
-def qwen_managed_memory_on(project_dir: str, home: str) -> bool:
-    """The project's ``.qwen/settings.json`` wins over the user's; the default is on (§4)."""
+def qwen_managed_memory_on(
+    project_dir: str, home: str, report: Callable[[str], None] | None = None
+) -> bool:
+    """The project's ``.qwen/settings.json`` wins over the user's; the default is on (§4).
+
+    A file that cannot be read or parsed (not UTF-8, not JSON) counts as one without the
+    setting, and ``report`` is told why.
+    """
     for base in (project_dir, home):
-        value = _managed_memory_setting(os.path.join(base, ".qwen", "settings.json"))
+        value = _managed_memory_setting(os.path.join(base, ".qwen", "settings.json"), report)
         if value is not None:
             return value
     return True
 
 
-def _managed_memory_setting(path: str) -> bool | None:
+def _managed_memory_setting(path: str, report: Callable[[str], None] | None) -> bool | None:
     from qmem_git.errors import QmemError
     from qmem_git.integrations.hooksettings import managed_memory_setting, read_settings
 
     try:
         settings, _ = read_settings(path)
-    except QmemError:
+    except QmemError as exc:
+        if report is not None:
+            report(f"{exc.message}; its Qwen Code memory setting is taken as unset")
         return None
     return managed_memory_setting(settings)
 

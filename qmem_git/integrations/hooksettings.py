@@ -1,9 +1,11 @@
 """Agent hook settings: render our hook entries and merge them into settings.json files.
 
 Pure functions (render, merge, remove) plus one effectful ``install_hooks`` that reads the
-settings file, writes a backup and replaces it atomically. Our entries are recognised by their
-command (``... hook --agent <agent> <event>`` run by qmem-git) and, for Qwen Code, also by the
-``name`` field it accepts; Claude Code validates hook objects, so nothing extra goes there
+settings file, writes a backup and replaces it atomically. The file keeps its permission bits
+(it may hold an API key), and so does the backup; a settings file that is a symlink (a dotfiles
+checkout) is written through: its target changes, the link stays. Our entries are recognised by
+their command (``... hook --agent <agent> <event>`` run by qmem-git) and, for Qwen Code, also by
+the ``name`` field it accepts; Claude Code validates hook objects, so nothing extra goes there
 (agent-integration §3.1). Everything else in the file is kept in place.
 """
 
@@ -179,13 +181,18 @@ def add_hooks(
     hooks = result.get("hooks")
     if hooks is not None and not isinstance(hooks, dict):
         raise QmemError(
-            "the settings file has a 'hooks' value that is not an object",
+            "its 'hooks' value is not an object",
             "fix or remove that key, then run install-hooks again",
         )
     merged: dict[str, Any] = dict(hooks or {})
     for event, groups in render_hooks(agent, prefix)["hooks"].items():
-        existing = merged.get(event)
-        merged[event] = [*(existing if isinstance(existing, list) else []), *groups]
+        existing = merged.get(event, [])
+        if not isinstance(existing, list):
+            raise QmemError(
+                f"its hooks.{event} value is not a list of hook groups",
+                "fix or remove that key, then run install-hooks again",
+            )
+        merged[event] = [*existing, *groups]
     result["hooks"] = merged
     return result
 
@@ -216,9 +223,18 @@ def parse_jsonc(text: str, where: str) -> object:
             f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
             "fix the file by hand; nothing was written",
         ) from None
+    except RecursionError:
+        raise QmemError(
+            f"{where}: not valid JSON (nested too deeply)", "fix the file by hand"
+        ) from None
 
 
-def strip_jsonc(text: str) -> str:
+def has_comments(text: str) -> bool:
+    """True when ``text`` holds ``//`` or ``/* */`` comments (a rewrite drops them)."""
+    return strip_jsonc(text, trailing_commas=False) != text
+
+
+def strip_jsonc(text: str, *, trailing_commas: bool = True) -> str:
     """Blank out comments and drop trailing commas, leaving strings untouched."""
     out: list[str] = []
     i, n = 0, len(text)
@@ -235,7 +251,7 @@ def strip_jsonc(text: str) -> str:
             end = text.find("*/", i + 2)
             i = n if end < 0 else end + 2
             out.append(" ")
-        elif ch in "}]":
+        elif ch in "}]" and trailing_commas:
             _drop_trailing_comma(out)
             out.append(ch)
             i += 1
@@ -276,15 +292,26 @@ def settings_path(agent: Agent, scope: Scope, project_dir: str, home: str) -> st
 
 
 def read_settings(path: str) -> tuple[dict[str, Any], str | None]:
-    """The parsed settings object (empty when the file is missing) and the original text."""
+    """The parsed settings object (empty when the file is missing) and the original text.
+
+    The text is the file's bytes decoded as they are (line endings kept), so a backup written
+    from it is byte-identical. Unreadable, non-UTF-8 or non-JSON files raise QmemError.
+    """
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        with open(path, "rb") as handle:
+            raw = handle.read()
     except FileNotFoundError:
         return {}, None
     except OSError as exc:
         raise QmemError(
             f"{path}: cannot read ({exc.strerror or exc})", "check its permissions"
+        ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise QmemError(
+            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
+            "save the file as UTF-8, as JSON requires; nothing was written",
         ) from None
     if not text.strip():
         return {}, text
@@ -294,16 +321,55 @@ def read_settings(path: str) -> tuple[dict[str, Any], str | None]:
     return data, text
 
 
+def write_target(path: str) -> tuple[str, tuple[str, ...]]:
+    """Where writing ``path`` lands: ``path``, or the file it links to (the link is kept).
+
+    Replacing a symlink with a file would cut a dotfiles checkout loose; a link to nothing
+    (or to a folder) is refused rather than guessed at.
+    """
+    if not os.path.islink(path):
+        return path, ()
+    target = os.path.realpath(path)
+    if not os.path.isfile(target):
+        raise QmemError(
+            f"{path} is a symlink to {target}, which is not a file",
+            "create that file or replace the link, then run the command again",
+        )
+    return target, (f"{path} is a symlink: its target {target} is written, the link is kept",)
+
+
 def write_with_backup(path: str, text: str, previous: str | None, now: datetime) -> str | None:
-    """Keep the previous file as ``<name>.bak-<timestamp>``, then replace it atomically."""
+    """Keep the previous file as ``<name>.bak-<timestamp>``, then replace it atomically.
+
+    Both keep the file's permission bits (a 0600 file holding an API key stays private). A
+    symlink is written through to its target; the backup goes beside the link.
+    """
     from qmem_git.store.workdir import atomic_write
 
+    target, _ = write_target(path)
     backup = None
-    if previous is not None:
-        backup = free_backup_name(path, now, os.path.exists)
-        atomic_write(backup, previous.encode("utf-8"))
-    atomic_write(path, text.encode("utf-8"))
+    written = path
+    try:
+        if previous is not None:
+            backup = written = free_backup_name(path, now, os.path.lexists)
+            atomic_write(backup, previous.encode("utf-8"), mode=file_mode(target))
+        written = target
+        atomic_write(target, text.encode("utf-8"))
+    except OSError as exc:
+        raise QmemError(
+            f"{written}: cannot write ({exc.strerror or exc})", "check the folder's permissions"
+        ) from None
     return backup
+
+
+def file_mode(path: str) -> int:
+    """The permission bits of ``path`` (0644 when it cannot be read)."""
+    import stat
+
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode) & 0o777
+    except OSError:
+        return 0o644
 
 
 def free_backup_name(path: str, now: datetime, exists: Callable[[str], bool]) -> str:
@@ -335,19 +401,32 @@ def install_hooks(
     if engine and agent != "qwen":
         raise UsageError("--engine applies to Qwen Code only", "drop --engine for Claude Code")
     path = settings_path(agent, scope, project_dir, home)
-    current, previous = read_settings(path)
+    target, link_notes = write_target(path)
+    current, previous = read_settings(target)
     if uninstall:
         updated = remove_hooks(current)
     else:
-        updated = add_hooks(current, agent, prefix or command_prefix())
+        try:
+            updated = add_hooks(current, agent, prefix or command_prefix())
+        except QmemError as exc:  # name the file: "<path>: its hooks.Stop value is not ..."
+            raise QmemError(f"{target}: {exc.message}", exc.hint) from None
         updated = set_engine_mode(updated) if engine else updated
     changed = updated != current
     text = dumps(updated)
     notes = install_notes(agent, scope, updated, uninstall=uninstall, engine=engine)
+    if changed:
+        notes = link_notes + rewrite_notes(previous, "settings.json") + notes
     backup = None
     if changed and not dry_run:
         backup = write_with_backup(path, text, previous, now)
     return InstallResult(path, changed, backup, text, notes)
+
+
+def rewrite_notes(previous: str | None, name: str) -> tuple[str, ...]:
+    """What a rewrite of ``previous`` loses: its comments (the backup keeps them)."""
+    if previous is not None and has_comments(previous):
+        return (f"comments in {name} are not kept; the original is in the backup",)
+    return ()
 
 
 def install_notes(

@@ -10,6 +10,11 @@ Three promises, each tested against a real local server:
   conversation never leaves the machine;
 - failures are a :class:`ModelCallError` with a short ``kind`` (``auth``, ``timeout``, ...),
   which the planners turn into a fallback to the deterministic path.
+
+requests' ``(connect, read)`` timeout bounds each socket read, not the answer: a server that
+sends one byte a second keeps a request alive for as long as it likes. So every attempt runs in
+a worker thread under one deadline (connect timeout + read timeout, headers and body included),
+and the body is read in pieces with a size cap (:data:`MAX_ANSWER_BYTES`).
 """
 
 from __future__ import annotations
@@ -18,14 +23,18 @@ import email.utils
 import json
 import logging
 import re
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from http.client import HTTPException
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3 import exceptions as urllib3_errors
+from urllib3.response import HTTPResponse
 
 from qmem_git.core.secrets import redact_secrets
 from qmem_git.errors import ModelError
@@ -37,6 +46,8 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 BACKOFF_BASE = 0.5
 MAX_ERROR_DETAIL = 200
 KEY_PLACEHOLDER = "[REDACTED:api-key]"
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # a chat answer is a few KB; more is a broken server
+READ_CHUNK = 64 * 1024
 
 # kinds of failure; the planners record them as the Qmem-Model-Fallback trailer
 AUTH = "auth"
@@ -49,6 +60,7 @@ SERVER_ERROR = "server-error"
 HTTP_ERROR = "http-error"
 PROTOCOL = "protocol"
 INVALID_ANSWER = "invalid-answer"
+TOO_LARGE = "too-large"
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?```\s*$", re.S | re.I)
 
@@ -74,6 +86,22 @@ class EndpointReport:
     reason: str | None = None
     hint: str = ""
     warning: str | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One HTTP answer, read whole (within the deadline and the size cap)."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> object:
+        """The body as JSON; ValueError when it is not (or is nested absurdly deep)."""
+        try:
+            return json.loads(self.body)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply") from None
 
 
 class _Bearer(requests.auth.AuthBase):
@@ -154,7 +182,7 @@ class ChatClient:
             body["max_tokens"] = max_tokens
         return body
 
-    def _post_with_retries(self, payload: dict[str, object]) -> requests.Response:
+    def _post_with_retries(self, payload: dict[str, object]) -> Answer:
         """POST, retrying 429 and 5xx up to ``max_retries`` times (``Retry-After`` honoured)."""
         attempt = 0
         with requests.Session() as session:
@@ -168,36 +196,153 @@ class ChatClient:
                     raise status_error(response, self.config)
                 wait = retry_wait(response, attempt, self.config.max_retry_wait)
                 log.debug("HTTP %d, retrying in %.2f s", response.status_code, wait)
-                response.close()
                 self._sleep(wait)
                 attempt += 1
 
     def _post_once(
         self, session: requests.Session, payload: dict[str, object], attempt: int
-    ) -> requests.Response:
+    ) -> Answer:
+        """One attempt, headers and body, within ``connect + read`` timeout seconds in all.
+
+        The exchange runs in a daemon thread; when the deadline passes first, the attempt is a
+        ``timeout`` failure and the thread, left behind, stops at its next read.
+        """
         started = self._clock()
-        try:
-            response = session.post(
-                self.config.endpoint,
-                json=payload,
-                auth=_Bearer(self.config),
-                timeout=(self.config.connect_timeout, self.config.read_timeout),
-                headers={"Accept": "application/json"},
-            )
-        except requests.RequestException as exc:
-            raise transport_error(exc, self.config) from None
+        budget = self.config.connect_timeout + self.config.read_timeout
+        deadline = started + budget
+        outcome: list[Answer | BaseException] = []
+
+        def exchange() -> None:
+            try:
+                outcome.append(_exchange(session, self.config, payload, deadline, self._clock))
+            except BaseException as exc:  # handed to the caller's thread
+                outcome.append(exc)
+
+        worker = threading.Thread(target=exchange, name="qmem-model-request", daemon=True)
+        worker.start()
+        worker.join(max(0.0, deadline - self._clock()))
+        if not outcome:
+            raise _deadline_error(self.config, budget)
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            raise result
         elapsed = int((self._clock() - started) * 1000)
         log.debug(
-            "model request %d to %s: HTTP %d in %d ms",
+            "model request %d to %s: HTTP %d, %d bytes in %d ms",
             attempt + 1,
             display_url(self.config.endpoint),
-            response.status_code,
+            result.status_code,
+            len(result.body),
             elapsed,
         )
-        return response
+        return result
 
 
-def retry_wait(response: requests.Response, attempt: int, cap: float) -> float:
+class _DeadlinePassed(Exception):
+    """The worker noticed the attempt's deadline between two reads."""
+
+
+class _TooLarge(Exception):
+    """The body grew past the cap."""
+
+
+def _exchange(
+    session: requests.Session,
+    config: ModelConfig,
+    payload: dict[str, object],
+    deadline: float,
+    clock: Callable[[], float],
+) -> Answer:
+    """POST and read the whole body (at most :data:`MAX_ANSWER_BYTES`)."""
+    try:
+        response = session.post(
+            config.endpoint,
+            json=payload,
+            auth=_Bearer(config),
+            timeout=(config.connect_timeout, config.read_timeout),
+            headers={"Accept": "application/json"},
+            stream=True,
+        )
+    except requests.RequestException as exc:
+        raise transport_error(exc, config) from None
+    with response:
+        announced = response.headers.get("Content-Length", "")
+        if announced.strip().isdigit() and int(announced) > MAX_ANSWER_BYTES:
+            raise _too_large(config)
+        try:
+            body = _read_body(response.raw, deadline, clock)
+        except _DeadlinePassed:
+            raise _deadline_error(config, config.connect_timeout + config.read_timeout) from None
+        except _TooLarge:
+            raise _too_large(config) from None
+        except (OSError, HTTPException, urllib3_errors.HTTPError) as exc:
+            raise _broken_answer(exc, config) from None
+    return Answer(response.status_code, response.headers, body)
+
+
+def _read_body(
+    raw: HTTPResponse, deadline: float, clock: Callable[[], float], cap: int = MAX_ANSWER_BYTES
+) -> bytes:
+    """The decoded body, read piece by piece; stops past ``deadline`` or ``cap`` bytes.
+
+    ``read1`` (urllib3 >= 2.3) returns whatever has arrived, so the deadline is checked at
+    least once per socket read; older urllib3 reads fixed-size pieces (the caller's thread
+    keeps the deadline either way). Decoding (gzip) happens piece by piece too, so a
+    compressed bomb meets the cap before it fills memory.
+    """
+    read1 = getattr(raw, "read1", None)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        if clock() >= deadline:
+            raise _DeadlinePassed
+        if read1 is not None:
+            data = read1(READ_CHUNK, decode_content=True)
+        else:  # pragma: no cover - urllib3 < 2.3
+            data = raw.read(READ_CHUNK, decode_content=True)
+        if not data:
+            return b"".join(chunks)
+        size += len(data)
+        if size > cap:
+            raise _TooLarge
+        chunks.append(data)
+
+
+def _deadline_error(config: ModelConfig, budget: float) -> ModelCallError:
+    where = urlsplit(config.base_url).hostname or "the endpoint"
+    return ModelCallError(
+        TIMEOUT,
+        f"{where} did not send a complete answer within {budget:g} s",
+        "raise QMEM_LLM_TIMEOUT or check that the endpoint is up",
+    )
+
+
+def _too_large(config: ModelConfig) -> ModelCallError:
+    where = urlsplit(config.base_url).hostname or "the endpoint"
+    return ModelCallError(
+        TOO_LARGE,
+        f"{where} sent an answer larger than {MAX_ANSWER_BYTES} bytes",
+        "check the base URL: a chat-completions answer is a few KB",
+    )
+
+
+def _broken_answer(exc: BaseException, config: ModelConfig) -> ModelCallError:
+    """A failure while the body was read; our own words, as in :func:`transport_error`."""
+    where = urlsplit(config.base_url).hostname or "the endpoint"
+    if isinstance(exc, (TimeoutError, urllib3_errors.TimeoutError)):
+        return ModelCallError(
+            TIMEOUT,
+            f"{where} stopped sending its answer for {config.read_timeout:g} s (read timeout)",
+            "raise QMEM_LLM_TIMEOUT or check that the endpoint is up",
+        )
+    return ModelCallError(
+        CONNECTION,
+        f"the connection to {where} broke off during the answer ({type(exc).__name__})",
+        "is the server stable? try again",
+    )
+
+
+def retry_wait(response: Answer, attempt: int, cap: float) -> float:
     """``Retry-After`` (seconds or HTTP date) when given, else exponential backoff; capped."""
     header = response.headers.get("Retry-After")
     wait = parse_retry_after(header, datetime.now(timezone.utc)) if header else None
@@ -250,8 +395,6 @@ def transport_error(exc: requests.RequestException, config: ModelConfig) -> Mode
 
 def _is_dns_failure(exc: BaseException) -> bool:
     """urllib3 2 raises NameResolutionError; older versions only say so in the message."""
-    from urllib3 import exceptions as urllib3_errors
-
     resolution_error: type[BaseException] | None = getattr(
         urllib3_errors, "NameResolutionError", None
     )  # urllib3 >= 2
@@ -271,7 +414,7 @@ def _is_dns_failure(exc: BaseException) -> bool:
     return False
 
 
-def status_error(response: requests.Response, config: ModelConfig) -> ModelCallError:
+def status_error(response: Answer, config: ModelConfig) -> ModelCallError:
     """A non-2xx answer as a ModelCallError naming the likely cause."""
     status = response.status_code
     detail = error_detail(response, config)
@@ -297,7 +440,7 @@ def status_error(response: requests.Response, config: ModelConfig) -> ModelCallE
     return ModelCallError(HTTP_ERROR, f"HTTP {status}{suffix}", "check the model name", status)
 
 
-def error_detail(response: requests.Response, config: ModelConfig) -> str:
+def error_detail(response: Answer, config: ModelConfig) -> str:
     """The server's own error message (``error.message``), scrubbed and cut short."""
     try:
         data = response.json()
@@ -311,7 +454,7 @@ def error_detail(response: requests.Response, config: ModelConfig) -> str:
     return text if len(text) <= MAX_ERROR_DETAIL else text[: MAX_ERROR_DETAIL - 1] + "…"
 
 
-def answer_text(response: requests.Response, config: ModelConfig) -> str:
+def answer_text(response: Answer, config: ModelConfig) -> str:
     """``choices[0].message.content`` of a 2xx chat-completions response."""
     if not 200 <= response.status_code < 300:
         raise status_error(response, config)
@@ -343,7 +486,7 @@ def parse_json_answer(content: str) -> object:
     text = fenced.group(1) if fenced else content
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ModelCallError(INVALID_ANSWER, "the model's answer is not valid JSON") from None
 
 

@@ -2,8 +2,10 @@
 
 Our tasks are labelled ``qmem: …`` and carry a ``detail`` ending in ``MARKER`` (a field VS Code
 shows in the task picker, so the marker is schema-valid); install replaces them, uninstall
-removes only them and our inputs. tasks.json may hold comments and trailing commas (JSONC):
-they are read, but a rewrite drops the comments, so the original is kept as a backup.
+removes only them and our inputs. A task of the user's that carries one of our labels is replaced
+too (with a note): VS Code runs tasks by label, and two with one label make it pick one.
+tasks.json may hold comments and trailing commas (JSONC): they are read, but a rewrite drops
+the comments, so the original is kept as a backup (and a note says so).
 
 ``python -m qmem_git.integrations.vscode --write [REPO]`` regenerates the bundled copies in
 ``hooks/`` and ``vscode-tasks/`` (a test checks they match what the package renders).
@@ -24,6 +26,8 @@ from qmem_git.integrations.hooksettings import (
     dumps,
     read_settings,
     render_hooks,
+    rewrite_notes,
+    write_target,
     write_with_backup,
 )
 
@@ -162,10 +166,24 @@ def remove_tasks(config: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+def taken_labels(config: Mapping[str, Any]) -> list[str]:
+    """Labels of ours that tasks without our marker use (install replaces those tasks)."""
+    tasks = config.get("tasks")
+    if not isinstance(tasks, list):
+        return []
+    ours = {task["label"] for task in render_tasks()}
+    found = [t["label"] for t in tasks if _labelled(t, ours) and not is_our_task(t)]
+    return list(dict.fromkeys(found))
+
+
 def add_tasks(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Our tasks and inputs after everyone else's (earlier copies of ours are replaced)."""
+    """Our tasks and inputs after everyone else's (earlier copies of ours are replaced).
+
+    A task labelled like one of ours is replaced as well: labels must stay unique.
+    """
     result = remove_tasks(config)
     result.setdefault("version", "2.0.0")
+    labels = {task["label"] for task in render_tasks()}
     for key, ours in (("tasks", render_tasks()), ("inputs", render_inputs())):
         existing = result.get(key, [])
         if not isinstance(existing, list):
@@ -173,8 +191,14 @@ def add_tasks(config: Mapping[str, Any]) -> dict[str, Any]:
                 f"tasks.json has a {key!r} value that is not a list",
                 "fix the file by hand, then run install-tasks again",
             )
+        if key == "tasks":
+            existing = [task for task in existing if not _labelled(task, labels)]
         result[key] = [*existing, *ours]
     return result
+
+
+def _labelled(task: object, labels: set[str]) -> bool:
+    return isinstance(task, dict) and task.get("label") in labels
 
 
 def install_tasks(
@@ -186,24 +210,25 @@ def install_tasks(
 ) -> InstallResult:
     """Merge our tasks into ``<directory>/.vscode/tasks.json`` (or take them out)."""
     path = os.path.join(directory, ".vscode", "tasks.json")
-    current, previous = read_settings(path)
+    target, link_notes = write_target(path)
+    current, previous = read_settings(target)
     updated = remove_tasks(current) if uninstall else add_tasks(current)
     changed = updated != current
     notes: tuple[str, ...] = ()
-    if changed and previous is not None and _has_comments(previous):
-        notes = ("comments in tasks.json are not kept; the original is in the backup",)
+    if changed:
+        replaced = () if uninstall else tuple(taken_labels(current))
+        notes = link_notes + rewrite_notes(previous, "tasks.json")
+        notes += tuple(
+            f"your task {label!r} was replaced by qmem-git's (task labels must be unique); "
+            "the original is in the backup"
+            for label in replaced
+        )
     backup = None
     if changed and not dry_run:
         backup = write_with_backup(
             path, dumps(updated), previous, now or datetime.now(timezone.utc)
         )
     return InstallResult(path, changed, backup, dumps(updated), notes)
-
-
-def _has_comments(text: str) -> bool:
-    from qmem_git.integrations.hooksettings import strip_jsonc
-
-    return strip_jsonc(text) != text
 
 
 # --------------------------------------------------------------------------- bundled copies

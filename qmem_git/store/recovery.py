@@ -34,7 +34,7 @@ from qmem_git.store.repo import (
     free_name,
 )
 from qmem_git.store.walk import is_memory_path
-from qmem_git.store.workdir import atomic_write
+from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write
 
 Validator = Callable[[str, bytes], "str | None"]  # why a file may not be committed, or None
 TEMP_OBJECT_PREFIX = "tmp_obj_qmem_"  # temp objects of qmem-git versions before dulwich wrote them
@@ -398,7 +398,7 @@ def _restore(
     mtime_ns = entry.mtime_ns if entry else int(now.timestamp()) * 1_000_000_000
     path = os.path.join(repo.root, rel)
     data = repo.read_blob(sha)
-    atomic_write(path, data, mtime_ns)
+    atomic_write(path, data, mtime_ns, mode=FILE_MODE_BITS)
     st = os.lstat(path)
     index.set(rel, st, sha, gitindex.blob_mode(st))
     if state.files is not None and len(data) <= MAX_FILE_BYTES:

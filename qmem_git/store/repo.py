@@ -35,6 +35,7 @@ from qmem_git.store.gitindex import GitIndex
 from qmem_git.store.locks import STALE_LOCK_SECONDS
 from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.workdir import (
+    FILE_MODE_BITS,
     atomic_write,
     fsync_dir,
     render_index,
@@ -628,7 +629,7 @@ def _write_files(
         path = os.path.join(repo.root, rel)
         if repo.lookup(base, rel) == sha and same_content(path, data):
             continue  # unchanged: keep the mtime that history gave it
-        atomic_write(path, data, mtime_ns)
+        atomic_write(path, data, mtime_ns, mode=FILE_MODE_BITS)
         _note_file(state, rel, mtime_ns, len(data))
     for rel in cs.deletes:
         touched[rel] = None
@@ -676,7 +677,7 @@ def _write_memory_index(root: str, mtime_ns: int, state: WorkState) -> tuple[str
     data = result.text.encode("utf-8")
     path = os.path.join(root, INDEX_NAME)
     if not same_content(path, data):
-        atomic_write(path, data, mtime_ns)
+        atomic_write(path, data, mtime_ns, mode=FILE_MODE_BITS)
     return blob_id(data), result.dropped
 
 

@@ -65,7 +65,7 @@ from qmem_git.store.repo import (
     same_content,
     update_index,
 )
-from qmem_git.store.workdir import atomic_write, fsync_dir, render_index
+from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, fsync_dir, render_index
 
 if TYPE_CHECKING:
     from dulwich.object_store import BaseObjectStore, DiskObjectStore
@@ -758,7 +758,7 @@ def _replace_file(path: str, data: bytes, mtime_ns: int | None) -> str:
     No fsync per file: a file torn by a power cut is invalid or differs from HEAD, and the
     next writer's recovery restores HEAD's version or commits it (``store.recovery``).
     """
-    atomic_write(path, data, mtime_ns, durable=False)
+    atomic_write(path, data, mtime_ns, durable=False, mode=FILE_MODE_BITS)
     return os.path.dirname(path)
 
 
@@ -812,7 +812,7 @@ def commit_merge(
     index_sha = repo.add(Blob.from_string(index_data))
     index_path = os.path.join(repo.root, INDEX_NAME)
     if ours_all.get(INDEX_NAME) != index_sha or not same_content(index_path, index_data):
-        atomic_write(index_path, index_data, commit_time * 1_000_000_000)
+        atomic_write(index_path, index_data, commit_time * 1_000_000_000, mode=FILE_MODE_BITS)
         touched[INDEX_NAME] = index_sha
     new_files = {**plan.files, INDEX_NAME: index_sha}
     changes = _file_changes(ours_all, new_files)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple
 
@@ -81,16 +82,28 @@ class FileInfo(NamedTuple):
         return self.relative_path.rsplit("/", 1)[-1]
 
 
+FILE_MODE_BITS = 0o644  # what a memory file is on disk: git's 100644, the only mode we commit
+
+
 def atomic_write(
-    path: str, data: bytes, mtime_ns: int | None = None, *, durable: bool = True
+    path: str,
+    data: bytes,
+    mtime_ns: int | None = None,
+    *,
+    durable: bool = True,
+    mode: int | None = None,
 ) -> None:
     """Temp file in the same dir, fsync, replace, fsync the dir; mtime (optional) set first.
 
-    ``durable=False`` skips both fsyncs, for callers that write many files and fsync each
-    folder once themselves (a checkout from history during sync).
+    Permission bits: ``mode`` when given; else those of the file being replaced (a 0600
+    settings file holding an API key stays 0600, an executable bit stays, as git keeps it);
+    else 0644. ``durable=False`` skips both fsyncs, for callers that write many files and
+    fsync each folder once themselves (a checkout from history during sync).
     """
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
+    if mode is None:
+        mode = _current_mode(path)
     fd, tmp = _create_temp(directory, "." + os.path.basename(path) + TEMP_MARKER)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -98,7 +111,7 @@ def atomic_write(
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         if mtime_ns is not None:
             os.utime(tmp, ns=(mtime_ns, mtime_ns))
         os.replace(tmp, path)
@@ -109,6 +122,15 @@ def atomic_write(
     if durable:
         fsync_dir(directory)
     _forget_parsed(path)
+
+
+def _current_mode(path: str) -> int:
+    """The permission bits of the regular file at ``path``; 0644 when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0o644
+    return stat.S_IMODE(st.st_mode) & 0o777 if stat.S_ISREG(st.st_mode) else 0o644
 
 
 def _create_temp(directory: str, prefix: str) -> tuple[int, str]:

@@ -26,12 +26,22 @@ MODEL = "qwen-test"
 
 @dataclass
 class Reply:
-    """One scripted HTTP answer; ``delay`` seconds pass before anything is sent."""
+    """One scripted HTTP answer; ``delay`` seconds pass before anything is sent.
+
+    ``trickle``: seconds between single bytes of the body (of the whole response, status line
+    included, with ``trickle_head``). ``padding``: that many spaces after the body (JSON still
+    parses), sent in 64 KiB pieces; ``content_length`` False leaves the length out, so the end
+    of the body is the end of the connection.
+    """
 
     status: int = 200
     body: Any = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    trickle: float = 0.0
+    trickle_head: bool = False
+    padding: int = 0
+    content_length: bool = True
 
     def payload(self) -> bytes:
         if isinstance(self.body, bytes):
@@ -86,6 +96,7 @@ class ModelServer:
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
+        self.sent: list[int] = []  # body bytes written per finished reply
         self.stopping = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -144,15 +155,36 @@ class ModelServer:
 
             def _send(self, reply: Reply) -> None:
                 data = reply.payload()
+                written = 0
                 try:
-                    self.send_response(reply.status)
-                    for key, value in reply.headers.items():
-                        self.send_header(key, value)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
+                    head = [f"{self.protocol_version} {reply.status} Scripted"]
+                    head += [f"{key}: {value}" for key, value in reply.headers.items()]
+                    if reply.content_length:
+                        head.append(f"Content-Length: {len(data) + reply.padding}")
+                    raw_head = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+                    if reply.trickle and reply.trickle_head:
+                        data, raw_head = raw_head + data, b""
+                    self.wfile.write(raw_head)
+                    self.wfile.flush()
+                    if reply.trickle:
+                        for index in range(len(data)):
+                            if server.stopping.wait(reply.trickle):
+                                return
+                            self.wfile.write(data[index : index + 1])
+                            self.wfile.flush()
+                            written += 1
+                    else:
+                        self.wfile.write(data)
+                        written = len(data)
+                    filler = b" " * 65536
+                    while written - len(data) < reply.padding and not server.stopping.is_set():
+                        piece = filler[: reply.padding - (written - len(data))]
+                        self.wfile.write(piece)
+                        written += len(piece)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout tests)
+                    pass  # the client gave up (timeout and size tests)
+                finally:
+                    server.sent.append(written)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

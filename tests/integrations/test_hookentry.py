@@ -383,6 +383,33 @@ def test_session_start_in_engine_mode_shows_the_index(
     assert "- [Canary deploys](project/canary.md)" in context
 
 
+def test_a_non_utf8_settings_file_is_logged_and_the_hook_keeps_working(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, isolated_home: Path
+) -> None:
+    """The project's file cannot be read: its setting counts as unset, the user's decides."""
+    (project / ".qwen").mkdir()
+    (project / ".qwen" / "settings.json").write_bytes(b'{"ui":{"theme":"caf\xe9"}}')
+    (isolated_home / ".qwen").mkdir(exist_ok=True)
+    (isolated_home / ".qwen" / "settings.json").write_text(
+        '{"memory": {"enableManagedAutoMemory": false}}'
+    )
+    out = run(capsys, ["--agent", "qwen", "session-start"], payload(project, "SessionStart"))
+    assert "- [Canary deploys](project/canary.md)" in context_of(out, "SessionStart")
+    log = log_text(project)
+    assert "settings.json: not UTF-8 text (byte 0xe9 at offset 19)" in log
+    assert "internal error" not in log
+
+
+def test_detect_mode_reports_unreadable_settings(tmp_path: Path) -> None:
+    (tmp_path / ".qwen").mkdir()
+    (tmp_path / ".qwen" / "settings.json").write_text("{ broken")
+    heard: list[str] = []
+    assert agents.detect_mode("qwen", {}, str(tmp_path), str(tmp_path / "h"), heard.append) == (
+        "companion"
+    )
+    assert len(heard) == 1 and "not valid JSON" in heard[0]
+
+
 # --------------------------------------------------------------------------- background events
 
 
@@ -685,3 +712,62 @@ def test_marker_matches_the_transcript_reader() -> None:
     from qmem_git.integrations import transcripts
 
     assert hookentry.MARKER == transcripts.RECALL_MARKER
+
+
+# --------------------------------------------------------------------------- a misbehaving model
+
+
+_PEAK_REPORTER = (
+    "import sys\n"
+    "from qmem_git.__main__ import main\n"
+    "code = main(sys.argv[1:])\n"
+    "with open('/proc/self/status') as status:\n"
+    "    peak = [line.split()[1] for line in status if line.startswith('VmHWM:')]\n"
+    "sys.stderr.write(f'peak-kib={peak[0] if peak else 0}\\n')\n"
+    "sys.exit(code)\n"
+)
+
+
+def run_hook_process(project: Path) -> tuple[int, bytes, float, int]:
+    """The prompt hook as a real process: (exit code, stdout, seconds, peak RSS in KiB).
+
+    The peak is the process's own VmHWM (Linux): the rusage of a child also counts the memory
+    of the parent it was forked from, which is the whole test run here.
+    """
+    data = payload(project, "UserPromptSubmit", prompt="how do canary deploys roll out?")
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_REPORTER, "hook", "--agent", "claude", "prompt"],
+        input=data,
+        capture_output=True,
+        env={**os.environ},
+        cwd=project,
+        timeout=120,
+        check=False,
+    )
+    seconds = time.monotonic() - started
+    peak = [line for line in done.stderr.decode().splitlines() if line.startswith("peak-kib=")]
+    return done.returncode, done.stdout, seconds, int(peak[-1].split("=")[1]) if peak else 0
+
+
+def test_a_trickling_model_cannot_hold_the_prompt_hook(
+    project: Path, memories: Path, model: ModelServer
+) -> None:
+    """One byte every 0.2 s never trips a 1 s read timeout; the hook's deadline (2 + 1 s) does."""
+    model.script(chat({"selected_memories": ["user/terse.md"]}, trickle=0.2))  # ~60 s in all
+    code, out, seconds, _ = run_hook_process(project)
+    assert code == 0
+    assert seconds < 6
+    assert b"Roll out canary deploys at 5%." in out  # word matching answered instead
+    assert "used word matching" in log_text(project)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmHWM (Linux)")
+def test_a_huge_model_answer_does_not_blow_up_the_prompt_hook(
+    project: Path, memories: Path, model: ModelServer
+) -> None:
+    model.script(chat({"selected_memories": []}, padding=256 * 1024 * 1024, content_length=False))
+    code, out, _, peak_kib = run_hook_process(project)
+    assert code == 0
+    assert 0 < peak_kib < 120 * 1024, f"peak RSS {peak_kib // 1024} MiB"  # ~45 MiB; was > 500
+    assert b"Roll out canary deploys at 5%." in out  # the answer was refused: words decided

@@ -5,6 +5,9 @@ from __future__ import annotations
 import copy
 import json
 import os
+import stat
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -339,3 +342,126 @@ def test_parse_jsonc(text: str, expected: object) -> None:
 def test_free_backup_name_skips_taken_names() -> None:
     taken = {"s.json.bak-20260520-080000", "s.json.bak-20260520-080000-1"}
     assert hs.free_backup_name("s.json", NOW, taken.__contains__) == "s.json.bak-20260520-080000-2"
+
+
+# --------------------------------------------------------------------------- files: modes, links
+
+
+def test_a_private_settings_file_and_its_backup_stay_private(tmp_path: Path) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    write_settings(path, {"env": {"ANTHROPIC_API_KEY": "sk-private"}})
+    path.chmod(0o600)
+    result = install("claude", tmp_path, tmp_path)
+    assert result.backup is not None
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(result.backup).st_mode) == 0o600
+    install("claude", tmp_path, tmp_path, uninstall=True)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_new_settings_file_is_0644(tmp_path: Path) -> None:
+    old = os.umask(0o077)
+    try:
+        result = install("claude", tmp_path, tmp_path)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(result.path).st_mode) == 0o644
+
+
+def test_a_symlinked_settings_file_is_written_through(tmp_path: Path) -> None:
+    """A dotfiles checkout: the link stays a link, its target gets our hooks."""
+    dotfiles = tmp_path / "dotfiles" / "claude-settings.json"
+    write_settings(dotfiles, {"model": "opus"})
+    dotfiles.chmod(0o600)
+    link = tmp_path / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(dotfiles)
+    result = install("claude", tmp_path, tmp_path)
+    assert link.is_symlink() and os.readlink(link) == str(dotfiles)
+    data = json.loads(dotfiles.read_text())
+    assert data["model"] == "opus" and "Stop" in data["hooks"]
+    assert stat.S_IMODE(dotfiles.stat().st_mode) == 0o600
+    assert result.backup is not None and Path(result.backup).parent == link.parent
+    assert json.loads(Path(result.backup).read_text()) == {"model": "opus"}
+    assert any("symlink" in note and str(dotfiles) in note for note in result.notes)
+    assert sorted(os.listdir(dotfiles.parent)) == ["claude-settings.json"]  # no stray files
+
+
+def test_a_dangling_settings_symlink_is_refused(tmp_path: Path) -> None:
+    link = tmp_path / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(tmp_path / "missing" / "settings.json")
+    with pytest.raises(QmemError, match=r"is a symlink to .*which is not a file"):
+        install("claude", tmp_path, tmp_path)
+    assert link.is_symlink() and not (tmp_path / "missing").exists()
+
+
+def test_the_backup_is_byte_identical(tmp_path: Path) -> None:
+    path = tmp_path / ".qwen" / "settings.json"
+    path.parent.mkdir()
+    original = b'\xef\xbb\xbf{\r\n  "ui": {"theme": "caf\xc3\xa9"}\r\n}\r\n'
+    path.write_bytes(original)
+    result = install("qwen", tmp_path, tmp_path)
+    assert result.backup is not None and Path(result.backup).read_bytes() == original
+    assert json.loads(path.read_text("utf-8"))["ui"] == {"theme": "café"}
+
+
+def test_dropped_comments_are_announced(tmp_path: Path) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text('{\n  /* mine */ "model": "opus", // keep\n}\n')
+    result = install("claude", tmp_path, tmp_path, dry_run=True)
+    assert any("comments in settings.json are not kept" in note for note in result.notes)
+    path.write_text('{"model": "opus", "url": "http://x//y",}\n')  # no comment, just a comma
+    result = install("claude", tmp_path, tmp_path, dry_run=True)
+    assert not any("comments" in note for note in result.notes)
+
+
+@pytest.mark.parametrize("value", ['"x"', "{}", "null", "3"])
+def test_an_event_that_is_not_a_list_is_refused(tmp_path: Path, value: str) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    text = '{"hooks": {"Stop": ' + value + ', "Other": "kept"}}'
+    path.write_text(text)
+    with pytest.raises(QmemError, match=r"settings\.json: its hooks\.Stop value is not a list"):
+        install("claude", tmp_path, tmp_path)
+    assert path.read_text() == text
+    assert os.listdir(path.parent) == ["settings.json"]
+
+
+def test_a_settings_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / ".qwen" / "settings.json"
+    path.parent.mkdir()
+    path.write_bytes(b'{"ui":{"theme":"caf\xe9"}}')
+    with pytest.raises(QmemError, match=r"not UTF-8 text \(byte 0xe9 at offset 19\)") as info:
+        install("qwen", tmp_path, tmp_path)
+    assert "UTF-8" in info.value.hint
+    assert os.listdir(path.parent) == ["settings.json"]
+
+
+def test_install_hooks_cli_reports_a_non_utf8_file_in_one_line(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    (project / ".qwen").mkdir(parents=True)
+    (project / ".qwen" / "settings.json").write_bytes(b'{"ui":{"theme":"caf\xe9"}}')
+    done = subprocess.run(
+        [sys.executable, "-m", "qmem_git", "--project", str(project), "install-hooks",
+         "--agent", "qwen", "--scope", "project"],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), done.stderr
+    assert "not UTF-8 text" in lines[0] and "hint:" in lines[0]
+    assert "internal error" not in lines[0]
+
+
+def test_deeply_nested_settings_are_refused_not_crashed_on(tmp_path: Path) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(QmemError, match="nested too deeply"):
+        install("claude", tmp_path, tmp_path)

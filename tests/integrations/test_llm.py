@@ -347,3 +347,195 @@ def test_api_key_cannot_leak_through_repr_json_or_pickle(server: ModelServer) ->
         json.dumps(asdict(config))
     with pytest.raises(TypeError):
         pickle.dumps(config.api_key)
+
+
+# --------------------------------------------------------------------------- deadline and size
+
+
+def wait_for_sent(server: ModelServer, count: int = 1) -> list[int]:
+    """The body sizes the server managed to write, once its handlers have finished."""
+    end = time.monotonic() + 10
+    while len(server.sent) < count and time.monotonic() < end:
+        time.sleep(0.02)
+    return server.sent
+
+
+@pytest.mark.parametrize("head", [False, True], ids=["body", "status-line-and-headers"])
+def test_a_trickling_answer_is_cut_at_one_deadline(server: ModelServer, head: bool) -> None:
+    """requests' read timeout restarts at every byte; the attempt's deadline does not."""
+    server.script(chat({"ok": True}, trickle=0.05, trickle_head=head))  # ~15 s to send it all
+    started = time.monotonic()
+    exc = call(server.config(connect_timeout=0.5, read_timeout=0.5))
+    assert time.monotonic() - started < 2.5
+    assert exc.kind == llm.TIMEOUT
+    assert "complete answer within 1 s" in exc.message
+    assert len(server.requests) == 1  # a timeout is not retried
+
+
+def test_a_slow_but_steady_answer_within_the_deadline_is_read(server: ModelServer) -> None:
+    server.script(chat({"ok": True}, trickle=0.002))  # ~0.6 s, every read well inside 1 s
+    assert ChatClient(server.config(read_timeout=1.0)).complete_json("s", "u") == {"ok": True}
+
+
+def test_an_endless_answer_is_cut_at_the_size_cap(server: ModelServer) -> None:
+    # 128 MiB of JSON whitespace after a valid answer, no Content-Length: only the cap stops it
+    server.script(chat({"ok": True}, padding=128 * 1024 * 1024, content_length=False))
+    exc = call(server.config(read_timeout=10.0))
+    assert exc.kind == llm.TOO_LARGE
+    assert f"answer larger than {llm.MAX_ANSWER_BYTES} bytes" in exc.message
+    (sent,) = wait_for_sent(server)
+    assert sent < 64 * 1024 * 1024  # the client hung up instead of reading it all
+
+
+def test_an_announced_oversized_answer_is_refused_before_reading(server: ModelServer) -> None:
+    server.script(chat({"ok": True}, padding=llm.MAX_ANSWER_BYTES))
+    assert call(server.config()).kind == llm.TOO_LARGE
+
+
+def test_a_large_answer_under_the_cap_is_read_whole(server: ModelServer) -> None:
+    server.script(chat({"ok": "yes"}, padding=3 * 1024 * 1024, content_length=False))
+    assert ChatClient(server.config()).complete_json("s", "u") == {"ok": "yes"}
+
+
+def test_gzip_answers_are_decoded_and_a_gzip_bomb_hits_the_cap(server: ModelServer) -> None:
+    import gzip
+
+    answer = chat({"zipped": 1}).payload()
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    bomb = gzip.compress(answer + b" " * (64 * 1024 * 1024))  # ~64 KiB on the wire
+    server.script(Reply(200, gzip.compress(answer), headers), Reply(200, bomb, headers))
+    assert ChatClient(server.config()).complete_json("s", "u") == {"zipped": 1}
+    assert call(server.config()).kind == llm.TOO_LARGE
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [chat("[" * 100_000 + "]" * 100_000), Reply(200, b"[" * 200_000 + b"]" * 200_000)],
+    ids=["content", "body"],
+)
+def test_absurdly_nested_json_is_an_unusable_answer(server: ModelServer, reply: Reply) -> None:
+    server.script(reply)
+    assert call(server.config()).kind in (llm.INVALID_ANSWER, llm.PROTOCOL)
+
+
+# --------------------------------------------------------------------------- numbers in the config
+
+BASE = {"base_url": "http://127.0.0.1:9/v1", "model": "m"}
+
+
+@pytest.mark.parametrize(
+    ("key", "raw", "attribute", "default"),
+    [
+        ("max_retries", "1e999", "max_retries", 2),
+        ("max_retries", "-1", "max_retries", 2),
+        ("max_retries", "1.5", "max_retries", 2),
+        ("max_retries", "NaN", "max_retries", 2),
+        ("max_retries", "1" + "0" * 400, "max_retries", 2),  # an int no float can hold
+        ("timeout", "1e999", "read_timeout", 30.0),
+        ("timeout", "-Infinity", "read_timeout", 30.0),
+        ("timeout", "NaN", "read_timeout", 30.0),
+        ("timeout", "1e300", "read_timeout", 30.0),
+        ("timeout", "0", "read_timeout", 30.0),
+        ("connect_timeout", "Infinity", "connect_timeout", 5.0),
+        ("connect_timeout", "86400", "connect_timeout", 5.0),
+        ("max_retry_wait", "1e999", "max_retry_wait", 10.0),
+        ("max_retry_wait", "NaN", "max_retry_wait", 10.0),
+        ("max_retry_wait", "true", "max_retry_wait", 10.0),
+    ],
+)
+def test_out_of_range_numbers_are_invalid_fields(
+    key: str, raw: str, attribute: str, default: float
+) -> None:
+    text = json.dumps(BASE)[:-1] + f', "{key}": {raw}}}'
+    result = parse_model_config({}, '{"llm": ' + text + "}")
+    assert result.config is not None
+    assert getattr(result.config, attribute) == default
+    assert any(f"llm.{key}" in problem for problem in result.problems)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "attribute", "expected"),
+    [
+        ("max_retries", 0, "max_retries", 0),
+        ("max_retries", 3.0, "max_retries", 3),
+        ("max_retries", 1e300, "max_retries", 5),  # finite: capped as before
+        ("timeout", 3600, "read_timeout", 3600.0),
+        ("timeout", 0.25, "read_timeout", 0.25),
+        ("max_retry_wait", 0, "max_retry_wait", 0.0),
+    ],
+)
+def test_numbers_in_range_are_kept(key: str, value: float, attribute: str, expected: float) -> None:
+    result = parse_model_config({}, json.dumps({"llm": {**BASE, key: value}}))
+    assert result.config is not None and not result.problems
+    assert getattr(result.config, attribute) == expected
+
+
+@pytest.mark.parametrize("raw", ["inf", "nan", "1e999", "-5", "0", "7200", "soon"])
+def test_a_bad_qmem_llm_timeout_falls_back_to_the_file(raw: str) -> None:
+    text = json.dumps({"llm": {**BASE, "timeout": 12}})
+    result = parse_model_config({"QMEM_LLM_TIMEOUT": raw}, text)
+    assert result.config is not None and result.config.read_timeout == 12.0
+    assert any("QMEM_LLM_TIMEOUT" in problem for problem in result.problems)
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b'{"llm": {"base_url": "http://h/v1", "model": "caf\xe9"}}', "not UTF-8 (byte 0xe9"),
+        (b'{"llm": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+        (b" " * (2 * 1024 * 1024), "larger than"),
+    ],
+    ids=["latin-1", "deep", "huge"],
+)
+def test_an_unreadable_config_file_is_no_model_and_a_problem(
+    tmp_path: Path, data: bytes, problem: str
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(data)
+    result = load_model_config({"QMEM_CONFIG": str(path)}, str(tmp_path))
+    assert result.config is None
+    assert any(problem in p for p in result.problems), result.problems
+
+
+def test_a_config_file_with_a_bom_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"llm": BASE}).encode())
+    result = load_model_config({"QMEM_CONFIG": str(path)}, str(tmp_path))
+    assert result.config is not None and result.config.model == "m" and not result.problems
+
+
+@pytest.mark.parametrize(
+    "llm_section",
+    [
+        '{"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 1e999}',
+        '{"base_url": "http://127.0.0.1:9/v1", "model": "m", "timeout": 1e999}',
+        '{"base_url": "http://127.0.0.1:9/v1", "model": "m", "connect_timeout": Infinity}',
+    ],
+)
+def test_commands_survive_an_infinite_number_in_the_config(
+    isolated_home: Path, tmp_path: Path, llm_section: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    config = isolated_home / ".config" / "qmem-git" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{"llm": ' + llm_section + "}")
+    memory = tmp_path / "memory" / "project"
+    memory.mkdir(parents=True)
+    (memory / "tf.md").write_text(
+        "---\nname: Terraform runs in CI\ndescription: Terraform runs in CI\ntype: project\n"
+        "---\n\nTerraform runs in CI only.\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "qmem_git", "--memory-dir", str(tmp_path / "memory"), "recall",
+         "terraform"],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr and done.returncode == 0, done.stderr
+    assert "Terraform runs in CI only." in done.stdout  # the model (unreachable) fell back

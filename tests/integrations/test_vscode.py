@@ -176,3 +176,50 @@ def test_problem_matcher_parses_real_validate_output(tmp_path: Path) -> None:
 def test_regex_keeps_windows_drive_letters() -> None:
     match = re.match(vscode.GCC_REGEXP, r"C:\mem\user\x.md:4:1: warning: odd [rule]")
     assert match and match.group(1) == r"C:\mem\user\x.md" and match.group(4) == "warning"
+
+
+# --------------------------------------------------------------------------- labels, links, modes
+
+
+def test_a_task_of_the_users_with_our_label_is_replaced_not_duplicated(tmp_path: Path) -> None:
+    path = tmp_path / ".vscode" / "tasks.json"
+    path.parent.mkdir()
+    mine = {"label": "qmem: validate", "type": "shell", "command": "qmem-git validate"}
+    other = {"label": "build", "type": "shell", "command": "make"}
+    path.write_text(json.dumps({"version": "2.0.0", "tasks": [mine, other, dict(mine)]}))
+    result = vscode.install_tasks(str(tmp_path), now=NOW)
+    data = json.loads(path.read_text())
+    names = labels(data)
+    assert len(names) == len(set(names))  # every label once
+    assert names[0] == "build"
+    validate = next(task for task in data["tasks"] if task["label"] == "qmem: validate")
+    assert vscode.is_our_task(validate)
+    replaced = [note for note in result.notes if "'qmem: validate' was replaced" in note]
+    assert len(replaced) == 1
+    assert result.backup is not None and "qmem-git validate" in Path(result.backup).read_text()
+    again = vscode.install_tasks(str(tmp_path), now=NOW)
+    assert not again.changed and not again.notes
+
+
+def test_a_symlinked_tasks_file_keeps_its_link_and_mode(tmp_path: Path) -> None:
+    shared = tmp_path / "shared-tasks.json"
+    shared.write_text('{"version": "2.0.0", "tasks": []}')
+    shared.chmod(0o640)
+    link = tmp_path / "proj" / ".vscode" / "tasks.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(shared)
+    result = vscode.install_tasks(str(tmp_path / "proj"), now=NOW)
+    assert link.is_symlink()
+    assert "qmem: validate" in labels(json.loads(shared.read_text()))
+    assert os.stat(shared).st_mode & 0o777 == 0o640
+    assert result.backup is not None and os.stat(result.backup).st_mode & 0o777 == 0o640
+    assert any("symlink" in note for note in result.notes)
+
+
+def test_install_tasks_reports_a_non_utf8_file(tmp_path: Path) -> None:
+    path = tmp_path / ".vscode" / "tasks.json"
+    path.parent.mkdir()
+    path.write_bytes(b'{"tasks": [{"label": "caf\xe9"}]}')
+    with pytest.raises(QmemError, match="not UTF-8 text"):
+        vscode.install_tasks(str(tmp_path))
+    assert os.listdir(path.parent) == ["tasks.json"]

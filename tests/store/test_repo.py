@@ -472,3 +472,14 @@ def test_build_tree_without_changes_is_the_base_tree(layout: Layout) -> None:
     with Repository(layout.memory_root) as store:
         assert store.build_tree(base, {}) == base
         assert store.build_tree(None, {}) == "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # empty
+
+
+def test_a_rewritten_memory_file_is_0644_whatever_it_was(layout: Layout) -> None:
+    """git records 100644 for every memory file; an executable bit left on disk would make the
+    index (which follows lstat) disagree with the tree."""
+    root = Path(layout.memory_root)
+    apply(layout, writes={"user/a.md": doc("a")})
+    (root / "user" / "a.md").chmod(0o755)
+    apply(layout, writes={"user/a.md": doc("a", body="changed")})
+    assert (root / "user" / "a.md").stat().st_mode & 0o777 == 0o644
+    assert_clean(layout.memory_root)

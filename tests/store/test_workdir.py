@@ -117,6 +117,44 @@ def test_atomic_write_temp_name_is_hidden_and_not_markdown(
     assert seen[0].startswith(".") and not seen[0].endswith(".md")  # never scanned as a memory
 
 
+def test_atomic_write_keeps_the_mode_of_the_file_it_replaces(tmp_path: Path) -> None:
+    private, script = tmp_path / "settings.json", tmp_path / "run.sh"
+    private.write_text("{}")
+    private.chmod(0o600)
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    atomic_write(str(private), b'{"a": 1}')
+    atomic_write(str(script), b"#!/bin/sh\necho\n")
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+    assert private.read_bytes() == b'{"a": 1}'
+
+
+def test_atomic_write_mode_argument_wins(tmp_path: Path) -> None:
+    fresh, existing = tmp_path / "new.bak", tmp_path / "old.md"
+    existing.write_text("x")
+    existing.chmod(0o600)
+    atomic_write(str(fresh), b"x", mode=0o600)
+    atomic_write(str(existing), b"y", mode=0o644)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o644
+
+
+def test_atomic_write_over_a_symlink_replaces_the_link_with_the_targets_mode(
+    tmp_path: Path,
+) -> None:
+    """Callers that must keep a link resolve it first (hooksettings.write_target)."""
+    target = tmp_path / "target"
+    target.write_text("t")
+    target.chmod(0o600)
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    atomic_write(str(link), b"new")
+    assert not link.is_symlink() and link.read_bytes() == b"new"
+    assert stat.S_IMODE(link.stat().st_mode) == 0o600
+    assert target.read_text() == "t"
+
+
 # --- iter_memory_files -----------------------------------------------------------------------
 
 
