@@ -218,26 +218,29 @@ def _in_range(value: float, low: float, high: float, *, low_allowed: bool) -> fl
 
 def _number(section: Mapping[str, object], key: str, default: float, issues: list[str]) -> float:
     """A wait in seconds: 0 to :data:`MAX_SECONDS`."""
-    value = section.get(key)
-    if value is None:
-        return default
-    found = _json_number(value)
-    checked = None if found is None else _in_range(found, 0.0, MAX_SECONDS, low_allowed=True)
-    if checked is None:
-        issues.append(f"llm.{key} must be a number from 0 to {MAX_SECONDS:g}")
-        return default
-    return checked
+    return _bounded(section, key, default, issues, positive=False)
 
 
 def _seconds(section: Mapping[str, object], key: str, default: float, issues: list[str]) -> float:
     """A timeout: zero would make every request fail at once, so it must be positive."""
+    return _bounded(section, key, default, issues, positive=True)
+
+
+def _bounded(
+    section: Mapping[str, object], key: str, default: float, issues: list[str], *, positive: bool
+) -> float:
     value = section.get(key)
     if value is None:
         return default
     found = _json_number(value)
-    checked = None if found is None else _in_range(found, 0.0, MAX_SECONDS, low_allowed=False)
+    checked = (
+        None if found is None else _in_range(found, 0.0, MAX_SECONDS, low_allowed=not positive)
+    )
     if checked is None:
-        issues.append(f"llm.{key} must be more than 0 and at most {MAX_SECONDS:g} seconds")
+        if positive:
+            issues.append(f"llm.{key} must be more than 0 and at most {MAX_SECONDS:g} seconds")
+        else:
+            issues.append(f"llm.{key} must be a number from 0 to {MAX_SECONDS:g}")
         return default
     return checked
 
