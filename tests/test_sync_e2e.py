@@ -422,3 +422,40 @@ def test_cli_small_things_agree(tmp_path: Path, memory: Path, served: Path) -> N
     assert bad.code == 2
     assert "invalid host name" in one_error_line(bad.err) and "hint:" in bad.err
     assert "backup" not in git(memory, "remote")
+
+
+def test_imported_and_hand_written_memories_keep_their_age_on_every_machine(
+    tmp_path: Path,
+) -> None:
+    """Qwen Code's own memories, written days before `init`, are not 'Saved today' after it:
+    the import keeps their times (Qmem-Mtime trailers), and a clone gets the same times and the
+    same MEMORY.md. A duplicate written by hand before a dream: the newer file survives."""
+    import os
+    import time
+
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    first = tmp_path / "a" / "memory"
+    (first / "user").mkdir(parents=True)
+    old = int(time.time()) - 3 * 86_400
+    (first / "user" / "terse.md").write_text(
+        "---\nname: Terse\ndescription: terse\ntype: user\n---\n\nUser prefers terse answers.\n"
+    )
+    os.utime(first / "user" / "terse.md", (old, old))
+    assert qmem(first, "init").code == 0
+    assert (first / "user" / "terse.md").stat().st_mtime == old
+    assert "Saved 3 days ago" in qmem(first, "recall", "terse answers").out
+    assert qmem(first, "remote", "add", "origin", str(remote)).code == 0
+    assert qmem(first, "sync").code == 0
+    second = tmp_path / "b" / "memory"
+    assert qmem(second, "clone", str(remote)).code == 0
+    assert (second / "user" / "terse.md").stat().st_mtime == old
+    assert (second / "MEMORY.md").read_text() == (first / "MEMORY.md").read_text()
+    # two copies written by hand, the duplicate an hour older: dream deletes the older one
+    copy = first / "user" / "terse-copy.md"
+    copy.write_text((first / "user" / "terse.md").read_text())
+    os.utime(first / "user" / "terse.md", (old + 7200, old + 7200))
+    os.utime(copy, (old + 3600, old + 3600))
+    assert qmem(first, "dream", "--force").code == 0
+    assert sorted(p.name for p in (first / "user").iterdir()) == ["terse.md"]
+    assert_clean_repo(first)

@@ -20,6 +20,7 @@ OPS = (
     "index",
 )
 
+MTIME_TRAILER = "Qmem-Mtime"
 _TRAILER = re.compile(r"^(Qmem-[A-Za-z][A-Za-z0-9-]*): ?(.*)$")
 _CHANGE = re.compile(r"^[AMD] .")
 
@@ -41,6 +42,9 @@ class ChangeSet:
     session: str | None = None
     trailers: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
+    # path -> unix seconds: a written file's own time when older than the commit (a file
+    # another tool or a person wrote, committed by recover/snapshot/import keeps its age)
+    mtimes: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def is_empty(self) -> bool:
@@ -76,6 +80,15 @@ class CommitInfo:
     def paths(self) -> tuple[str, ...]:
         return tuple(change.path for change in self.changes)
 
+    def mtime_of(self, path: str) -> int | None:
+        """The time a ``Qmem-Mtime`` trailer gives ``path`` (its age when it was committed)."""
+        for key, value in self.trailers:
+            if key == MTIME_TRAILER:
+                seconds, _, named = value.partition(" ")
+                if named == path and seconds.isdigit():
+                    return int(seconds)
+        return None
+
 
 def render_commit_message(cs: ChangeSet, host: str, changes: list[FileChange]) -> str:
     """Subject, blank line, ``<status> <path>`` lines, blank line, trailers (ARCHITECTURE §4)."""
@@ -96,6 +109,12 @@ def render_commit_message(cs: ChangeSet, host: str, changes: list[FileChange]) -
         ("Qmem-Removed", str(cs.removed)),
     ]
     trailers += [(key, _one_line(value)) for key, value in cs.trailers]
+    written = {c.path for c in changes if c.status != "D"}
+    trailers += [
+        (MTIME_TRAILER, f"{seconds} {_path_line(path)}")
+        for path, seconds in sorted(cs.mtimes.items())
+        if path in written
+    ]
     lines += [f"{key}: {value}".rstrip() for key, value in trailers]
     return "\n".join(lines) + "\n"
 

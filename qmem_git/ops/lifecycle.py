@@ -55,10 +55,12 @@ def commit_existing(settings: Settings, now: datetime) -> Committed:
 def initial_changeset(root: str) -> ChangeSet:
     """Every readable memory document already in the folder, as one import."""
     writes = {}
+    mtimes = {}  # their ages survive the import (Qmem-Mtime trailers carry them to clones)
     for info in iter_memory_files(root):
         text = read_text(info.path)
         if text is not None and parse_document(text, info.relative_path, 0) is not None:
             writes[info.relative_path] = text
+            mtimes[info.relative_path] = info.mtime_ns // 1_000_000_000
     if not writes:
         return ChangeSet("index", "start memory history")
     topics = tuple(sorted({path.split("/", 1)[0] for path in writes if "/" in path}))
@@ -68,6 +70,7 @@ def initial_changeset(root: str) -> ChangeSet:
         writes=writes,
         topics=topics,
         added=len(writes),
+        mtimes=mtimes,
     )
 
 

@@ -8,9 +8,10 @@ snapshot says which of them produced the change. A tiny record in the state dir
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from qmem_git.core.changes import ChangeSet
@@ -95,7 +96,18 @@ def plan_snapshot(
     if not kept:
         return SnapshotPlan(None, quarantine, snapshot)
     chosen = op or infer_op(meta, previous_meta, only_deletions=not writes)
-    return SnapshotPlan(_changeset(chosen, kept, writes, deletes, meta), quarantine, snapshot)
+    changeset = _changeset(chosen, kept, writes, deletes, meta)
+    changeset = replace(changeset, mtimes=_file_times(memory_root, writes))
+    return SnapshotPlan(changeset, quarantine, snapshot)
+
+
+def _file_times(memory_root: str, paths: Iterable[str]) -> dict[str, int]:
+    """Each file's own time (whole seconds): a memory another tool wrote keeps its age."""
+    times = {}
+    for rel in paths:
+        with contextlib.suppress(OSError):
+            times[rel] = os.lstat(os.path.join(memory_root, rel)).st_mtime_ns // 1_000_000_000
+    return times
 
 
 def infer_op(meta: dict[str, Any], previous: dict[str, Any] | None, *, only_deletions: bool) -> str:

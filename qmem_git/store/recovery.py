@@ -419,9 +419,11 @@ def _commit(
         return None, []
     count = len(found.writes) + len(found.deletes)
     subject = f"commit {count} uncommitted memory file(s) left in the work tree"
+    files = state.files or {}
     cs = ChangeSet(
         op="recover",
         subject=subject if count else "rebuild MEMORY.md, edited by hand",
+        mtimes={rel: files[rel][0] // 1_000_000_000 for rel in found.writes if rel in files},
         writes=found.writes,
         deletes=tuple(found.deletes),
         topics=_topics(found),

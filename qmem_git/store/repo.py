@@ -12,6 +12,7 @@ work-tree files -> MEMORY.md -> objects (fsynced) -> ref CAS -> index.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import posixpath
 import stat
@@ -573,7 +574,8 @@ def apply_changeset(
 ) -> ApplyResult:
     """Write ``cs`` and MEMORY.md, then make one commit of exactly those paths (lock held).
 
-    Files get mtime = commit time (whole seconds, as git records it) before MEMORY.md is
+    Files get mtime = commit time (whole seconds, as git records it; ``cs.mtimes`` names older
+    times to keep, recorded as ``Qmem-Mtime`` trailers for other machines) before MEMORY.md is
     rendered, so the index order equals what any clone of this commit renders. No commit is
     made when nothing differs from HEAD. ``state`` is the writer's earlier scan (run_writer).
     """
@@ -595,7 +597,11 @@ def _apply(
 ) -> ApplyResult:
     branch, parent = repo.head()
     base = repo.tree_of(parent)
-    mtime_ns = int(now.timestamp()) * 1_000_000_000
+    seconds = int(now.timestamp())
+    mtime_ns = seconds * 1_000_000_000
+    if cs.mtimes:  # only older times are kept: a file dated after the commit gets the commit's
+        older = {rel: own for rel, own in cs.mtimes.items() if own < seconds and rel in cs.writes}
+        cs = dataclasses.replace(cs, mtimes=older)
     touched = _write_files(repo, cs, base, mtime_ns, state)
     touched[INDEX_NAME], dropped = _write_memory_index(repo.root, mtime_ns, state)
     for _ in range(CAS_ATTEMPTS):
@@ -629,8 +635,10 @@ def _write_files(
         path = os.path.join(repo.root, rel)
         if repo.lookup(base, rel) == sha and same_content(path, data):
             continue  # unchanged: keep the mtime that history gave it
-        atomic_write(path, data, mtime_ns, mode=FILE_MODE_BITS)
-        _note_file(state, rel, mtime_ns, len(data))
+        own = cs.mtimes.get(rel)
+        file_ns = mtime_ns if own is None else own * 1_000_000_000
+        atomic_write(path, data, file_ns, mode=FILE_MODE_BITS)
+        _note_file(state, rel, file_ns, len(data))
     for rel in cs.deletes:
         touched[rel] = None
         with contextlib.suppress(FileNotFoundError):

@@ -35,7 +35,12 @@ from typing import TYPE_CHECKING, Any
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
 from dulwich.refs import Ref
 
-from qmem_git.core.changes import ChangeSet, FileChange, render_commit_message
+from qmem_git.core.changes import (
+    ChangeSet,
+    FileChange,
+    parse_commit_message,
+    render_commit_message,
+)
 from qmem_git.core.merge import MergeResult, Reconciled, merge_trees
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, MEMORY_TYPES
 from qmem_git.core.names import (
@@ -646,8 +651,16 @@ def last_change_times(objects: Objects, tip: str, paths: Collection[str]) -> dic
                 pending.setdefault(parent, set()).update(same)
                 todo -= same
         for path in todo:
-            result[path] = commit.commit_time
+            result[path] = _own_time(commit, path) or commit.commit_time
     return result
+
+
+def _own_time(commit: Commit, path: str) -> int | None:
+    """The ``Qmem-Mtime`` a recover/snapshot/import commit recorded for ``path``, if any."""
+    if b"Qmem-Mtime:" not in commit.message:
+        return None
+    message = commit.message.decode("utf-8", "replace")
+    return parse_commit_message(message).mtime_of(path)
 
 
 # --- the merge --------------------------------------------------------------------------------

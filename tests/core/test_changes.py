@@ -202,3 +202,19 @@ def test_a_control_character_in_a_path_cannot_forge_lines() -> None:
     assert info.op == "edit" and [t for t in info.trailers if t[0] == "Qmem-Op"] == [
         ("Qmem-Op", "edit")
     ]
+
+
+def test_kept_file_times_are_trailers_of_written_paths_only() -> None:
+    cs = ChangeSet(
+        op="recover",
+        subject="s",
+        writes={"user/a.md": "x"},
+        deletes=("user/gone.md",),
+        mtimes={"user/a.md": 1_700_000_000, "user/gone.md": 1_600_000_000},
+    )
+    changes = [FileChange("A", "user/a.md"), FileChange("D", "user/gone.md")]
+    message = render_commit_message(cs, "box", changes)
+    assert message.count("Qmem-Mtime:") == 1
+    info = parse_commit_message(message)
+    assert info.mtime_of("user/a.md") == 1_700_000_000
+    assert info.mtime_of("user/gone.md") is None and info.mtime_of("user/other.md") is None
