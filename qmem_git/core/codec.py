@@ -68,22 +68,31 @@ def render_document(name: str, description: str, kind: MemoryType, body: str) ->
 
 
 _YAML_INDICATORS = "!&#|>'\"%@`[]{}"
+_SUSPECT_START = frozenset(_YAML_INDICATORS + "*-?:,~")
 
 
 def frontmatter_value(text: str) -> str:
-    """``text`` as written after ``key: `` (spec §7.7: verbatim), minus leading YAML indicators.
+    """``text`` as written after ``key: ``: verbatim (spec §7.7), on one line, unless YAML would
+    misread it so badly that ``validate`` reports an error.
 
-    A value starting with one of ``!&#|>'"%@`[]{}`` is a tag, an anchor, a comment, a block or
-    quoted scalar or a collection to YAML: an empty, multi-line or non-text value, or one that
-    ``validate`` (and so every other machine's ``sync``) refuses. Dropping those characters is
-    the only change; anything YAML merely cannot parse (``a: b``) is left for the line-based
-    reader Qwen Code uses. One line, as that reader needs.
+    Values like ``Deploy rule: use ArgoCD`` stay as they are (YAML tools cannot load them, Qwen
+    Code reads them: a warning). A value YAML reads as a tag, an anchor, an empty or null value
+    or a collection (``!!python/...``, ``&a``, ``# x``, ``> # x``, ``~ # x``, ``[a, b]``) loses
+    its leading indicator characters, then its ``#`` if that is still not enough. Only values
+    that start with a YAML indicator (or hold `` #``) are checked, so ordinary text costs no
+    YAML import.
     """
     value = " ".join(text.split())
-    stripped = value.lstrip(_YAML_INDICATORS + " ")
-    if stripped.split(" #", 1)[0].lower() in ("~", "null"):  # YAML: null, then a comment
-        stripped = " ".join(stripped.replace("#", " ").split())
-    return stripped if stripped else value
+    if value and value[0] not in _SUSPECT_START and " #" not in value:
+        return value
+    from qmem_git.core.validate import frontmatter_value_errors  # yaml, for rare values only
+
+    if not value or not frontmatter_value_errors(value):
+        return value
+    stripped = value.lstrip(_YAML_INDICATORS + " ") or value
+    if frontmatter_value_errors(stripped):
+        stripped = " ".join(stripped.replace("#", " ").split()) or value
+    return stripped
 
 
 def render_with_frontmatter(frontmatter: str, body: str) -> str:

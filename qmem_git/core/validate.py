@@ -188,6 +188,17 @@ def check_document(rel_path: str, text: str) -> list[Finding]:
     return findings
 
 
+def frontmatter_value_errors(value: str) -> list[Finding]:
+    """Frontmatter errors of a document whose ``name`` and ``description`` are both ``value``
+    (how :func:`qmem_git.core.codec.frontmatter_value` tests a value before writing it)."""
+    probe = f"---\nname: {value}\ndescription: {value}\ntype: user\n---\n\nprobe\n"
+    return [
+        finding
+        for finding in check_document("user/probe.md", probe)
+        if finding.severity == "error" and finding.rule.startswith("frontmatter-")
+    ]
+
+
 def check_index(
     index_text: str | None, expected: IndexResult, rel_path: str = INDEX_NAME
 ) -> list[Finding]:

@@ -295,13 +295,16 @@ def test_replace_body_never_touches_the_frontmatter() -> None:
     [
         ("Deploy rule: always use ArgoCD", "Deploy rule: always use ArgoCD"),  # spec: verbatim
         ("*Always* run the tests", "*Always* run the tests"),
-        ("!!python/object/apply:os.system", "python/object/apply:os.system"),
-        ("&anchor then text", "anchor then text"),
-        ("# heading words", "heading words"),
-        ("> quoted reply", "quoted reply"),
-        ("'single' quotes first", "single' quotes first"),
-        ("[backend] migrations run first", "backend] migrations run first"),
-        ("~ #not a comment", "~ not a comment"),
+        ("`make check` must pass", "`make check` must pass"),
+        ('"Ship it" means merge', '"Ship it" means merge'),
+        ("[backend] migrations run first", "[backend] migrations run first"),
+        ("> quoted reply", "> quoted reply"),
+        ("!!python/object/apply:os.system", "python/object/apply:os.system"),  # a tag
+        ("&anchor then text", "anchor then text"),  # an anchor
+        ("# heading words", "heading words"),  # a comment: empty value
+        (">#0000000000", "0000000000"),  # an empty block scalar
+        ("[a, b]", "a, b]"),  # a list
+        ("~ #not a comment", "~ not a comment"),  # null
         ("two\nlines", "two lines"),
     ],
 )
