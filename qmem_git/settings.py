@@ -26,6 +26,7 @@ class Settings:
     author_name: str = ""
     author_email: str = ""
     model: ModelConfig | None = None  # the optional LLM endpoint (modelconfig.py); None = none
+    auto_dream: bool = True  # QMEM_AUTO_DREAM=0: gated (scheduled) dreams are skipped
 
     @property
     def chats_dir(self) -> str:
@@ -55,6 +56,7 @@ def build_settings(
         author_name=env.get("GIT_AUTHOR_NAME", ""),
         author_email=env.get("GIT_AUTHOR_EMAIL", ""),
         model=load_model_config(env, home).config,
+        auto_dream=env.get("QMEM_AUTO_DREAM", "1") != "0",
     )
 
 

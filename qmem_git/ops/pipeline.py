@@ -15,6 +15,7 @@ from typing import Any
 
 from qmem_git.core import telemetry
 from qmem_git.core.changes import ChangeSet
+from qmem_git.core.dreamgate import DISABLED
 from qmem_git.core.statefile import iso_ms
 from qmem_git.errors import NothingToDo
 from qmem_git.ops.dream import DreamOpPlan, gate_dream, plan_dream_op
@@ -216,6 +217,8 @@ def run_dream(
     from qmem_git.ops.models import dream_planner, model_for, warm_dream
     from qmem_git.store.consolidation import try_acquire
 
+    if not force and not settings.auto_dream:  # spec §8.1: before any file is created or read
+        return DreamOutcome("skipped", DISABLED)
     model = model_for(planner, settings.model)
     dreamer = dream_planner(model)
     ensure_repository(settings, now, dry_run=dry_run)

@@ -263,3 +263,17 @@ def test_scheduled_dream_is_auto_and_forced_dream_is_manual(tmp_path: Path) -> N
     assert run_dream(settings, now, session_id=SESSION, force=True).status == "noop"
     events = [e for e in read_events(settings.layout.state_dir) if e["event"] == DREAM]
     assert [e["trigger"] for e in events] == ["auto", "manual"]
+
+
+def test_qmem_auto_dream_0_skips_scheduled_dreams_before_touching_anything(
+    tmp_path: Path,
+) -> None:  # checklist 55, through the real command
+    memory = tmp_path / "state" / "memory"
+    env = {**os.environ, "QMEM_AUTO_DREAM": "0"}
+    args = [sys.executable, "-m", "qmem_git", "--json", "--memory-dir", str(memory), "dream"]
+    done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"status": "skipped", "skipped_reason": "disabled"}
+    assert not (tmp_path / "state").exists()
+    forced = subprocess.run([*args, "--force"], capture_output=True, text=True, env=env)
+    assert forced.returncode == 0 and (memory / ".git").is_dir()  # a manual dream still runs
