@@ -163,7 +163,7 @@ def test_index_check_and_rebuild(memory: Path) -> None:
     assert qmem(memory, "index", "--check").code == 1
     rebuilt = qmem(memory, "index")
     assert rebuilt.code == 0 and rebuilt.out.strip() == "MEMORY.md is up to date"
-    assert "MEMORY.md was edited by hand; rewritten as committed" in rebuilt.err
+    assert "MEMORY.md was edited by hand; it is generated from the memory files" in rebuilt.err
     assert (memory / "MEMORY.md").read_text().startswith("- [I prefer terse responses]")
     (memory / "MEMORY.md").write_text("junk\n")  # a hand commit, then one more hand edit
     git(memory, "commit", "-qam", "hand", "--no-verify")

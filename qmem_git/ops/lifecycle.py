@@ -82,8 +82,6 @@ def has_commits(root: str) -> bool:
 def rebuild_index(settings: Settings, now: datetime) -> Committed:
     """Regenerate MEMORY.md; commits only when it changed."""
     require_repository(settings)
-    path = index_path(settings.layout.memory_root)
-    before = read_text(path)
     outcome = execute(settings, lambda: ChangeSet("index", "rebuild MEMORY.md"), now)
     dropped = outcome.applied.index_dropped if outcome.applied else ()
     recovery = outcome.recovery
@@ -93,8 +91,6 @@ def rebuild_index(settings: Settings, now: datetime) -> Committed:
         # a hand-edited MEMORY.md was already rebuilt by the writer's recovery commit
         rebuilt = any(change.path == INDEX_NAME for change in recovery.changes)
         commit = recovery.commit if rebuilt else None
-    if commit is None and read_text(path) != before:
-        notes.append("MEMORY.md was edited by hand; rewritten as committed")
     return Committed(commit, tuple(dropped), tuple(notes))
 
 

@@ -37,6 +37,10 @@ from qmem_git.store.walk import is_memory_path
 from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write
 
 Validator = Callable[[str, bytes], "str | None"]  # why a file may not be committed, or None
+INDEX_REWRITTEN = (
+    "MEMORY.md was edited by hand; it is generated from the memory files, so it was rewritten "
+    "(edit those files instead)"
+)
 TEMP_OBJECT_PREFIX = "tmp_obj_qmem_"  # temp objects of qmem-git versions before dulwich wrote them
 
 
@@ -208,6 +212,8 @@ def _recover(
         quarantined = _quarantine_all(repo, layout, found, head_tree, index, state, now)
         warnings = [f"{rel}: {found.invalid[rel]}; moved to {dest}" for rel, dest in quarantined]
     commit, changes = _commit(layout, found, identity, host, now, state, commit_changes)
+    if commit_changes and found.index_stale and commit is None:
+        warnings.append(INDEX_REWRITTEN)
     if commit is None and state.index is not None and (index.changed or index.head != head):
         index.head = head
         with contextlib.suppress(OSError):
