@@ -98,3 +98,36 @@ def test_lifecycle_as_commits(tmp_path: Path) -> None:
         "forget",
         "extract",
     ]
+
+
+def test_local_mode_leaves_the_project_repository_clean(tmp_path: Path) -> None:
+    """QWEN_CODE_MEMORY_LOCAL=1 keeps memory and state in <project>/.qwen: after init, writes,
+    recall (its cache), a prompt hook (its log and session files) and a dream, the project's own
+    `git status` shows nothing of them."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    project = tmp_path / "project"
+    project.mkdir()
+    git(project, "init", "-q", "-b", "main")
+    env = {**os.environ, "QWEN_CODE_MEMORY_LOCAL": "1"}
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "qmem_git", "--project", str(project), *args]
+        return subprocess.run(
+            command, input=stdin, capture_output=True, text=True, env=env, cwd=project
+        )
+
+    assert run("init").returncode == 0
+    assert (
+        run("remember", "--type", "project", "The billing service deploys on Tuesdays").returncode
+        == 0
+    )
+    assert run("recall", "billing deploys").returncode == 0
+    event = {"session_id": "s1", "cwd": str(project), "prompt": "when does billing deploy?"}
+    assert run("hook", "--agent", "claude", "prompt", stdin=json.dumps(event)).returncode == 0
+    assert run("dream", "--force").returncode == 0
+    assert (project / ".qwen" / "memory" / ".git").is_dir()
+    assert git(project, "status", "--porcelain", "--untracked-files=all") == ""

@@ -49,7 +49,19 @@ HOOK_MARKER = "qmem-git-managed-hook"
 HOOK_TEMPLATE = "git-pre-commit.sh"
 MEMORY_EXCLUDES = ("*" + TEMP_MARKER + "*", "*.lock")
 # state files init keeps out of the project repo in local mode
-STATE_FILES = (META_NAME, CURSOR_NAME, "consolidation.lock", "telemetry.jsonl")
+# everything qmem-git keeps in the state dir (local mode hides them from the project's git)
+STATE_FILES = (
+    META_NAME,
+    CURSOR_NAME,
+    "consolidation.lock",
+    "telemetry.jsonl",
+    "hook.log",
+    "extract.lock",
+    "extract-queue.json",
+    "snapshot-meta.json",
+    "dream-scan.json",
+)
+STATE_DIRS = ("quarantine", "cache", "hooks")
 CAS_ATTEMPTS = 5
 # C git >= 2.36 prints a deprecation warning on every command in a repo that sets
 # core.fsyncObjectFiles; core.fsync=committed is its replacement (objects fsynced before a ref
@@ -242,7 +254,8 @@ def _exclude_in_project(layout: Layout) -> tuple[str, ...]:
     memory = os.path.relpath(layout.memory_root, layout.project_root).replace(os.sep, "/")
     if state.startswith("..") or memory.startswith(".."):
         return ()
-    names = [memory + "/", *(f"{state}/{name}" for name in STATE_FILES), f"{state}/quarantine/"]
+    names = [memory + "/", *(f"{state}/{name}" for name in STATE_FILES)]
+    names += [f"{state}/{name}/" for name in STATE_DIRS]
     return _add_lines(os.path.join(project_git, "info", "exclude"), names)
 
 
