@@ -214,7 +214,7 @@ def index(opts: Options, check: bool, dry_run: bool) -> None:
         if status.dropped:
             text += "\nover limits, not listed: " + ", ".join(status.dropped)
         emit(opts, text, data)
-        if not status.up_to_date or status.dropped:
+        if not status.up_to_date:
             exit_with(1)
         return
     result = rebuild_index(settings, now())

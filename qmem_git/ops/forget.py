@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,11 +19,15 @@ from qmem_git.core.forget import (
     select_by_ids,
     select_heuristic,
 )
+from qmem_git.core.model import Document
 from qmem_git.core.statefile import iso_ms
 from qmem_git.core.text import clip, normalize_space
 from qmem_git.errors import UsageError
 from qmem_git.ops.models import ForgetSelector, Strategy
-from qmem_git.store.workdir import read_text, scan_documents
+from qmem_git.store.walk import is_memory_path
+from qmem_git.store.workdir import FileInfo, load_document, read_text, scan_documents
+
+_ID_SUFFIX = re.compile(r":\d+$")  # "path:N" names entry N of a multi-entry file
 
 SUBJECT_QUERY_CHARS = 60
 """Queries are cut in the subject: it is one line, and a query may hold something private."""
@@ -63,6 +69,8 @@ def plan_forget_op(
     if ids and query and query.strip():
         raise UsageError("give either a query or --id, not both", "drop the query or the ids")
     docs = scan_documents(memory_root)
+    if ids:
+        docs += _named_documents(memory_root, docs, ids)
     candidates = list_candidates(docs)
     strategy: Strategy | None = None
     if ids:
@@ -85,6 +93,25 @@ def plan_forget_op(
         meta_updates={"updatedAt": iso_ms(now)} if plan.touched_topics else {},
         strategy=strategy,
     )
+
+
+def _named_documents(memory_root: str, docs: list[Document], ids: Sequence[str]) -> list[Document]:
+    """Files named by ``ids`` that the scan left out (it reads only the newest 200, spec §5)."""
+    scanned = {doc.relative_path for doc in docs}
+    found: list[Document] = []
+    for rel in dict.fromkeys(_ID_SUFFIX.sub("", cid) for cid in ids):
+        if rel in scanned or not is_memory_path(rel) or ".." in rel.split("/"):
+            continue
+        path = os.path.join(memory_root, rel)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            doc = load_document(FileInfo(rel, path, info.st_mtime_ns, info.st_size))
+            if doc is not None:
+                found.append(doc)
+    return found
 
 
 def forget_changeset(

@@ -335,6 +335,7 @@ def test_index_limits_name_the_dropped_memories() -> None:
     assert "50 memories" in finding.message and "user/m200.md" in finding.message
     assert "and 40 more" in finding.message
     assert finding.line == 202  # the WARNING line
+    assert finding.severity == "warning"  # spec §6: a 200+ memory store's index is exactly this
 
 
 def test_index_limits_on_a_hand_edited_file() -> None:

@@ -132,3 +132,18 @@ def test_files_on_disk_are_untouched_by_planning(root: Path) -> None:
 def test_a_plan_that_changes_nothing_has_no_changeset() -> None:
     empty = ForgetPlan({}, [], 0, [], None, [])
     assert forget_changeset(empty, "forgot 0 entries", None) is None
+
+
+def test_an_id_reaches_a_file_older_than_the_newest_200(tmp_path: Path) -> None:
+    """The scan reads the newest 200 files (spec §5); --id names a file, wherever it is."""
+    memory = tmp_path / "memory"
+    for number in range(205):
+        text = f"---\nname: m{number}\ndescription: d\ntype: user\n---\n\nFact number {number}\n"
+        put(memory, f"user/m{number:03d}.md", text, 1_700_000_000 + number)
+    assert "user/m000.md" not in {c.id for c in list_forget_candidates(str(memory))}
+    plan = plan_forget_op(str(memory), query=None, ids=["user/m000.md"], now=NOW)
+    assert plan.changeset is not None and plan.changeset.deletes == ("user/m000.md",)
+    with pytest.raises(UnknownMemoryId):
+        plan_forget_op(str(memory), query=None, ids=["user/../user/m000.md"], now=NOW)
+    with pytest.raises(UnknownMemoryId):
+        plan_forget_op(str(memory), query=None, ids=["user/none.md"], now=NOW)
