@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from clihelpers import (
@@ -131,3 +132,40 @@ def test_local_mode_leaves_the_project_repository_clean(tmp_path: Path) -> None:
     assert run("dream", "--force").returncode == 0
     assert (project / ".qwen" / "memory" / ".git").is_dir()
     assert git(project, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_commands_run_inside_the_memory_folder_use_it(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    project = tmp_path / "project"
+    project.mkdir()
+    git(project, "init", "-q", "-b", "main")
+    env = {**os.environ, "QWEN_CODE_MEMORY_BASE_DIR": str(tmp_path / "qwen")}
+    base = [sys.executable, "-m", "qmem_git"]
+    subprocess.run([*base, "init"], cwd=project, env=env, check=True, capture_output=True)
+    where = subprocess.run(
+        [*base, "--json", "where"], cwd=project, env=env, capture_output=True, text=True
+    )
+    memory = Path(json.loads(where.stdout)["memory_root"])
+    subprocess.run(
+        [*base, "remember", "--type", "user", "I prefer terse responses in reviews"],
+        cwd=project,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    for cwd in (memory, memory / "user"):
+        inside = subprocess.run(
+            [*base, "--json", "where"], cwd=cwd, env=env, capture_output=True, text=True
+        )
+        assert json.loads(inside.stdout)["memory_root"] == str(memory)
+        log = subprocess.run(
+            [*base, "log", "-n", "1"], cwd=cwd, env=env, capture_output=True, text=True
+        )
+        assert log.returncode == 0 and "remember: add I prefer terse responses" in log.stdout
+        checked = subprocess.run(
+            [*base, "validate", "--format", "gcc"], cwd=cwd, env=env, capture_output=True, text=True
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -96,14 +96,40 @@ def resolve_layout(
     cwd: str,
     exists: Callable[[str], bool],
 ) -> Layout:
-    """Memory root and state dir for a project (spec §2.2)."""
+    """Memory root and state dir for a project (spec §2.2).
+
+    Standing inside a memory folder (its own git repository, marked by the files qmem-git keeps
+    in its ``.git``) means that folder, as ``--memory-dir`` would: it is not a project.
+    """
     project = expand_dir(project_root, home, cwd)
+    memory_repo = _enclosing_memory_repo(project, exists)
+    if memory_repo is not None:
+        return explicit_layout(memory_repo, home, cwd)
     if env.get("QWEN_CODE_MEMORY_LOCAL") == "1":
         state = posixpath.join(project, ".qwen")
-        return Layout(posixpath.join(state, "memory"), state, "local", project)
+        return Layout(posixpath.join(state, MEMORY_DIR_NAME), state, "local", project)
     git_root = find_git_root(project, exists)
     state = posixpath.join(base_dir(env, home, cwd), "projects", sanitize(git_root))
-    return Layout(posixpath.join(state, "memory"), state, "global", project)
+    return Layout(posixpath.join(state, MEMORY_DIR_NAME), state, "global", project)
+
+
+MEMORY_DIR_NAME = "memory"  # spec §2.2: memory roots are <state dir>/memory
+MEMORY_REPO_MARKERS = ("qmem-index", "qmem.lock")  # in .git: store.gitindex, store.locks
+
+
+def _enclosing_memory_repo(directory: str, exists: Callable[[str], bool]) -> str | None:
+    """The memory repository ``directory`` lies in: a ``.../memory`` ancestor (memory roots
+    are ``<state dir>/memory``, spec §2.2) whose ``.git`` holds qmem-git's files. Paths without
+    a ``memory`` part cost no probe at all."""
+    parts = posixpath.normpath(directory).split("/")
+    for end in range(len(parts), 0, -1):
+        if parts[end - 1] != MEMORY_DIR_NAME:
+            continue
+        root = "/".join(parts[:end]) or "/"
+        git_dir = posixpath.join(root, ".git")
+        if any(exists(posixpath.join(git_dir, marker)) for marker in MEMORY_REPO_MARKERS):
+            return root
+    return None
 
 
 def explicit_layout(memory_dir: str, home: str, cwd: str) -> Layout:

@@ -19,13 +19,13 @@ from collections.abc import Callable, Iterable, Sequence
 from qmem_git.core.index import index_is_current
 from qmem_git.core.model import INDEX_NAME, MEMORY_TYPES
 from qmem_git.core.names import LEGACY_TOPIC_FILES
+from qmem_git.core.paths import MEMORY_DIR_NAME
 from qmem_git.core.validate import Finding, check_conflict_markers, check_secrets, format_findings
 from qmem_git.ops.validate import validate_paths
 from qmem_git.store.workdir import atomic_write, render_index
 
 SCAN_LIMIT_BYTES = 16 * 1024 * 1024  # secrets/conflict hooks run on any text file
 BINARY_SNIFF_BYTES = 8000  # git's own heuristic: a NUL in the first 8000 bytes means binary
-MEMORY_DIR_NAME = "memory"  # spec §2.2: memory roots are <state dir>/memory
 
 
 # ---------------------------------------------------------------------------------------------

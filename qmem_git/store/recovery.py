@@ -65,10 +65,9 @@ class RecoveryReport(NamedTuple):
         if self.index_rebuilt:
             lines.append("rebuilt the damaged git index of the memory repository")
         if self.commit:
-            lines.append(
-                f"committed {len(self.changes)} uncommitted change(s) as {self.commit[:12]} "
-                "(op recover)"
-            )
+            files = sum(change.path != INDEX_NAME for change in self.changes)
+            what = f"{files} uncommitted memory file(s)" if files else "a hand-edited MEMORY.md"
+            lines.append(f"committed {what} as {self.commit[:12]} (op recover)")
         return lines
 
     @property

@@ -262,3 +262,19 @@ def test_is_inside_never_consults_the_working_directory(monkeypatch: pytest.Monk
     monkeypatch.setattr(os, "getcwd", no_cwd)
     assert is_inside("/m", "/m/a.md")
     assert is_inside("m", "m/a.md") and not is_inside("m", "n/a.md")
+
+
+def test_inside_a_memory_folder_that_folder_is_the_memory_root() -> None:
+    root = "/home/alice/.qwen/projects/-home-alice-repo/memory"
+    exists = probe(f"{root}/.git", f"{root}/.git/qmem-index", "/home/alice/.git")
+    inside = resolve_layout(f"{root}/user", {}, HOME, CWD, exists)
+    assert (inside.memory_root, inside.state_dir, inside.mode) == (
+        root,
+        "/home/alice/.qwen/projects/-home-alice-repo",
+        "explicit",
+    )
+    local = resolve_layout(f"{root}/user", {"QWEN_CODE_MEMORY_LOCAL": "1"}, HOME, CWD, exists)
+    assert local.memory_root == root
+    # a folder named memory that is not ours is a project like any other
+    other = resolve_layout("/srv/memory", {}, HOME, CWD, probe("/srv/memory/.git"))
+    assert other.memory_root == "/home/alice/.qwen/projects/-srv-memory/memory"
