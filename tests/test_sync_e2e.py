@@ -459,3 +459,29 @@ def test_imported_and_hand_written_memories_keep_their_age_on_every_machine(
     assert qmem(first, "dream", "--force").code == 0
     assert sorted(p.name for p in (first / "user").iterdir()) == ["terse.md"]
     assert_clean_repo(first)
+
+
+def test_a_failed_clone_takes_back_its_remote_so_a_retry_works(tmp_path: Path) -> None:
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    source = tmp_path / "source" / "memory"
+    assert qmem(source, "init").code == 0
+    assert qmem(source, "remember", "--type", "user", "I prefer terse responses").code == 0
+    assert qmem(source, "remote", "add", "origin", str(remote)).code == 0
+    assert qmem(source, "sync").code == 0
+    memory = tmp_path / "clone" / "memory"
+    dead = qmem(memory, "clone", f"git://127.0.0.1:{closed_port()}/nothing.git")
+    assert dead.code == 5
+    assert qmem(memory, "--json", "remote", "list").json() == []
+    retried = qmem(memory, "clone", str(remote))
+    assert retried.code == 0, retried.err
+    assert (memory / "user" / "i-prefer-terse-responses.md").is_file()
+    assert (
+        qmem(
+            memory, "remember", "--type", "project", "The billing service deploys on Tuesdays"
+        ).code
+        == 0
+    )
+    subjects = git(memory, "log", "--format=%s")
+    assert "edited by hand" not in subjects
+    assert_clean_repo(memory)

@@ -7,6 +7,7 @@ once by the CLI: ``QMEM_GIT_USERNAME`` / ``QMEM_GIT_TOKEN`` for HTTP Basic auth,
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -206,15 +207,29 @@ def connect(
     normalized = remotes.normalize_url(url, settings.cwd)
     ensure_scaffold(layout, now)
     init_repo(layout, hook_command())
+    known = {remote.name for remote in remotes.list_remotes(_git_dir(settings))}
     remote = _ensure_remote(settings, name, normalized)
+    try:
+        return _connect(settings, remote, now, progress)
+    except BaseException:
+        if name not in known:  # a failed clone takes back the remote it added: retry works
+            with contextlib.suppress(QmemError, OSError):
+                remotes.remove_remote(_git_dir(settings), name)
+        raise
+
+
+def _connect(
+    settings: Settings, remote: Remote, now: datetime, progress: Progress | None
+) -> CloneOutcome:
+    root = settings.layout.memory_root
     if not _has_local_memories(settings):
         adopted = _adopt(settings, remote, now, progress)
         if adopted.action == "cloned":
-            return CloneOutcome(layout.memory_root, remote, "cloned", adopted)
+            return CloneOutcome(root, remote, "cloned", adopted)
     commit_existing(settings, now)
-    result = run_sync(settings, now, remote=name, progress=progress).result
+    result = run_sync(settings, now, remote=remote.name, progress=progress).result
     mode = "merged" if result.merge_commit else result.action
-    return CloneOutcome(layout.memory_root, remote, mode, result)
+    return CloneOutcome(root, remote, mode, result)
 
 
 def _adopt(

@@ -87,6 +87,7 @@ class _Found:
         self.invalid: dict[str, str] = invalid or {}
         self.new: list[str] = []  # written files HEAD does not have
         self.index_stale = False
+        self.index_new = False  # MEMORY.md is not in HEAD (a store that never committed it)
 
     def refuse_new(self, reasons: dict[str, str]) -> None:
         """Move new files that turned out invalid (name collisions) from writes to invalid."""
@@ -211,7 +212,7 @@ def _recover(
         quarantined = _quarantine_all(repo, layout, found, head_tree, index, state, now)
         warnings = [f"{rel}: {found.invalid[rel]}; moved to {dest}" for rel, dest in quarantined]
     commit, changes = _commit(layout, found, identity, host, now, state, commit_changes)
-    if commit_changes and found.index_stale and commit is None:
+    if commit_changes and found.index_stale and not found.index_new and commit is None:
         warnings.append(INDEX_REWRITTEN)
     if commit is None and state.index is not None and (index.changed or index.head != head):
         index.head = head
@@ -310,6 +311,7 @@ def _classify(
         index.set(rel, st, sha, gitindex.blob_mode(st))
     elif rel == INDEX_NAME:
         found.index_stale = True
+        found.index_new = head_sha is None
     elif (problem := problem_of(rel, data) or utf8_problem(data)) is not None:
         found.invalid[rel] = problem
     else:
@@ -427,7 +429,7 @@ def _commit(
     files = state.files or {}
     cs = ChangeSet(
         op="recover",
-        subject=subject if count else "rebuild MEMORY.md, edited by hand",
+        subject=subject if count else _index_subject(found),
         mtimes={rel: files[rel][0] // 1_000_000_000 for rel in found.writes if rel in files},
         writes=found.writes,
         deletes=tuple(found.deletes),
@@ -437,6 +439,10 @@ def _commit(
     )
     result = apply_changeset(layout, cs, identity=identity, host=host, now=now, state=state)
     return result.commit, result.changes
+
+
+def _index_subject(found: _Found) -> str:
+    return "add MEMORY.md" if found.index_new else "rebuild MEMORY.md, edited by hand"
 
 
 def _topics(found: _Found) -> tuple[str, ...]:
