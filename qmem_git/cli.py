@@ -389,8 +389,16 @@ def log(opts: Options, limit: int | None, op: str | None, path: str | None, stat
     require_repository(settings)
     rel = relative_to_root(settings, path) if path is not None else None
     entries = read_log(settings.layout.memory_root, limit=limit, op=op, path=rel)
-    text = "\n".join(log_entry_text(e, stat) for e in entries) or "No operations yet."
+    text = "\n".join(log_entry_text(e, stat) for e in entries) or no_operations(op, path)
     emit(opts, text, [log_entry_json(e) for e in entries])
+
+
+def no_operations(op: str | None, path: str | None) -> str:
+    """What ``log`` prints when nothing is listed: say which filter matched nothing."""
+    what = f"No {op} operations" if op else "No operations"
+    if path is not None:
+        return f"{what} touched {path}."
+    return f"{what}." if op else "No operations yet."
 
 
 def colored(text: str) -> str:
@@ -563,14 +571,29 @@ def extract(
 @main.command()
 @click.option("--force", is_flag=True, help="Skip the time/session gates (not the lock).")
 @click.option("--session-id", help="Current session id (for the same-session gate).")
+@click.option(
+    "--transcripts-dir",
+    type=click.Path(file_okay=False),
+    help="Folder of the agent's session transcripts the session gate counts "
+    "(default: Qwen Code's chats folder of the project; the hooks pass the agent's own).",
+)
 @planner_option
 @dry_run_option
 @pass_options
-def dream(opts: Options, force: bool, session_id: str | None, planner: str, dry_run: bool) -> None:
+def dream(
+    opts: Options,
+    force: bool,
+    session_id: str | None,
+    transcripts_dir: str | None,
+    planner: str,
+    dry_run: bool,
+) -> None:
     """Consolidate memories: merge duplicate entries and files (one commit).
 
     Without --force it runs only when due: at least 24 hours and 5 sessions since the
-    last dream, not in the same session, and no other dream running.
+    last dream, not in the same session, and no other dream running. Sessions are the
+    agent's transcripts named like session ids (Qwen Code's chats folder unless
+    --transcripts-dir), counted at most once every 10 minutes.
     """
     from qmem_git.ops.pipeline import run_dream
 
@@ -581,6 +604,7 @@ def dream(opts: Options, force: bool, session_id: str | None, planner: str, dry_
         force=force,
         dry_run=dry_run,
         planner=planner,
+        transcripts_dir=transcripts_dir,
     )
     if result.status == "skipped":
         emit(
@@ -696,7 +720,13 @@ def snapshot(opts: Options, op: str | None, dry_run: bool) -> None:
 
 @main.command()
 @click.argument("query")
-@click.option("--limit", default=5, show_default=True, type=click.IntRange(min=0))
+@click.option(
+    "--limit",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Return at most N memories (0: none).",
+)
 @click.option("--exclude", multiple=True, help="Memory path never to return; repeatable.")
 @pass_options
 def recall(opts: Options, query: str, limit: int, exclude: tuple[str, ...]) -> None:
@@ -779,15 +809,18 @@ DEMO_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 @main.command()
 @click.option("--keep", is_flag=True, help="Keep the demo folder instead of deleting it.")
-def demo(keep: bool) -> None:
+@pass_options
+def demo(opts: Options, keep: bool) -> None:
     """Run the end-to-end demo in a temporary folder (no network, no model needed).
 
     Uses bundled Qwen Code and Claude Code transcripts, runs the agent hooks as the agents
     would, and syncs to a local bare remote and a second machine. It never touches your
-    real memory folders.
+    real memory folders. The output is text only (--json is refused).
     """
     import shutil
     import tempfile
+
+    require(not opts.json, "demo prints text only; --json is not supported", "run `qmem-git demo`")
 
     base = tempfile.mkdtemp(prefix="qmem-demo-")
     project = os.path.join(base, "shop-api")
@@ -1047,13 +1080,27 @@ def clone(opts: Options, url: str, merge: bool) -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[--agent qwen|claude] EVENT")
 @pass_options
 def hook(opts: Options, args: tuple[str, ...]) -> None:
-    """Agent hook adapter: event JSON on stdin, at most one JSON object on stdout, exit 0.
+    """Handle one Qwen Code or Claude Code hook event (install-hooks sets this up).
 
-    EVENT is UserPromptSubmit, SessionStart, Stop, PreCompact or SessionEnd (or prompt,
-    session-start, stop, pre-compact, session-end); --agent defaults to detection.
-    Problems are logged to <state dir>/hook.log; the exit status is always 0 so the agent
-    is never blocked. `qmem-git hook` is served before click loads (see __main__); this
-    command is the same entry point for --help and in-process callers.
+    The agent runs this command for each event and sends the event's JSON on stdin. It
+    prints at most one JSON object for the agent and always exits 0, so the agent is never
+    blocked; problems are written to <state dir>/hook.log (never the prompt text).
+
+    \b
+    EVENT (either spelling; without EVENT the JSON's hook_event_name is used):
+      SessionStart, session-start      inject the MEMORY.md index (engine mode);
+                                       with a remote, pull-sync in the background
+      UserPromptSubmit, prompt         recall memories for the prompt
+      Stop, stop                       extract the new part of the transcript
+      PreCompact, pre-compact          (companion mode: snapshot), in the background
+      SessionEnd, session-end          final extraction and gated dream (companion
+                                       mode: snapshot), push-sync with a remote;
+                                       in the background
+
+    \b
+    --agent qwen|claude  the agent that sent the event (default: qwen when
+                         QWEN_PROJECT_DIR is set or the transcript is under .qwen/,
+                         else claude)
     """
     from qmem_git.hookentry import main as hook_main
 

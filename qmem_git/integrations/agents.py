@@ -186,7 +186,10 @@ def worker_steps(
             session = ["--session-id", session_id] if session_id else []
             steps.append([*base, "extract", "--transcript", transcript, *session])
         if event == "SessionEnd":
-            steps.append([*base, "dream", *(["--session-id", session_id] if session_id else [])])
+            dream = [*base, "dream", *(["--session-id", session_id] if session_id else [])]
+            if transcript:  # the agent's own transcripts: Claude Code's are not in Qwen's chats
+                dream += ["--transcripts-dir", os.path.dirname(os.path.abspath(transcript))]
+            steps.append(dream)
     if sync and event == "SessionEnd":
         steps.append([*base, "sync"])
     return steps

@@ -7,6 +7,12 @@ from dataclasses import dataclass
 
 from qmem_git.settings import Settings
 
+MODEL_DOCS = "see the README section 'Using a model'"
+CORRUPT_HINT = (
+    "clone the memory from a remote into a new folder (qmem-git clone URL), "
+    "or restore .git from a backup"
+)
+
 
 @dataclass(frozen=True)
 class Check:
@@ -36,11 +42,13 @@ def _layout(settings: Settings) -> Check:
 
 
 def _head(root: str) -> Check:
-    from qmem_git.errors import QmemError
+    from qmem_git.errors import QmemError, RepoCorrupt
     from qmem_git.ops.history import log
 
     try:
         entries = log(root, limit=1)
+    except RepoCorrupt as exc:  # its hint says "run qmem-git doctor": we are doctor
+        return Check("history", False, exc.message, CORRUPT_HINT)
     except QmemError as exc:
         return Check("history", False, exc.message, exc.hint)
     if not entries:
@@ -58,8 +66,7 @@ def _objects(root: str) -> Check:
             "objects",
             False,
             "; ".join(report.problems),
-            "clone the memory from a remote into a new folder (qmem-git clone URL), "
-            "or restore .git/objects from a backup",
+            CORRUPT_HINT,
         )
     detail = f"{report.commits} commits and the {report.files} files of HEAD are readable"
     return Check("objects", True, detail)
@@ -127,7 +134,7 @@ def _model(settings: Settings) -> Check:
 
     problems = load_model_config(settings.env, settings.home).problems
     if problems:
-        hint = "fix the model settings (docs-models.md) or unset QMEM_LLM_*"
+        hint = f"fix the model settings ({MODEL_DOCS}) or unset QMEM_LLM_*"
         return Check("model", False, "; ".join(problems), hint, warning=True)
     if settings.model is None:
         return Check("model", True, "no model configured; heuristic planners only")

@@ -101,7 +101,8 @@ def model_for(choice: str, config: ModelConfig | None) -> ModelConfig | None:
     if choice == "model" and config is None:
         raise UsageError(
             "--planner model needs a model endpoint, and none is configured",
-            "set QMEM_LLM_BASE_URL and QMEM_LLM_MODEL (see docs-models.md), or use --planner auto",
+            "set QMEM_LLM_BASE_URL and QMEM_LLM_MODEL (see the README section 'Using a model'), "
+            "or use --planner auto",
         )
     if choice not in PLANNER_CHOICES:
         raise UsageError(f"unknown planner {choice!r}", "use auto, heuristic or model")

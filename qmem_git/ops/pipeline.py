@@ -208,8 +208,12 @@ def run_dream(
     force: bool = False,
     dry_run: bool = False,
     planner: str = "auto",
+    transcripts_dir: str | None = None,
 ) -> DreamOutcome:
     """Gate (spec §8.1, skipped by ``force``), take consolidation.lock, dedupe as one commit.
+
+    ``transcripts_dir``: where the session gate counts transcripts (default: Qwen Code's
+    chats folder; a Claude Code hook passes the folder of its own transcript).
 
     Telemetry records ``trigger`` ``manual`` for a forced dream and ``auto`` for a scheduled
     (gated) one (spec §8.6).
@@ -223,7 +227,8 @@ def run_dream(
     dreamer = dream_planner(model)
     ensure_repository(settings, now, dry_run=dry_run)
     layout = settings.layout
-    gate = gate_dream(layout.state_dir, settings.chats_dir, session_id or "", now, force=force)
+    chats = transcripts_dir or settings.chats_dir
+    gate = gate_dream(layout.state_dir, chats, session_id or "", now, force=force)
     if not gate.proceed:
         return DreamOutcome("skipped", gate.reason)
 

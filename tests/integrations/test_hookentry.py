@@ -771,3 +771,26 @@ def test_a_huge_model_answer_does_not_blow_up_the_prompt_hook(
     assert code == 0
     assert 0 < peak_kib < 120 * 1024, f"peak RSS {peak_kib // 1024} MiB"  # ~45 MiB; was > 500
     assert b"Roll out canary deploys at 5%." in out  # the answer was refused: words decided
+
+
+def test_the_session_end_dream_counts_the_agents_own_transcripts(tmp_path: Path) -> None:
+    """Claude Code keeps transcripts in ~/.claude/projects/<p>/, not in Qwen Code's chats
+    folder: the worker's dream counts the folder of the session's transcript."""
+    transcripts = tmp_path / "claude" / "projects" / "-p"
+    steps = agents.worker_steps(
+        "SessionEnd", agents.ENGINE, [], str(transcripts / "s1.jsonl"), "s1"
+    )
+    dream = next(step for step in steps if "dream" in step)
+    assert dream[dream.index("--transcripts-dir") + 1] == str(transcripts)
+    memory = tmp_path / "memory"
+    transcripts.mkdir(parents=True)
+    for number in range(6):
+        (transcripts / f"{number:08d}-0000-4000-8000-000000000000.jsonl").write_text("{}\n")
+    base = [sys.executable, "-m", "qmem_git", "--json", "--memory-dir", str(memory), "dream"]
+    qwen_only = subprocess.run(base, capture_output=True, text=True, check=True)
+    assert json.loads(qwen_only.stdout)["skipped_reason"] == "min_sessions"
+    (tmp_path / "dream-scan.json").unlink(missing_ok=True)  # the 10-minute scan throttle
+    counted = subprocess.run(
+        [*base, "--transcripts-dir", str(transcripts)], capture_output=True, text=True, check=True
+    )
+    assert json.loads(counted.stdout)["status"] != "skipped", counted.stdout
