@@ -479,7 +479,7 @@ def test_session_end_extracts_then_dreams_and_forgets_the_session(
     base = ["-q", "--project", str(project)]
     assert steps_of(spawned[0]) == [
         [*base, "extract", "--transcript", str(path), "--session-id", "sess-1"],
-        [*base, "dream", "--session-id", "sess-1"],
+        [*base, "dream", "--session-id", "sess-1", "--transcripts-dir", str(path.parent)],
     ]
     assert spawned[0][4] == "0.0"
     assert hookentry.read_session(state, "sess-1") is None
