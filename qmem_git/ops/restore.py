@@ -86,15 +86,24 @@ def find_restorable(
     present = _present_keys(memory_root)
     found: list[RestoreCandidate] = []
     seen: set[tuple[str | None, str]] = set()
+    still_there = False  # a match was removed once, but the same memory is in the folder now
     with open_history(memory_root) as repo:
         for candidate in _removed(repo, from_rev):
             key = _key(candidate)
-            if key in seen or key in present or not _matches(candidate, needle, wanted):
+            if key in seen or not _matches(candidate, needle, wanted):
+                continue
+            if key in present:
+                still_there = True
                 continue
             seen.add(key)
             found.append(candidate)
     if not found:
         what = f"matching {query!r}" if needle else "with id " + ", ".join(sorted(wanted))
+        if still_there:
+            raise NothingToDo(
+                f"the removed memory {what} is in the memory folder again",
+                "a dream merges duplicate files into one: find it with `qmem-git recall`",
+            )
         raise NothingToDo(f"no removed memory {what} found in history", _HINT)
     return found
 

@@ -72,8 +72,10 @@ def test_query_miss_is_nothing_to_do(repo: GitRepo) -> None:
 
 def test_memories_present_again_are_skipped(repo: GitRepo) -> None:
     repo.apply(plan_restore(repo.path, find_restorable(repo.path, "pnpm", [])))
-    with pytest.raises(NothingToDo):
+    with pytest.raises(NothingToDo) as info:
         find_restorable(repo.path, "pnpm", [])
+    assert "is in the memory folder again" in info.value.message
+    assert "qmem-git recall" in info.value.hint
 
 
 def test_from_rev_searches_older_history_only(repo: GitRepo) -> None:
