@@ -6,6 +6,7 @@ in :mod:`qmem_git.core.validate`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from qmem_git.core import frontmatter
@@ -69,6 +70,7 @@ def render_document(name: str, description: str, kind: MemoryType, body: str) ->
 
 _YAML_INDICATORS = "!&#|>'\"%@`[]{}"
 _SUSPECT_START = frozenset(_YAML_INDICATORS + "*-?:,~")
+_NOT_PLAIN = re.compile(r"[^\w\s.;:()/+=-]")  # the last resort keeps words and plain marks
 
 
 def frontmatter_value(text: str) -> str:
@@ -87,12 +89,19 @@ def frontmatter_value(text: str) -> str:
         return value
     from qmem_git.core.validate import frontmatter_value_errors  # yaml, for rare values only
 
-    if not value or not frontmatter_value_errors(value):
+    if not value:
         return value
-    stripped = value.lstrip(_YAML_INDICATORS + " ") or value
-    if frontmatter_value_errors(stripped):
-        stripped = " ".join(stripped.replace("#", " ").split()) or value
-    return stripped
+    stripped = value.lstrip(_YAML_INDICATORS + " ")
+    candidates = (
+        value,
+        stripped,
+        " ".join(stripped.replace("#", " ").split()),
+        " ".join(_NOT_PLAIN.sub(" ", value).split()),  # flow collections holding tags, ...
+    )
+    for candidate in candidates:
+        if candidate and not frontmatter_value_errors(candidate):
+            return candidate
+    return "memory"
 
 
 def render_with_frontmatter(frontmatter: str, body: str) -> str:
