@@ -398,3 +398,108 @@ def test_reading_a_damaged_blob_exits_6(memory: Path, command: tuple[str, ...]) 
     assert result.code == 6, result.err
     assert f"object {blob} is damaged" in one_error_line(result.err)
     assert head(memory) == before and path.read_bytes() == b"garbage"
+
+
+def _files_under(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("show", "{short}"),
+        ("show", "{full}"),
+        ("diff", "{short}"),
+        ("diff", "{short}", "{full}"),
+        ("undo", "--dry-run", "{short}"),
+        ("undo", "--dry-run"),
+        ("undo", "{short}"),
+        ("restore", "--dry-run", "--from", "{short}", "terse"),
+        ("restore", "--from", "{short}", "terse"),
+    ],
+)
+def test_a_damaged_pack_index_exits_6_and_writes_nothing(
+    memory: Path, command: tuple[str, ...]
+) -> None:
+    """A truncated .idx makes dulwich raise struct.error: exit 6 with one Error line."""
+    assert qmem(memory, "remember", "--type", "user", "I prefer terse responses").code == 0
+    assert qmem(memory, "forget", "terse").code == 0
+    full = head(memory)
+    git(memory, "gc", "-q")
+    (idx,) = (memory / ".git" / "objects" / "pack").glob("pack-*.idx")
+    idx.chmod(0o644)
+    os.truncate(idx, 100)
+    before = _files_under(memory)
+    args = [arg.format(short=full[:8], full=full) for arg in command]
+    result = qmem(memory, *args)
+    assert result.code == 6, result.err
+    assert "damaged" in one_error_line(result.err)
+    assert _files_under(memory) == before
+
+
+def test_a_redirecting_model_endpoint_falls_back_and_records_why(tmp_path: Path) -> None:
+    """The transcript is not re-POSTed to the Location; extract falls back and says why."""
+    from integrations.model_server import API_KEY, ModelServer, Reply, chat
+
+    memory = tmp_path / "state" / "memory"
+    transcript = qwen_transcript(tmp_path / "t.jsonl", "s-1", ["I prefer terse responses."])
+    with ModelServer() as server:
+        moved = {"Location": server.base_url + "/moved/chat/completions"}
+        server.script(Reply(307, b"", moved, padding=32 * 1024 * 1024), chat({"patches": []}))
+        env = {
+            "QMEM_LLM_BASE_URL": server.base_url,
+            "QMEM_LLM_MODEL": "qwen-test",
+            "DASHSCOPE_API_KEY": API_KEY,
+            "QMEM_LLM_TIMEOUT": "5",
+        }
+        run = qmem(
+            memory, "extract", "--planner", "model", "--transcript", str(transcript), env=env
+        )
+        paths = [r.path for r in server.requests]
+    assert run.code == 0, run.err
+    assert "model not used (redirect)" in run.err
+    assert trailers(memory)["Qmem-Model-Fallback"] == "redirect"
+    assert paths == ["/v1/chat/completions"]
+
+
+def test_log_says_which_filter_matched_nothing(memory: Path) -> None:
+    assert qmem(memory, "remember", "--type", "user", "I prefer terse responses").code == 0
+    assert (
+        qmem(memory, "log", "--path", "nonexist").out.strip() == "No operations touched nonexist."
+    )
+    assert qmem(memory, "log", "--op", "dream").out.strip() == "No dream operations."
+    both = qmem(memory, "log", "--op", "dream", "--path", "user")
+    assert both.out.strip() == "No dream operations touched user."
+    assert qmem(memory, "--json", "log", "--path", "nonexist").json() == []
+    assert "remember: add" in qmem(memory, "log", "--path", "user").out
+
+
+def test_demo_refuses_json_as_a_usage_error(tmp_path: Path) -> None:
+    for args in (("demo", "--json"), ("--json", "demo")):
+        result = qmem(tmp_path / "memory", *args, env={"TMPDIR": str(tmp_path)})
+        assert result.code == 2, result.err
+        assert "text only" in one_error_line(result.err)
+    assert [p for p in tmp_path.iterdir() if p.name.startswith("qmem-demo-")] == []
+
+
+def test_doctor_hints_point_at_real_fixes(memory: Path) -> None:
+    """A corrupt history is not fixed by running doctor again; there is no docs-models.md."""
+    assert qmem(memory, "remember", "--type", "user", "I prefer terse responses").code == 0
+    commit = head(memory)
+    path = memory / ".git" / "objects" / commit[:2] / commit[2:]
+    path.chmod(0o644)
+    path.write_bytes(b"garbage")
+    checks = {c["check"]: c for c in qmem(memory, "--json", "doctor").json()}
+    assert not checks["history"]["ok"]
+    assert "doctor" not in checks["history"]["hint"]
+    assert checks["history"]["hint"] == checks["objects"]["hint"]
+    config = memory.parent / "config.json"
+    config.write_text("{not json")
+    run = qmem(memory, "--json", "doctor", env={"QMEM_CONFIG": str(config)})
+    model = next(c for c in run.json() if c["check"] == "model")
+    assert not model["ok"] and "README" in model["hint"] and "docs-models" not in model["hint"]
+    planner = qmem(memory.parent / "fresh", "dream", "--force", "--planner", "model")
+    assert planner.code == 2
+    assert "docs-models.md" not in planner.err and "README" in one_error_line(planner.err)

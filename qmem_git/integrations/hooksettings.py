@@ -344,7 +344,7 @@ def write_with_backup(path: str, text: str, previous: str | None, now: datetime)
     Both keep the file's permission bits (a 0600 file holding an API key stays private). A
     symlink is written through to its target; the backup goes beside the link.
     """
-    from qmem_git.store.workdir import atomic_write
+    from qmem_git.store.workdir import atomic_write, file_mode
 
     target, _ = write_target(path)
     backup = None
@@ -360,16 +360,6 @@ def write_with_backup(path: str, text: str, previous: str | None, now: datetime)
             f"{written}: cannot write ({exc.strerror or exc})", "check the folder's permissions"
         ) from None
     return backup
-
-
-def file_mode(path: str) -> int:
-    """The permission bits of ``path`` (0644 when it cannot be read)."""
-    import stat
-
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode) & 0o777
-    except OSError:
-        return 0o644
 
 
 def free_backup_name(path: str, now: datetime, exists: Callable[[str], bool]) -> str:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.client import HTTPException
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -61,6 +61,7 @@ HTTP_ERROR = "http-error"
 PROTOCOL = "protocol"
 INVALID_ANSWER = "invalid-answer"
 TOO_LARGE = "too-large"
+REDIRECT = "redirect"
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?```\s*$", re.S | re.I)
 
@@ -185,7 +186,7 @@ class ChatClient:
     def _post_with_retries(self, payload: dict[str, object]) -> Answer:
         """POST, retrying 429 and 5xx up to ``max_retries`` times (``Retry-After`` honoured)."""
         attempt = 0
-        with requests.Session() as session:
+        with _Session() as session:
             session.mount("http://", HTTPAdapter(max_retries=0))
             session.mount("https://", HTTPAdapter(max_retries=0))
             while True:
@@ -238,6 +239,15 @@ class ChatClient:
         return result
 
 
+class _Session(requests.Session):
+    """A session that sees no redirect: even with ``allow_redirects=False`` requests reads a
+    3xx answer's body whole (no cap, no deadline) to prepare the next request."""
+
+    def get_redirect_target(self, resp: requests.Response) -> None:
+        del resp
+        return None
+
+
 class _DeadlinePassed(Exception):
     """The worker noticed the attempt's deadline between two reads."""
 
@@ -262,10 +272,13 @@ def _exchange(
             timeout=(config.connect_timeout, config.read_timeout),
             headers={"Accept": "application/json"},
             stream=True,
+            allow_redirects=False,  # a redirect would re-POST the transcript elsewhere
         )
     except requests.RequestException as exc:
         raise transport_error(exc, config) from None
-    with response:
+    with response:  # closing it unread drops the connection: a redirect's body is never read
+        if 300 <= response.status_code < 400:
+            raise _redirected(config, response.status_code, response.headers.get("Location"))
         announced = response.headers.get("Content-Length", "")
         if announced.strip().isdigit() and int(announced) > MAX_ANSWER_BYTES:
             raise _too_large(config)
@@ -308,8 +321,41 @@ def _read_body(
         chunks.append(data)
 
 
+def _where(config: ModelConfig) -> str:
+    """The endpoint's host name for messages (no scheme, port, path or credentials)."""
+    return urlsplit(config.base_url).hostname or "the endpoint"
+
+
+def _redirected(config: ModelConfig, status: int, location: str | None) -> ModelCallError:
+    """A 3xx answer: where it points (scheme, host and port only), and the fix."""
+    origin = _origin(config.endpoint, location) if location else None
+    if origin is not None:
+        message = f"{_where(config)} redirected the request to {origin} (HTTP {status})"
+    else:
+        message = f"{_where(config)} answered HTTP {status} (a redirect) without a usable Location"
+    return ModelCallError(
+        REDIRECT,
+        message,
+        "set the base URL to the final address; qmem-git does not follow redirects",
+        status,
+    )
+
+
+def _origin(base: str, location: str) -> str | None:
+    """``scheme://host[:port]`` of a Location the server sent; None without a readable host."""
+    try:
+        parts = urlsplit(urljoin(base, location))
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a bad port or IPv6 literal
+        return None
+    if not host or not host.isprintable() or len(host) > 253:
+        return None
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 literal
+    return f"{parts.scheme}://{shown}" + (f":{port}" if port else "")
+
+
 def _deadline_error(config: ModelConfig, budget: float) -> ModelCallError:
-    where = urlsplit(config.base_url).hostname or "the endpoint"
+    where = _where(config)
     return ModelCallError(
         TIMEOUT,
         f"{where} did not send a complete answer within {budget:g} s",
@@ -318,7 +364,7 @@ def _deadline_error(config: ModelConfig, budget: float) -> ModelCallError:
 
 
 def _too_large(config: ModelConfig) -> ModelCallError:
-    where = urlsplit(config.base_url).hostname or "the endpoint"
+    where = _where(config)
     return ModelCallError(
         TOO_LARGE,
         f"{where} sent an answer larger than {MAX_ANSWER_BYTES} bytes",
@@ -328,7 +374,7 @@ def _too_large(config: ModelConfig) -> ModelCallError:
 
 def _broken_answer(exc: BaseException, config: ModelConfig) -> ModelCallError:
     """A failure while the body was read; our own words, as in :func:`transport_error`."""
-    where = urlsplit(config.base_url).hostname or "the endpoint"
+    where = _where(config)
     if isinstance(exc, (TimeoutError, urllib3_errors.TimeoutError)):
         return ModelCallError(
             TIMEOUT,
@@ -369,7 +415,7 @@ def parse_retry_after(value: str, now: datetime) -> float | None:
 
 def transport_error(exc: requests.RequestException, config: ModelConfig) -> ModelCallError:
     """Our own words for a failed request; the exception text (it names URLs) is not reused."""
-    where = urlsplit(config.base_url).hostname or "the endpoint"
+    where = _where(config)
     if isinstance(exc, requests.Timeout):
         which = "connect" if isinstance(exc, requests.ConnectTimeout) else "read"
         limit = config.connect_timeout if which == "connect" else config.read_timeout

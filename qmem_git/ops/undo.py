@@ -13,7 +13,7 @@ from qmem_git.core.changes import ChangeSet
 from qmem_git.core.model import INDEX_NAME
 from qmem_git.errors import NothingToDo, QmemError, UnsafePath
 from qmem_git.ops.history import entry_delta, memory_type, topics_of
-from qmem_git.store.history import History, LogEntry, open_history
+from qmem_git.store.history import History, LogEntry, is_commit_id, open_history
 from qmem_git.store.recovery import memory_file_problem, utf8_problem
 from qmem_git.store.repo import check_memory_path
 from qmem_git.store.walk import is_memory_path
@@ -44,6 +44,9 @@ def undo_target(memory_root: str, rev: str | None = None) -> str:
 def plan_undo(memory_root: str, rev: str | None = None, *, force: bool = False) -> ChangeSet:
     """Put every memory file the commit touched back to its state in the commit's first parent.
 
+    ``rev`` is a revision, or the commit id :func:`undo_target` returned, which is taken as it
+    is: it was resolved before recovery ran and must not be resolved again.
+
     MEMORY.md is skipped (the store regenerates it) and files that are not memory files are
     left alone (named in the notes): a ChangeSet cannot write them. Files already in that
     state are left alone, so undoing twice yields an empty ChangeSet. When a later commit, or
@@ -53,7 +56,7 @@ def plan_undo(memory_root: str, rev: str | None = None, *, force: bool = False) 
     """
     with open_history(memory_root) as repo:
         head = _head(repo)
-        target = repo.entry(repo.resolve(rev or "HEAD"))
+        target = repo.entry(_commit_id(repo, rev))
         if target.is_merge:
             raise _merge_refused(target)
         paths, left_alone = _split_paths(repo.changed_paths(target.commit))
@@ -65,6 +68,11 @@ def plan_undo(memory_root: str, rev: str | None = None, *, force: bool = False) 
         for path, f in pending.items():
             _require_restorable(repo, target, path, f)
         return _changeset(target, pending, left_alone)
+
+
+def _commit_id(repo: History, rev: str | None) -> str:
+    """``undo_target``'s id as it is; any other revision resolved now."""
+    return rev if rev is not None and is_commit_id(rev) else repo.resolve(rev or "HEAD")
 
 
 def _head(repo: History) -> str:
@@ -152,7 +160,7 @@ def _require_restorable(repo: History, target: LogEntry, path: str, f: _File) ->
     if f.wanted is None:
         return
     parent = target.parents[0]  # ``wanted`` exists, so there is a parent
-    if not repo.is_symlink(parent, path) and _is_utf8(f.wanted):
+    if not repo.is_symlink(parent, path) and utf8_problem(f.wanted) is None:
         return
     raise QmemError(
         f"cannot undo {target.short}: the version of {path} it replaced is not UTF-8 text "
@@ -160,14 +168,6 @@ def _require_restorable(repo: History, target: LogEntry, path: str, f: _File) ->
         f"restore it with git: `git checkout {parent[:12]} -- {path}` in the memory folder, "
         "then `git commit`",
     )
-
-
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _merge_refused(target: LogEntry) -> QmemError:

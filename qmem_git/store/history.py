@@ -46,6 +46,7 @@ __all__ = [
     "colorize",
     "diff_revs",
     "file_history",
+    "is_commit_id",
     "open_history",
     "read_log",
     "resolve_rev",
@@ -59,6 +60,8 @@ _GITLINK = 0o160000
 _REV = re.compile(r"^(?P<base>[^~^]+)(?P<ops>(?:[~^][0-9]*)*)$")
 _STEP = re.compile(r"([~^])([0-9]*)")
 _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
+_FULL_ID = 40
+_COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
 _REV_HINT = "use a commit id from `qmem-git log` (4+ hex digits), HEAD, HEAD~N, HEAD^ or main~N"
 
 
@@ -162,6 +165,11 @@ class WorkChange:
     old_data: bytes | None
 
 
+def is_commit_id(text: str) -> bool:
+    """A whole commit id as :meth:`History.resolve` returns it (40 lowercase hex digits)."""
+    return _COMMIT_ID.match(text) is not None
+
+
 def touches(info: CommitInfo, path: str) -> bool:
     """True when a commit's changed paths include ``path`` or lie below it (a directory)."""
     prefix = path.strip("/")
@@ -241,16 +249,37 @@ class History:
         return sha
 
     def _by_prefix(self, rev: str, prefix: str) -> bytes:
-        matches = {
-            bytes(sha)
-            for sha in self._store.iter_prefix(prefix.encode("ascii"))
-            if isinstance(self._object(sha), Commit)
-        }
+        if len(prefix) == _FULL_ID:  # a whole id needs no scan, only a lookup
+            return self._by_full_id(rev, prefix.encode("ascii"))
+        matches = {sha for sha in self._ids_with_prefix(prefix) if self._is_commit(sha)}
         if len(matches) > 1:
             raise _ambiguous(rev, sorted(matches))
         if not matches:
             raise _unknown(rev)
         return matches.pop()
+
+    def _ids_with_prefix(self, prefix: str) -> list[bytes]:
+        """Every object id starting with ``prefix``; RepoCorrupt (exit 6) when a pack index is
+        damaged (dulwich raises struct.error, ValueError, ... while it loads one)."""
+        try:
+            return [bytes(sha) for sha in self._store.iter_prefix(prefix.encode("ascii"))]
+        except KeyError:
+            return []
+        except Exception as err:
+            raise _corrupt(f"the object store is damaged ({_why(err)})") from err
+
+    def _by_full_id(self, rev: str, sha: bytes) -> bytes:
+        """A 40-hex commit id: unknown when absent or not a commit, RepoCorrupt when damaged."""
+        try:
+            present = ObjectID(sha) in self._store
+        except Exception as err:
+            raise _corrupt(f"the object store is damaged ({_why(err)})") from err
+        if not present or not self._is_commit(sha):
+            raise _unknown(rev)
+        return sha
+
+    def _is_commit(self, sha: bytes) -> bool:
+        return isinstance(self._object(sha), Commit)
 
     def _ref(self, name: bytes) -> bytes | None:
         try:
@@ -275,7 +304,7 @@ class History:
         except KeyError as err:
             raise _corrupt(f"object {name} is missing") from err
         except Exception as err:
-            raise _corrupt(f"object {name} is damaged ({type(err).__name__}: {err})") from err
+            raise _corrupt(f"object {name} is damaged ({_why(err)})") from err
 
     def _commit(self, sha: bytes) -> Commit:
         cached = self._commits.get(sha)
@@ -750,6 +779,10 @@ def _no_commits() -> QmemError:
 
 def _not_a_repo(root: str) -> QmemError:
     return UsageError(f"{root} is not a memory repository", "run `qmem-git init`")
+
+
+def _why(err: Exception) -> str:
+    return f"{type(err).__name__}: {err}"
 
 
 def _corrupt(message: str) -> QmemError:

@@ -8,12 +8,15 @@ it with dulwich only: objects into a quarantine, ``pre-receive``, ``receive.deny
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from dulwich.client import GeneratePackDataFunc, GitClient, SendPackResult
@@ -81,7 +84,8 @@ class LocalReceiver:
     accepts are they moved in. Then per ref: ``receive.denyDeletes`` and
     ``receive.denyNonFastForwards``, the ``update`` hook, a compare-and-swap ref update; then
     ``post-receive`` and ``post-update`` (their exit status is ignored, as git does).
-    Hooks run with the target's git dir as working directory and ``GIT_DIR`` set.
+    Hooks run with the target's git dir as working directory and ``GIT_DIR`` set. All the
+    hooks of one receive share one ``timeout``: the clock starts when the first one runs.
     """
 
     def __init__(
@@ -97,6 +101,7 @@ class LocalReceiver:
         self.env = {k: v for k, v in env.items() if k not in _LOCAL_REPO_ENV}
         self.timeout = timeout
         self.progress = progress
+        self._deadline: float | None = None  # set when the first hook starts
         with Repo(path) as target:
             self.git_dir = target.controldir()
             self.config = target.get_config_stack()
@@ -214,10 +219,12 @@ class LocalReceiver:
             return None
         env = {**self.env, "GIT_DIR": self.git_dir, **(extra_env or {})}
         argv = [path, *(os.fsdecode(arg) for arg in args)]
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.timeout
         try:
-            proc = _run_hook_process(argv, stdin, self.git_dir, env, self.timeout)
+            proc = _run_hook_process(argv, stdin, self.git_dir, env, self._deadline)
         except subprocess.TimeoutExpired:
-            return f"{name} hook timed out after {self.timeout:g} s"
+            return f"{name} hook timed out (the push's hooks have {self.timeout:g} s in all)"
         except OSError as exc:
             return f"{name} hook could not run ({exc.strerror or exc})"
         self._show(proc.stdout + proc.stderr)
@@ -236,26 +243,60 @@ class LocalReceiver:
                 self.progress(f"remote: {line}".encode())
 
 
+class _HookRun(NamedTuple):
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
 def _run_hook_process(
-    argv: list[str], stdin: bytes, cwd: str, env: Mapping[str, str], timeout: float
-) -> subprocess.CompletedProcess[bytes]:
-    """Run a hook; a script without ``#!`` runs under ``/bin/sh``, as git runs it."""
+    argv: list[str], stdin: bytes, cwd: str, env: Mapping[str, str], deadline: float
+) -> _HookRun:
+    """Run a hook until ``deadline`` (monotonic); without ``#!`` it runs under ``/bin/sh``, as
+    git runs it. TimeoutExpired when the deadline passes (its whole process group killed)."""
     try:
-        return subprocess.run(
-            argv, input=stdin, capture_output=True, cwd=cwd, env=env, timeout=timeout, check=False
-        )
+        return _run_in_own_group(argv, stdin, cwd, env, deadline)
     except OSError as exc:
         if exc.errno != errno.ENOEXEC:
             raise
-    return subprocess.run(
-        ["/bin/sh", *argv],
-        input=stdin,
-        capture_output=True,
+    return _run_in_own_group(["/bin/sh", *argv], stdin, cwd, env, deadline)
+
+
+def _run_in_own_group(
+    argv: list[str], stdin: bytes, cwd: str, env: Mapping[str, str], deadline: float
+) -> _HookRun:
+    """Popen in a new session, so a timeout kills what the hook started too.
+
+    ``subprocess.run(timeout=)`` kills only the direct child: a hook's ``sleep 60`` would be
+    left behind (adopted by init) on every sync.
+    """
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise subprocess.TimeoutExpired(argv, 0)
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         cwd=cwd,
         env=env,
-        timeout=timeout,
-        check=False,
-    )
+        start_new_session=True,
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(stdin, timeout=remaining)
+        except BaseException:  # the timeout, or an interrupt: leave nothing running
+            _kill_group(proc)
+            raise
+        return _HookRun(proc.returncode, stdout, stderr)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the hook's process group, then reap the hook (its pipes are not read again:
+    a process that left the group may still hold them open)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.kill()  # in case the group is gone but the hook itself is not (never blocks)
+    proc.wait()
 
 
 def _ref_lines(updates: Sequence[tuple[Ref, ObjectID, ObjectID]]) -> bytes:

@@ -30,7 +30,7 @@ import stat
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
 from dulwich.refs import Ref
@@ -300,62 +300,92 @@ def fetch(
     timeout: float,
 ) -> Fetched:
     """Fetch the remote's ``main`` into a quarantine and check everything new in it."""
-    from dulwich.object_store import ObjectStoreGraphWalker
-
     quarantine = Quarantine(repo.git_dir, repo.objects_dir)
     try:
+        wants = _MainWanted(repo.objects)
         spool = os.path.join(quarantine.path, "incoming.pack")
-        local_heads = _local_heads(repo)
-        walker = ObjectStoreGraphWalker([_oid(h) for h in local_heads], _parents_of(repo))
-        remote: dict[str, str | None] = {}
-        others: list[str] = []
-
-        def determine_wants(
-            refs: Mapping[Ref, ObjectID], depth: int | None = None
-        ) -> list[ObjectID]:
-            del depth
-            head = refs.get(Ref(BRANCH))
-            remote["head"] = head.decode("ascii") if head else None
-            if head is None:
-                others.extend(_branch_names(refs))
-            if head is None or _has(repo.objects, head):
-                return []
-            return [head]
-
-        with open(spool, "wb") as sink, _network(transport, "fetching from", timeout):
-            written = [0]
-
-            def pack_data(data: bytes) -> int:
-                written[0] += len(data)
-                if written[0] > MAX_INCOMING_PACK_BYTES:
-                    raise RemoteError(
-                        f"the remote sent more than {MAX_INCOMING_PACK_BYTES >> 20} MiB",
-                        "memory repositories are small; check the remote URL",
-                    )
-                return sink.write(data)
-
-            transport.client.fetch_pack(
-                transport.path,
-                determine_wants,
-                walker,
-                pack_data,
-                progress=_raw_progress(progress),
-            )
-        if others:
-            raise _no_main(transport, others)
-        if os.path.getsize(spool):
-            with open(spool, "rb") as source:
-                quarantine.store.add_thin_pack(source.read, None)
-        os.unlink(spool)
+        _download(repo, transport, wants, spool, progress, timeout)
+        if wants.others:
+            raise _no_main(transport, wants.others)
+        _add_spooled_pack(quarantine, spool)
         objects = Objects(quarantine.store)
-        head = remote.get("head")
-        fetched = Fetched(head, quarantine, objects)
-        if head is not None:
-            fetched.new_commits = check_incoming(objects, repo.objects, head)
+        fetched = Fetched(wants.head, quarantine, objects)
+        if wants.head is not None:
+            fetched.new_commits = check_incoming(objects, repo.objects, wants.head)
         return fetched
     except BaseException:
         quarantine.discard()
         raise
+
+
+class _MainWanted:
+    """dulwich's ``determine_wants``: the remote's ``main`` when it is new here.
+
+    Notes the remote's ``main`` (``head``), or, when it has none, its other branches.
+    """
+
+    def __init__(self, known: BaseObjectStore) -> None:
+        self.known = known
+        self.head: str | None = None
+        self.others: list[str] = []
+
+    def __call__(self, refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
+        del depth
+        head = refs.get(Ref(BRANCH))
+        self.head = head.decode("ascii") if head else None
+        if head is None:
+            self.others.extend(_branch_names(refs))
+        if head is None or _has(self.known, head):
+            return []
+        return [head]
+
+
+def _download(
+    repo: Repository,
+    transport: Transport,
+    wants: _MainWanted,
+    spool: str,
+    progress: Progress | None,
+    timeout: float,
+) -> None:
+    """Write the pack the remote sends for ``wants`` to ``spool`` (at most the size cap)."""
+    from dulwich.object_store import ObjectStoreGraphWalker
+
+    local_heads = _local_heads(repo)
+    walker = ObjectStoreGraphWalker([_oid(h) for h in local_heads], _parents_of(repo))
+    with open(spool, "wb") as sink, _network(transport, "fetching from", timeout):
+        transport.client.fetch_pack(
+            transport.path,
+            wants,
+            walker,
+            _capped_writer(sink),
+            progress=_raw_progress(progress),
+        )
+
+
+def _capped_writer(sink: BinaryIO) -> Callable[[bytes], int]:
+    """``sink.write``, refusing (RemoteError) past :data:`MAX_INCOMING_PACK_BYTES` in all."""
+    written = 0
+
+    def write(data: bytes) -> int:
+        nonlocal written
+        written += len(data)
+        if written > MAX_INCOMING_PACK_BYTES:
+            raise RemoteError(
+                f"the remote sent more than {MAX_INCOMING_PACK_BYTES >> 20} MiB",
+                "memory repositories are small; check the remote URL",
+            )
+        return sink.write(data)
+
+    return write
+
+
+def _add_spooled_pack(quarantine: Quarantine, spool: str) -> None:
+    """Index the downloaded (thin) pack into the quarantine; an empty one adds nothing."""
+    if os.path.getsize(spool):
+        with open(spool, "rb") as source:
+            quarantine.store.add_thin_pack(source.read, None)
+    os.unlink(spool)
 
 
 def _branch_names(refs: Mapping[Ref, ObjectID]) -> list[str]:
@@ -971,6 +1001,21 @@ def _close_opened() -> None:
 # --- the whole sync ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _SyncRun:
+    """What every fetch-decide-push round of one sync shares."""
+
+    layout: Layout
+    name: str
+    transport_for: Callable[[bool], Transport]
+    options: SyncOptions
+    result: SyncResult
+    identity: Identity
+    host: str
+    now: datetime
+    progress: Progress | None
+
+
 def sync_locked(
     layout: Layout,
     name: str,
@@ -988,21 +1033,10 @@ def sync_locked(
     transport = transport_for(False)
     result = SyncResult(name, redact_all(transport.url, transport.secrets), dry_run=options.dry_run)
     result.before = repo.head()[1]
+    run = _SyncRun(layout, name, transport_for, options, result, identity, host, now, progress)
     for attempt in range(1, MAX_PUSH_ATTEMPTS + 1):
         result.attempts = attempt
-        if _sync_once(
-            layout,
-            repo,
-            name,
-            transport,
-            transport_for,
-            options,
-            result,
-            identity,
-            host,
-            now,
-            progress,
-        ):
+        if _sync_once(run, repo, transport):
             break
         repo = _open(layout.memory_root)
     else:
@@ -1015,28 +1049,17 @@ def sync_locked(
     return result
 
 
-def _sync_once(
-    layout: Layout,
-    repo: Repository,
-    name: str,
-    transport: Transport,
-    transport_for: Callable[[bool], Transport],
-    options: SyncOptions,
-    result: SyncResult,
-    identity: Identity,
-    host: str,
-    now: datetime,
-    progress: Progress | None,
-) -> bool:
+def _sync_once(run: _SyncRun, repo: Repository, transport: Transport) -> bool:
     """One fetch-decide-push round; False when the push lost a race and must be repeated."""
-    _say(progress, f"fetching from {name}")
-    fetched = fetch(repo, transport, progress, options.timeout)
+    result, options = run.result, run.options
+    _say(run.progress, f"fetching from {run.name}")
+    fetched = fetch(repo, transport, run.progress, options.timeout)
     try:
         objects = fetched.objects
         remote_head = fetched.remote_head
         result.fetched += fetched.new_commits
         result.remote_head = remote_head
-        _check_not_rewound(repo, objects, name, remote_head, options.force)
+        _check_not_rewound(repo, objects, run.name, remote_head, options.force)
         local = repo.head()[1]
         kind, base = relation(objects, local, remote_head)
         if options.dry_run:
@@ -1048,93 +1071,105 @@ def _sync_once(
     repo = _open(repo.root)
     objects = Objects(repo.objects)
     if remote_head is not None:
-        _set_tracking(repo, name, remote_head)
-    return _act(
-        layout,
-        repo,
-        objects,
-        name,
-        transport_for,
-        options,
-        result,
-        kind,
-        local,
-        remote_head,
-        base,
-        identity,
-        host,
-        now,
-        progress,
-    )
+        _set_tracking(repo, run.name, remote_head)
+    return _act(run, repo, objects, kind, local, remote_head, base)
 
 
 def _act(
-    layout: Layout,
+    run: _SyncRun,
     repo: Repository,
     objects: Objects,
-    name: str,
-    transport_for: Callable[[bool], Transport],
-    options: SyncOptions,
-    result: SyncResult,
     kind: str,
     local: str | None,
     remote_head: str | None,
     base: str | None,
-    identity: Identity,
-    host: str,
-    now: datetime,
-    progress: Progress | None,
 ) -> bool:
+    """Bring ``main`` and the remote together for ``kind`` (``relation``); False when the push
+    lost a race."""
+    result = run.result
     if kind in ("same", "empty"):
         result.action = "up-to-date" if kind == "same" else "empty"
         result.head = local
         return True
     if kind == "behind":
         assert remote_head is not None
-        _say(progress, f"fast-forwarding to {remote_head[:12]}")
-        result.changed_paths = fast_forward(repo, objects, local, remote_head)
-        result.action = "fast-forward"
-        result.head = remote_head
-        index_commit = rebuild_stale_index(layout, name, identity=identity, host=host, now=now)
-        if index_commit is None:
+        head = _fast_forward_to(run, repo, objects, local, remote_head)
+        if head is None:  # MEMORY.md was current: nothing of ours to push
             return True
-        result.index_commit = result.head = head = index_commit
     else:
         assert local is not None
-        head = local
-        if kind == "diverged":
-            assert remote_head is not None
-            _say(progress, f"merging {name}/main")
-            plan = plan_merge(objects, local, remote_head, base)
-            head, changed = commit_merge(
-                repo,
-                objects,
-                plan,
-                local,
-                remote_head,
-                remote=name,
-                identity=identity,
-                host=host,
-                now=now,
-            )
-            result.merge_commit = head
-            result.reconciled += list(plan.result.reconciled)
-            result.changed_paths = changed
-        result.action = "merged" if result.merge_commit else "pushed"
-        result.head = head
-        if not options.push:
-            result.action = "merged" if result.merge_commit else "ahead"
-    if not options.push:
+        head = _merge_if_diverged(run, repo, objects, kind, local, remote_head, base)
+    if not run.options.push:
         return True
-    _say(progress, f"pushing {head[:12]} to {name}")
+    return _push_head(run, repo, head, remote_head)
+
+
+def _fast_forward_to(
+    run: _SyncRun, repo: Repository, objects: Objects, local: str | None, remote_head: str
+) -> str | None:
+    """Fast-forward to the remote; the ``index`` commit to push when MEMORY.md was stale."""
+    result = run.result
+    _say(run.progress, f"fast-forwarding to {remote_head[:12]}")
+    result.changed_paths = fast_forward(repo, objects, local, remote_head)
+    result.action = "fast-forward"
+    result.head = remote_head
+    index_commit = rebuild_stale_index(
+        run.layout, run.name, identity=run.identity, host=run.host, now=run.now
+    )
+    if index_commit is not None:
+        result.index_commit = result.head = index_commit
+    return index_commit
+
+
+def _merge_if_diverged(
+    run: _SyncRun,
+    repo: Repository,
+    objects: Objects,
+    kind: str,
+    local: str,
+    remote_head: str | None,
+    base: str | None,
+) -> str:
+    """The head to push: the merge commit when the histories diverged, else ``local``."""
+    result = run.result
+    head = local
+    if kind == "diverged":
+        assert remote_head is not None
+        _say(run.progress, f"merging {run.name}/main")
+        plan = plan_merge(objects, local, remote_head, base)
+        head, changed = commit_merge(
+            repo,
+            objects,
+            plan,
+            local,
+            remote_head,
+            remote=run.name,
+            identity=run.identity,
+            host=run.host,
+            now=run.now,
+        )
+        result.merge_commit = head
+        result.reconciled += list(plan.result.reconciled)
+        result.changed_paths = changed
+    result.action = "merged" if result.merge_commit else "pushed"
+    result.head = head
+    if not run.options.push:
+        result.action = "merged" if result.merge_commit else "ahead"
+    return head
+
+
+def _push_head(run: _SyncRun, repo: Repository, head: str, remote_head: str | None) -> bool:
+    """Push ``head`` over ``remote_head``; False when the remote moved meanwhile."""
+    _say(run.progress, f"pushing {head[:12]} to {run.name}")
     try:
-        push(repo, transport_for(True), head, remote_head, progress, options.timeout)
+        push(repo, run.transport_for(True), head, remote_head, run.progress, run.options.timeout)
     except RemoteMoved:
-        _say(progress, f"{name} moved meanwhile; fetching again")
+        _say(run.progress, f"{run.name} moved meanwhile; fetching again")
         return False
+    result = run.result
     result.pushed = True
     result.remote_head = head
-    _set_tracking(repo, name, head)
+    _set_tracking(repo, run.name, head)
     return True
 
 

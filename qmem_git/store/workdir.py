@@ -103,7 +103,7 @@ def atomic_write(
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     if mode is None:
-        mode = _current_mode(path)
+        mode = file_mode(path)
     fd, tmp = _create_temp(directory, "." + os.path.basename(path) + TEMP_MARKER)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -124,8 +124,9 @@ def atomic_write(
     _forget_parsed(path)
 
 
-def _current_mode(path: str) -> int:
-    """The permission bits of the regular file at ``path``; 0644 when there is none."""
+def file_mode(path: str) -> int:
+    """The permission bits of the regular file at ``path`` (a symlink is followed); 0644 when
+    there is none. What :func:`atomic_write` keeps, and what a backup of the file should get."""
     try:
         st = os.stat(path)
     except OSError:

@@ -465,3 +465,17 @@ def test_deeply_nested_settings_are_refused_not_crashed_on(tmp_path: Path) -> No
     path.write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(QmemError, match="nested too deeply"):
         install("claude", tmp_path, tmp_path)
+
+
+def test_the_backup_of_a_symlinked_private_file_is_private(tmp_path: Path) -> None:
+    """The backup goes beside the link but takes the mode of the file the link points to."""
+    dotfiles = tmp_path / "dotfiles" / "claude-settings.json"
+    write_settings(dotfiles, {"env": {"ANTHROPIC_API_KEY": "sk-private"}})
+    dotfiles.chmod(0o600)
+    link = tmp_path / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(dotfiles)
+    result = install("claude", tmp_path, tmp_path)
+    assert result.backup is not None and Path(result.backup).parent == link.parent
+    assert stat.S_IMODE(os.lstat(result.backup).st_mode) == 0o600
+    assert stat.S_IMODE(dotfiles.stat().st_mode) == 0o600

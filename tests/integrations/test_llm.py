@@ -539,3 +539,55 @@ def test_commands_survive_an_infinite_number_in_the_config(
     )  # fmt: skip
     assert "Traceback" not in done.stderr and done.returncode == 0, done.stderr
     assert "Terraform runs in CI only." in done.stdout  # the model (unreachable) fell back
+
+
+# --------------------------------------------------------------------------- redirects
+
+
+def test_a_redirect_is_not_followed_and_its_body_is_not_read(server: ModelServer) -> None:
+    """requests would read a redirect's body whole (no cap, no deadline) and re-POST the
+    transcript to the Location; qmem-git refuses the redirect instead."""
+    elsewhere = server.base_url + "/elsewhere/chat/completions"
+    server.script(
+        Reply(307, b"", {"Location": elsewhere}, padding=128 * 1024 * 1024),
+        chat({"followed": True}),
+    )
+    started = time.monotonic()
+    exc = call(server.config(read_timeout=10.0))
+    assert time.monotonic() - started < 5
+    assert exc.kind == llm.REDIRECT and exc.status == 307
+    port = server.base_url.split(":")[2].split("/")[0]
+    assert exc.message == f"127.0.0.1 redirected the request to http://127.0.0.1:{port} (HTTP 307)"
+    assert "set the base URL to the final address" in exc.hint
+    assert [r.path for r in server.requests] == ["/v1/chat/completions"]  # no re-POST
+    (sent,) = wait_for_sent(server)
+    assert sent < 64 * 1024 * 1024  # the client hung up instead of reading it all
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 308])
+def test_every_redirect_status_is_refused_without_a_retry(server: ModelServer, status: int) -> None:
+    server.script(
+        Reply(status, b"moved", {"Location": "https://api.example.com/v1/chat/completions"}),
+        chat({"followed": True}),
+    )
+    exc = call(server.config())
+    assert exc.kind == llm.REDIRECT
+    assert "redirected the request to https://api.example.com (" in exc.message
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "headers", [{}, {"Location": "http://[::1"}, {"Location": "http://host:99999/"}]
+)
+def test_a_redirect_without_a_usable_location(server: ModelServer, headers: dict[str, str]) -> None:
+    server.script(Reply(302, b"", headers))
+    exc = call(server.config())
+    assert exc.kind == llm.REDIRECT
+    assert "HTTP 302 (a redirect) without a usable Location" in exc.message
+
+
+def test_check_endpoint_reports_a_redirect(server: ModelServer) -> None:
+    server.script(Reply(308, b"", {"Location": "https://api.example.com/v1/chat/completions"}))
+    report = check_endpoint(server.config())
+    assert not report.ok and report.kind == llm.REDIRECT
+    assert report.hint.startswith("set the base URL to the final address")

@@ -12,7 +12,7 @@ from helpers_git import GitRepo, memory_text
 
 from qmem_git.errors import NothingToDo, QmemError
 from qmem_git.ops.undo import UNDOES_TRAILER, plan_undo, undo_target
-from qmem_git.store.history import read_log
+from qmem_git.store.history import History, read_log
 
 PNPM = memory_text("user", "pnpm", "Use pnpm for installs")
 PNPM_2 = memory_text("user", "pnpm", "Use pnpm for installs", "Run pnpm -r for workspaces")
@@ -450,3 +450,21 @@ def test_cli_amended_commit_blocks_undo_and_shows_in_history(memory: Path) -> No
     history = qmem(memory, "--json", "history", terse).json()
     assert [e["commit"] for e in history] == [amended, first]
     assert_clean_repo(memory)
+
+
+def test_plan_undo_takes_undo_targets_id_without_resolving_it_again(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extract = undo_target(repo.path)
+    resolved: list[str] = []
+    real = History.resolve
+
+    def recording(self: History, rev: str) -> str:
+        resolved.append(rev)
+        return real(self, rev)
+
+    monkeypatch.setattr(History, "resolve", recording)
+    assert plan_undo(repo.path, extract).trailers == ((UNDOES_TRAILER, extract),)
+    assert resolved == []
+    assert plan_undo(repo.path, "HEAD").trailers == ((UNDOES_TRAILER, extract),)
+    assert resolved == ["HEAD"]

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dulwich.object_store import DiskObjectStore
+from dulwich.objects import ObjectID
 from helpers_git import GitRepo, memory_text
 
 from qmem_git.core.model import MAX_FILE_BYTES
 from qmem_git.core.unidiff import colorize, render_file_diff
-from qmem_git.errors import UsageError
+from qmem_git.errors import RepoCorrupt, UsageError
 from qmem_git.store import history as store_history
 from qmem_git.store.history import (
     History,
@@ -488,3 +491,51 @@ def test_worktree_file_reads_only_regular_files(repo: GitRepo) -> None:
         assert history.worktree_file("project/ci.md") == CI.encode()
         for rel in ("user/link.md", "user/dir.md", "user/fifo.md", "user/none.md", "x/y/z.md"):
             assert history.worktree_file(rel) is None, rel
+
+
+# -- a damaged pack index ---------------------------------------------------------------------
+
+
+def damage_pack_index(r: GitRepo) -> None:
+    """Pack every object (``git gc``), then cut the pack's .idx to 100 bytes."""
+    r.git("gc", "-q")
+    pack_dir = r.root / ".git" / "objects" / "pack"
+    (idx,) = pack_dir.glob("pack-*.idx")
+    idx.chmod(0o644)
+    os.truncate(idx, 100)
+
+
+@pytest.mark.parametrize("length", [4, 8, 40])
+def test_resolve_with_a_damaged_pack_index_is_corrupt(repo: GitRepo, length: int) -> None:
+    """dulwich raises struct.error loading the index: RepoCorrupt (exit 6), not a crash."""
+    sha = repo.head()
+    damage_pack_index(repo)
+    with pytest.raises(RepoCorrupt) as info, open_history(repo.path) as history:
+        history.resolve(sha[:length])
+    assert info.value.exit_code == 6 and "damaged" in info.value.message
+
+
+def test_a_full_id_is_looked_up_without_a_prefix_scan(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shas = git_log(repo)
+    calls: list[bytes] = []
+    real = DiskObjectStore.iter_prefix
+
+    def counting(self: DiskObjectStore, prefix: bytes) -> Iterator[ObjectID]:
+        calls.append(prefix)
+        return real(self, prefix)
+
+    monkeypatch.setattr(DiskObjectStore, "iter_prefix", counting)
+    assert resolve_rev(repo.path, shas[2]) == shas[2]
+    assert resolve_rev(repo.path, shas[2].upper()) == shas[2]
+    assert calls == []
+    assert resolve_rev(repo.path, shas[2][:8]) == shas[2] and calls == [shas[2][:8].encode()]
+
+
+def test_a_full_id_that_is_not_a_commit_is_unknown(repo: GitRepo) -> None:
+    tree = repo.git("rev-parse", "HEAD^{tree}").strip()
+    for rev in ("0" * 40, tree):
+        with pytest.raises(UsageError) as info:
+            resolve_rev(repo.path, rev)
+        assert info.value.exit_code == 2 and "unknown revision" in info.value.message

@@ -8,8 +8,11 @@ hook refuses C git's push of the same commit, and ``git fsck --strict`` checks t
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -190,3 +193,62 @@ def test_forced_pushes_honour_deny_non_fast_forwards_and_deny_deletes(
     assert _send(machine, remote, parent) == {b"refs/heads/main": None}
     assert main_of(remote) == parent
     fsck_strict(remote)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for init to reap it is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _running(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_a_hook_that_times_out_leaves_no_process_behind(tmp_path: Path, remote: Path) -> None:
+    """A timeout kills the hook's whole process group, not only the shell."""
+    m = Machine(tmp_path, "slow", [1_700_000_000], QMEM_GIT_TIMEOUT="2")
+    m.remember("The release train leaves every Tuesday")
+    m.connect(str(remote))
+    hook(remote, "pre-receive", '#!/bin/sh\nsleep 60 &\necho $! > "$GIT_DIR/sleep.pid"\nwait\n')
+    before = main_of(remote)
+    m.remember("Deploys need two approvals from the platform team")
+    started = time.monotonic()
+    with pytest.raises(RemoteError, match="pre-receive hook timed out") as caught:
+        m.sync()
+    assert caught.value.exit_code == 5
+    assert time.monotonic() - started < 30
+    pid = int((remote / "sleep.pid").read_text())
+    try:
+        assert _gone_within(pid, 5), f"the hook's sleep {pid} is still running"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert main_of(remote) == before
+
+
+def test_the_hooks_of_one_push_share_one_timeout(tmp_path: Path, remote: Path) -> None:
+    """pre-receive and update each within the timeout, together past it: the push is refused."""
+    m = Machine(tmp_path, "slow", [1_700_000_000], QMEM_GIT_TIMEOUT="2")
+    m.remember("The release train leaves every Tuesday")
+    m.connect(str(remote))
+    hook(remote, "pre-receive", "#!/bin/sh\ncat >/dev/null\nsleep 1.2\n")
+    hook(remote, "update", "#!/bin/sh\nsleep 1.2\n")
+    before = main_of(remote)
+    m.remember("Deploys need two approvals from the platform team")
+    with pytest.raises(RemoteError, match="update hook timed out") as caught:
+        m.sync()
+    assert caught.value.exit_code == 5
+    assert main_of(remote) == before
+    (remote / "hooks" / "update").unlink()
+    assert m.sync().pushed  # pre-receive alone fits in the budget
+    assert main_of(remote) == m.head()
