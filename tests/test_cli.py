@@ -358,6 +358,9 @@ def test_global_options_may_follow_the_command(memory: Path, tmp_path: Path) -> 
     assert json.loads(after.stdout)[0]["op"] == "remember"
     quiet = qmem(memory, "remember", "I prefer terse responses", "-q")
     assert quiet.code == 0 and quiet.out == "" and quiet.err == ""
+    for args in (("remote", "--json", "list"), ("remote", "list", "--json")):
+        listed = qmem(memory, *args)
+        assert listed.code == 0 and listed.json() == [], args
 
 
 def test_log_path_accepts_absolute_and_unnormalised_paths(memory: Path) -> None:
