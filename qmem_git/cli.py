@@ -1238,9 +1238,11 @@ def _global_option(*decls: str, field: str, flag: bool, help_text: str) -> click
 def _accept_global_options(group: click.Group) -> None:
     """Give every command (and sub-group) the global options too: they may come before or
     after its name (``qmem-git log --json``, ``qmem-git remote --json list``)."""
-    for command in group.commands.values():
+    for name, command in group.commands.items():
         if isinstance(command, click.Group):
             _accept_global_options(command)
+        if name == "hook":  # served by hookentry: the agent's event JSON decides, not flags
+            continue
         command.params += [
             _global_option("--json", field="json", flag=True, help_text="Machine-readable output."),
             _global_option(
