@@ -845,7 +845,9 @@ def demo(opts: Options, keep: bool) -> None:
         argv = ["--project", project, *(a.format(**paths) for a in args)]
         click.echo("$ qmem-git " + " ".join(_quote(a) for a in argv[2:]))
         failures += run(argv) != 0
-    if not keep:
+    if keep:
+        click.echo(f"\nDemo folder kept: {base} (its memory folders are git repositories).")
+    else:
         shutil.rmtree(base, ignore_errors=True)
         click.echo("\nDemo folder removed (use --keep to keep it).")
     if failures:

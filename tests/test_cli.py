@@ -319,6 +319,15 @@ def test_demo_runs_end_to_end_without_network(tmp_path: Path) -> None:
         assert marker in proc.stdout, marker
     assert list(tmp_path.iterdir()) == []  # the demo folder is removed
     assert not (Path(os.environ["HOME"]) / ".qwen").exists()
+    kept = subprocess.run(
+        [sys.executable, "-m", "qmem_git", "demo", "--keep"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    [folder] = list(tmp_path.iterdir())
+    assert kept.returncode == 0 and f"Demo folder kept: {folder}" in kept.stdout
 
 
 def test_doctor_reports_and_fails_on_problems(memory: Path, tmp_path: Path) -> None:
