@@ -515,3 +515,14 @@ def test_doctor_hints_point_at_real_fixes(memory: Path) -> None:
     planner = qmem(memory.parent / "fresh", "dream", "--force", "--planner", "model")
     assert planner.code == 2
     assert "docs-models.md" not in planner.err and "README" in one_error_line(planner.err)
+
+
+def test_undo_of_an_operation_a_later_one_already_reverted_names_it(memory: Path) -> None:
+    assert qmem(memory, "remember", "--type", "user", "I prefer terse responses").code == 0
+    added = head(memory)
+    assert qmem(memory, "forget", "terse").code == 0
+    forgot = head(memory)
+    undone = qmem(memory, "undo", added)
+    assert undone.code == 0 and head(memory) == forgot
+    assert "Nothing to change." in undone.out
+    assert f"already as before {added[:7]}: changed by {forgot[:7]}" in undone.err

@@ -7,6 +7,7 @@ comes before speed here (ARCHITECTURE §6 is about ``log``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 from qmem_git.core.changes import ChangeSet
@@ -67,7 +68,22 @@ def plan_undo(memory_root: str, rev: str | None = None, *, force: bool = False) 
             _refuse_if_edited(target, [path for path, f in files.items() if f.edited])
         for path, f in pending.items():
             _require_restorable(repo, target, path, f)
-        return _changeset(target, pending, left_alone)
+        changeset = _changeset(target, pending, left_alone)
+        if not pending and paths:  # nothing left to undo: say who undid it already
+            changeset = replace(changeset, notes=changeset.notes + _already(repo, target, paths))
+        return changeset
+
+
+def _already(repo: History, target: LogEntry, paths: list[str]) -> tuple[str, ...]:
+    """An undo with nothing left to do says so, and which later commit did it (a forget)."""
+    later = [e for e in repo.since(target.commit) if _shared(repo, e, paths)]
+    shown = ", ".join(_shown(p) for p in paths)
+    if not later:
+        return (f"{shown} already as before {target.short}",)
+    newest = later[0]
+    return (
+        f"{shown} already as before {target.short}: changed by {newest.short} ({newest.subject})",
+    )
 
 
 def _commit_id(repo: History, rev: str | None) -> str:
