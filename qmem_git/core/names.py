@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from qmem_git.core.model import INDEX_NAME, MEMORY_TYPES
 
@@ -126,12 +126,42 @@ def find_case_collisions(paths: Iterable[str]) -> list[list[str]]:
     """
     spellings: dict[str, set[str]] = defaultdict(set)
     for path in paths:
-        segments = path.split("/")
-        for depth in range(1, len(segments) + 1):
-            prefix = "/".join(segments[:depth])
+        for prefix in path_prefixes(path):
             spellings[fold_name(prefix)].add(prefix)
     groups = [sorted(names) for names in spellings.values() if len(names) > 1]
     return sorted(groups)
+
+
+def new_name_collisions(new: Iterable[str], paths: Collection[str]) -> dict[str, tuple[str, str]]:
+    """The ``new`` paths that one case-insensitive disk would merge with another of ``paths``:
+    new path -> (its clashing spelling, the spelling it clashes with).
+
+    A spelling already used by a path that is not new is kept and the new spellings beside it
+    are refused; when every spelling in a clash is new, all of them are refused.
+    """
+    fresh = set(new)
+    groups = find_case_collisions(paths) if fresh else []
+    if not groups:
+        return {}
+    established = {prefix for rel in paths if rel not in fresh for prefix in path_prefixes(rel)}
+    refused: dict[str, tuple[str, str]] = {}
+    for group in groups:
+        kept = [name for name in group if name in established]
+        for rel in fresh:
+            clash = next((p for p in path_prefixes(rel) if p in group and p not in kept), None)
+            if clash is not None:
+                refused[rel] = (clash, next(name for name in (kept or group) if name != clash))
+    return refused
+
+
+def collision_message(spelling: str, other: str) -> str:
+    return f"'{spelling}' and '{other}' are one path on case-insensitive file systems"
+
+
+def path_prefixes(path: str) -> list[str]:
+    """``a``, ``a/b``, ``a/b/c.md`` for ``a/b/c.md``: the folders and the file itself."""
+    segments = path.split("/")
+    return ["/".join(segments[:depth]) for depth in range(1, len(segments) + 1)]
 
 
 def _is_control(char: str) -> bool:

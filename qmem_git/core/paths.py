@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import posixpath
 
+from qmem_git.core.limits import INDEX_RECORD_NAME, WRITER_LOCK_NAME
+
 # This module is on the per-prompt hook path: it avoids `re`, `dataclasses` and `typing`
 # (together ~25 ms of start-up), so Layout is a small hand-written value class.
 TYPE_CHECKING = False
@@ -114,7 +116,7 @@ def resolve_layout(
 
 
 MEMORY_DIR_NAME = "memory"  # spec §2.2: memory roots are <state dir>/memory
-MEMORY_REPO_MARKERS = ("qmem-index", "qmem.lock")  # in .git: store.gitindex, store.locks
+MEMORY_REPO_MARKERS = (INDEX_RECORD_NAME, WRITER_LOCK_NAME)  # in a memory repo's .git
 
 
 def _enclosing_memory_repo(directory: str, exists: Callable[[str], bool]) -> str | None:

@@ -20,6 +20,7 @@ from qmem_git.core.forget import (
     select_heuristic,
 )
 from qmem_git.core.model import Document
+from qmem_git.core.names import check_path_safety
 from qmem_git.core.statefile import iso_ms
 from qmem_git.core.text import clip, normalize_space
 from qmem_git.errors import UsageError
@@ -100,7 +101,7 @@ def _named_documents(memory_root: str, docs: list[Document], ids: Sequence[str])
     scanned = {doc.relative_path for doc in docs}
     found: list[Document] = []
     for rel in dict.fromkeys(_ID_SUFFIX.sub("", cid) for cid in ids):
-        if rel in scanned or not is_memory_path(rel) or ".." in rel.split("/"):
+        if rel in scanned or not is_memory_path(rel) or check_path_safety(rel):
             continue
         path = os.path.join(memory_root, rel)
         try:

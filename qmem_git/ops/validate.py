@@ -18,7 +18,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES
-from qmem_git.core.names import check_path_safety, find_case_collisions, fold_name
+from qmem_git.core.names import (
+    check_path_safety,
+    collision_message,
+    find_case_collisions,
+    fold_name,
+)
 from qmem_git.core.validate import (
     Finding,
     check_index,
@@ -237,7 +242,7 @@ def _collisions(paths: list[str], display: Display) -> list[Finding]:
     for group in find_case_collisions(paths):
         first, *others = group
         for other in others:
-            message = f"'{other}' and '{first}' are one path on case-insensitive file systems"
+            message = collision_message(other, first)
             findings.append(Finding(display(other), 1, 1, "error", message, "path-collision"))
     return findings
 

@@ -20,8 +20,10 @@ import os
 import struct
 from typing import NamedTuple
 
+from qmem_git.core.limits import INDEX_RECORD_NAME
+
 SIGNATURE = b"DIRC"
-HEAD_RECORD = "qmem-index"
+HEAD_RECORD = INDEX_RECORD_NAME
 FILE_MODE = 0o100644
 _HEADER = struct.Struct(">4sII")
 _ENTRY = struct.Struct(">10I20sH")

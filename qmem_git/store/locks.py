@@ -28,10 +28,11 @@ import time
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from qmem_git.core.limits import WRITER_LOCK_NAME
 from qmem_git.core.paths import Layout
 from qmem_git.errors import QmemError, RepoLocked
 
-LOCK_NAME = "qmem.lock"
+LOCK_NAME = WRITER_LOCK_NAME
 TENURE_NAME = "qmem-writer"
 STALE_LOCK_SECONDS = 10.0
 _SKIP_DIRS = {"objects"}

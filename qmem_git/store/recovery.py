@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime, timezone
 from typing import NamedTuple
 
@@ -112,38 +112,13 @@ def memory_file_problem(rel_path: str, data: bytes) -> str | None:
     return None
 
 
-def case_collisions(new: Iterable[str], paths: Iterable[str]) -> dict[str, str]:
-    """The ``new`` paths that one case-insensitive disk would merge with another path.
+def case_collisions(new: Iterable[str], paths: Collection[str]) -> dict[str, str]:
+    """The ``new`` paths a case-insensitive disk would merge with another path, and why
+    (``core.names.new_name_collisions`` in the ``rule: message`` shape of the other problems)."""
+    from qmem_git.core.names import collision_message, new_name_collisions
 
-    A spelling already used by a path that is not new is kept; the new spellings beside it are
-    refused. When every spelling in a clash is new, all of them are refused.
-    """
-    from qmem_git.core.names import find_case_collisions
-
-    fresh = set(new)
-    if not fresh:
-        return {}
-    groups = find_case_collisions(paths)
-    if not groups:
-        return {}
-    established = {prefix for rel in paths if rel not in fresh for prefix in _prefixes(rel)}
-    refused: dict[str, str] = {}
-    for group in groups:
-        kept = [name for name in group if name in established]
-        for rel in fresh:
-            clash = next((p for p in _prefixes(rel) if p in group and p not in kept), None)
-            if clash is not None:
-                other = next(name for name in (kept or group) if name != clash)
-                refused[rel] = (
-                    f"path-collision: '{clash}' and '{other}' are one path on "
-                    "case-insensitive file systems"
-                )
-    return refused
-
-
-def _prefixes(rel: str) -> list[str]:
-    segments = rel.split("/")
-    return ["/".join(segments[:depth]) for depth in range(1, len(segments) + 1)]
+    clashes = new_name_collisions(new, paths)
+    return {rel: "path-collision: " + collision_message(*pair) for rel, pair in clashes.items()}
 
 
 def recover(

@@ -13,6 +13,8 @@ from qmem_git.core.names import (
     find_case_collisions,
     fold_name,
     is_allowed_memory_path,
+    new_name_collisions,
+    path_prefixes,
 )
 
 ALLOWED = [
@@ -134,3 +136,16 @@ def test_checks_never_raise_and_allowed_paths_are_relative(rel: str) -> None:
     if not problems:
         assert not rel.startswith("/") and ".." not in rel.split("/")
         assert rel.endswith(".md")
+
+
+def test_new_name_collisions_keep_the_spelling_already_in_use() -> None:
+    paths = ["user/a.md", "user/A.md", "User/b.md", "user/c.md", "project/X.md", "project/x.md"]
+    refused = new_name_collisions(
+        ["user/A.md", "User/b.md", "user/c.md", "project/X.md", "project/x.md"], paths
+    )
+    assert refused["user/A.md"] == ("user/A.md", "user/a.md")
+    assert refused["User/b.md"] == ("User", "user")
+    assert "user/c.md" not in refused
+    assert {"project/X.md", "project/x.md"} <= refused.keys()  # both new: both refused
+    assert new_name_collisions([], paths) == {}
+    assert path_prefixes("a/b/c.md") == ["a", "a/b", "a/b/c.md"]
