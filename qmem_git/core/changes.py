@@ -80,14 +80,15 @@ class CommitInfo:
     def paths(self) -> tuple[str, ...]:
         return tuple(change.path for change in self.changes)
 
-    def mtime_of(self, path: str) -> int | None:
-        """The time a ``Qmem-Mtime`` trailer gives ``path`` (its age when it was committed)."""
+    @property
+    def mtimes(self) -> dict[str, int]:
+        """path -> the time its ``Qmem-Mtime`` trailer gives it (its age when committed)."""
+        times = {}
         for key, value in self.trailers:
-            if key == MTIME_TRAILER:
-                seconds, _, named = value.partition(" ")
-                if named == path and seconds.isdigit():
-                    return int(seconds)
-        return None
+            seconds, _, path = value.partition(" ")
+            if key == MTIME_TRAILER and seconds.isdigit() and path:
+                times[path] = int(seconds)
+        return times
 
 
 def render_commit_message(cs: ChangeSet, host: str, changes: list[FileChange]) -> str:

@@ -680,17 +680,17 @@ def last_change_times(objects: Objects, tip: str, paths: Collection[str]) -> dic
                     heapq.heappush(queue, (-objects.commit(parent).commit_time, parent))
                 pending.setdefault(parent, set()).update(same)
                 todo -= same
+        own = _own_times(commit) if todo else {}
         for path in todo:
-            result[path] = _own_time(commit, path) or commit.commit_time
+            result[path] = own.get(path, commit.commit_time)
     return result
 
 
-def _own_time(commit: Commit, path: str) -> int | None:
-    """The ``Qmem-Mtime`` a recover/snapshot/import commit recorded for ``path``, if any."""
+def _own_times(commit: Commit) -> dict[str, int]:
+    """The ``Qmem-Mtime`` times a recover/snapshot/import commit recorded (message read once)."""
     if b"Qmem-Mtime:" not in commit.message:
-        return None
-    message = commit.message.decode("utf-8", "replace")
-    return parse_commit_message(message).mtime_of(path)
+        return {}
+    return parse_commit_message(commit.message.decode("utf-8", "replace")).mtimes
 
 
 # --- the merge --------------------------------------------------------------------------------

@@ -216,5 +216,5 @@ def test_kept_file_times_are_trailers_of_written_paths_only() -> None:
     message = render_commit_message(cs, "box", changes)
     assert message.count("Qmem-Mtime:") == 1
     info = parse_commit_message(message)
-    assert info.mtime_of("user/a.md") == 1_700_000_000
-    assert info.mtime_of("user/gone.md") is None and info.mtime_of("user/other.md") is None
+    assert info.mtimes.get("user/a.md") == 1_700_000_000
+    assert info.mtimes.get("user/gone.md") is None and info.mtimes.get("user/other.md") is None
