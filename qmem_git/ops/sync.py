@@ -145,6 +145,23 @@ def run_sync(
     git_dir = _git_dir(settings)
     chosen = remotes.get_remote(git_dir, remote) if remote else remotes.default_remote(git_dir)
     options = SyncOptions(dry_run=dry_run, push=push, force=force, timeout=timeout_for(settings))
+    result, report = _under_lock(
+        sync_locked, settings, chosen, options, now, progress, recover=not dry_run
+    )
+    return SyncOutcome(result, report)
+
+
+def _under_lock(
+    run: Callable[..., SyncResult],
+    settings: Settings,
+    remote: Remote,
+    options: SyncOptions,
+    now: datetime,
+    progress: Progress | None,
+    *,
+    recover: bool,
+) -> tuple[SyncResult, RecoveryReport | None]:
+    """``run`` (sync_locked or adopt_remote) under the writer lock, with the settings' identity."""
     identity = identity_for(settings)
     with locked_writer(
         settings.layout,
@@ -152,19 +169,19 @@ def run_sync(
         host=settings.host,
         now=now,
         lock_timeout=settings.lock_timeout,
-        recover=not dry_run,
+        recover=recover,
     ) as report:
-        result = sync_locked(
+        result = run(
             settings.layout,
-            chosen.name,
-            _transport_factory(settings, chosen),
+            remote.name,
+            _transport_factory(settings, remote),
             options,
             identity=identity,
             host=settings.host,
             now=now,
             progress=progress,
         )
-    return SyncOutcome(result, report)
+    return result, report
 
 
 # --- clone and init --remote ------------------------------------------------------------------
@@ -236,25 +253,8 @@ def _adopt(
     settings: Settings, remote: Remote, now: datetime, progress: Progress | None
 ) -> SyncResult:
     options = SyncOptions(timeout=timeout_for(settings))
-    identity = identity_for(settings)
-    with locked_writer(
-        settings.layout,
-        identity=identity,
-        host=settings.host,
-        now=now,
-        lock_timeout=settings.lock_timeout,
-        recover=False,
-    ):
-        return adopt_remote(
-            settings.layout,
-            remote.name,
-            _transport_factory(settings, remote),
-            options,
-            identity=identity,
-            host=settings.host,
-            now=now,
-            progress=progress,
-        )
+    result, _ = _under_lock(adopt_remote, settings, remote, options, now, progress, recover=False)
+    return result
 
 
 def _ensure_remote(settings: Settings, name: str, url: str) -> Remote:
