@@ -76,7 +76,7 @@ def plan_undo(memory_root: str, rev: str | None = None, *, force: bool = False) 
 
 def _already(repo: History, target: LogEntry, paths: list[str]) -> tuple[str, ...]:
     """An undo with nothing left to do says so, and which later commit did it (a forget)."""
-    later = [e for e in repo.since(target.commit) if _shared(repo, e, paths)]
+    later = _later_changes(repo, target, paths)
     shown = ", ".join(_shown(p) for p in paths)
     if not later:
         return (f"{shown} already as before {target.short}",)
@@ -143,7 +143,7 @@ def _recoverable(path: str, data: bytes) -> bool:
 
 def _refuse_if_changed_later(repo: History, target: LogEntry, paths: list[str]) -> None:
     """Refuse when a commit after ``target`` changed one of its files (by the trees)."""
-    later = [e for e in repo.since(target.commit) if _shared(repo, e, paths)]
+    later = _later_changes(repo, target, paths)
     if not later:
         return
     newest = later[0]
@@ -153,6 +153,11 @@ def _refuse_if_changed_later(repo: History, target: LogEntry, paths: list[str]) 
         f"also changed {', '.join(_shared(repo, newest, paths))}",
         "undo the later commit first, or pass --force to overwrite those files",
     )
+
+
+def _later_changes(repo: History, target: LogEntry, paths: list[str]) -> list[LogEntry]:
+    """The commits after ``target`` that changed one of ``paths``, newest first."""
+    return [entry for entry in repo.since(target.commit) if _shared(repo, entry, paths)]
 
 
 def _shared(repo: History, entry: LogEntry, paths: list[str]) -> list[str]:
