@@ -7,9 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from qmem_git.core.paths import Layout, chats_dir, layout_for
+from qmem_git.envvalues import DEFAULT_LOCK_TIMEOUT, lock_timeout
 from qmem_git.modelconfig import ModelConfig, load_model_config
-
-DEFAULT_LOCK_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ def build_settings(
         cwd=cwd,
         env=dict(env),
         telemetry=env.get("QMEM_TELEMETRY", "1") != "0",
-        lock_timeout=_float(env.get("QMEM_LOCK_TIMEOUT"), DEFAULT_LOCK_TIMEOUT),
+        lock_timeout=lock_timeout(env),
         author_name=env.get("GIT_AUTHOR_NAME", ""),
         author_email=env.get("GIT_AUTHOR_EMAIL", ""),
         model=load_model_config(env, home).config,
@@ -67,10 +66,3 @@ def _hostname() -> str:
     import socket  # pragma: no cover - Windows
 
     return socket.gethostname()  # pragma: no cover
-
-
-def _float(value: str | None, default: float) -> float:
-    try:
-        return float(value) if value else default
-    except ValueError:
-        return default

@@ -14,13 +14,13 @@ the record. (An index extension would be neater, but C git prints "ignoring QMEM
 from __future__ import annotations
 
 import bisect
-import contextlib
-import hashlib
 import os
 import struct
-from typing import NamedTuple
 
 from qmem_git.core.limits import INDEX_RECORD_NAME
+
+# Light imports only (no typing, hashlib until a checksum is due): a writer's forked survey
+# imports this module after the fork, on the critical path of `remember`.
 
 SIGNATURE = b"DIRC"
 HEAD_RECORD = INDEX_RECORD_NAME
@@ -39,16 +39,21 @@ class IndexUnreadable(ValueError):
     """The index file is damaged or uses a feature we do not handle; rebuild it from HEAD."""
 
 
-class IndexEntry(NamedTuple):
+class IndexEntry:
     """The fields of one stage-0 entry that callers compare against ``lstat``."""
 
-    path: str
-    sha: str
-    mode: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    ino: int
+    __slots__ = ("ctime_ns", "ino", "mode", "mtime_ns", "path", "sha", "size")
+
+    def __init__(
+        self, path: str, sha: str, mode: int, size: int, mtime_ns: int, ctime_ns: int, ino: int
+    ) -> None:
+        self.path = path
+        self.sha = sha
+        self.mode = mode
+        self.size = size
+        self.mtime_ns = mtime_ns
+        self.ctime_ns = ctime_ns
+        self.ino = ino
 
 
 class GitIndex:
@@ -170,7 +175,7 @@ def parse_index(data: bytes, mtime_ns: int = 0) -> GitIndex:
     if signature != SIGNATURE or version not in (2, 3):
         raise IndexUnreadable(f"index version {version} is not supported")
     checksum = data[-20:]
-    if checksum != b"\0" * 20 and hashlib.sha1(data[:-20]).digest() != checksum:
+    if checksum != b"\0" * 20 and _sha1(data[:-20]) != checksum:
         raise IndexUnreadable("index checksum mismatch")
     index = GitIndex(version=version, mtime_ns=mtime_ns, checksum=checksum)
     _check_extensions(data, _read_entries(data, count, index))
@@ -213,7 +218,7 @@ def render_index(index: GitIndex) -> bytes:
     """The index file bytes: header, entries, SHA-1 trailer."""
     raw = index.ordered()
     data = b"".join([_HEADER.pack(SIGNATURE, index.version, len(raw)), *raw])
-    return data + hashlib.sha1(data).digest()
+    return data + _sha1(data)
 
 
 def write_index(git_dir: str, index: GitIndex) -> None:
@@ -253,8 +258,16 @@ def blob_mode(st: os.stat_result) -> int:
 
 
 def _unlink_quietly(path: str) -> None:
-    with contextlib.suppress(OSError):
+    try:  # noqa: SIM105 - contextlib is not imported by this module
         os.unlink(path)
+    except OSError:
+        pass
+
+
+def _sha1(data: bytes) -> bytes:
+    import hashlib
+
+    return hashlib.sha1(data).digest()
 
 
 def _stat_fields(st: os.stat_result, mode: int) -> tuple[int, ...]:

@@ -1,0 +1,23 @@
+"""Settings the earliest steps of a command need before ``settings`` (dataclasses, the model
+configuration) is imported: the writer-lock timeout, read by ``remember``'s fast path ahead of
+everything else so its work-tree survey starts at once."""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+DEFAULT_LOCK_TIMEOUT = 30.0
+
+
+def lock_timeout(env: Mapping[str, str]) -> float:
+    """``QMEM_LOCK_TIMEOUT`` in seconds; the default when unset or not a number."""
+    return seconds(env.get("QMEM_LOCK_TIMEOUT"), DEFAULT_LOCK_TIMEOUT)
+
+
+def seconds(value: str | None, default: float) -> float:
+    try:
+        return float(value) if value else default
+    except ValueError:
+        return default
