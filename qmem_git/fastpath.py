@@ -2,8 +2,9 @@
 
 ``recall`` runs before every prompt; ``remember`` once per saved fact, and on a 10,000-file
 store most of its time would otherwise go to imports (click ~35 ms, dulwich ~60 ms) and to the
-``lstat`` survey of the work tree (~50 ms). Here ``remember`` takes the writer lock first, so the
-survey starts in a forked child (``store.survey``) while this process imports the rest.
+``lstat`` survey of the work tree (~50 ms). Here ``remember`` takes the writer lock before any
+other import, so the survey starts in a forked child (``store.survey``) while this process
+imports the rest.
 
 ``__main__`` hands over only the plain argument shapes parsed here; anything else (``--help``,
 ``--dry-run``, ``--type=x``, unknown flags, a store that is not initialised yet) goes to the
@@ -20,13 +21,12 @@ TYPE_CHECKING = False  # typing itself is not imported on the recall path (~10 m
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from datetime import datetime
 
     from qmem_git.core.changes import ChangeSet
-    from qmem_git.core.patches import Patch
     from qmem_git.core.recall import RecallResult
     from qmem_git.modelconfig import ModelConfig
     from qmem_git.ops.runner import Outcome
+    from qmem_git.store.writer import WriterStart
 
 _GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir"}
 _GLOBAL_FLAG = {"--json": "json", "-q": "quiet", "--quiet": "quiet", "-v": "verbose"}
@@ -212,7 +212,6 @@ def parse_remember(args: list[str]) -> dict[str, object] | None:
 def fast_remember(opts: dict[str, object]) -> int | None:
     """Save one memory as one commit; None when the store needs click's path (not set up)."""
     import os
-    from datetime import datetime, timezone
 
     from qmem_git.core.paths import layout_for
     from qmem_git.errors import QmemError
@@ -229,9 +228,13 @@ def fast_remember(opts: dict[str, object]) -> int | None:
     needed += [layout.state_file(name) for name in (META_NAME, CURSOR_NAME)]
     if not all(os.path.exists(path) for path in needed):
         return None  # first use, or scaffold files missing: click's path (re)creates them
-    moment = datetime.now(timezone.utc)
     try:
-        outcome = _remember(opts, root, project, memory_dir, moment)
+        from qmem_git.envvalues import lock_timeout
+        from qmem_git.store.writer import WriterStart
+
+        # lock first, survey forked at once: everything below imports while the child scans
+        with WriterStart(layout, lock_timeout(env)) as started:
+            outcome = _remember(opts, root, project, memory_dir, started)
     except (Exception, KeyboardInterrupt) as exc:  # every failure becomes one Error: line
         message, code, unexpected = failure(exc)
         if opts.get("verbose") and unexpected:
@@ -253,28 +256,24 @@ def _remember(
     root: str,
     project: str | None,
     memory_dir: str | None,
-    moment: datetime,
+    started: WriterStart,
 ) -> Outcome:
     import os
+    from datetime import datetime, timezone
 
-    from qmem_git.ops.runner import execute  # light: dulwich loads once the lock is held
+    from qmem_git.ops.remember import plan_patch, remember_patch
+    from qmem_git.ops.runner import execute  # light: dulwich loads once recovery starts
     from qmem_git.settings import build_settings
 
+    moment = datetime.now(timezone.utc)
     settings = build_settings(os.environ, project=project, memory_dir=memory_dir)
-    patches: list[Patch] = []
-
-    def prepare() -> None:  # runs while the work tree is surveyed
-        from qmem_git.ops.remember import remember_patch
-
-        text, kind, why, how = (_str(opts.get(key)) for key in ("text", "type", "why", "how"))
-        patches.append(remember_patch(text or "", kind=kind, why=why, how=how))
+    text, kind, why, how = (_str(opts.get(key)) for key in ("text", "type", "why", "how"))
+    patch = remember_patch(text or "", kind=kind, why=why, how=how)  # refusals before dulwich
 
     def plan() -> ChangeSet:
-        from qmem_git.ops.remember import plan_patch
+        return plan_patch(root, patch, moment)
 
-        return plan_patch(root, patches[0], moment)
-
-    return execute(settings, plan, moment, overlap=True, prepare=prepare)
+    return execute(settings, plan, moment, started=started)
 
 
 def outcome_notes(outcome: Outcome, verbose: bool) -> list[str]:

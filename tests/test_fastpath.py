@@ -202,3 +202,20 @@ def test_failures_map_to_one_message_and_the_documented_codes() -> None:
     message, code, unexpected = fastpath.failure(ValueError("boom"))
     assert message.startswith("internal error: ValueError: boom") and "-v" in message
     assert (code, unexpected) == (1, True)
+
+
+def test_remember_forks_its_survey_before_any_costly_import() -> None:
+    """What ``remember`` runs before the fork (lock, tenure, survey start) loads nothing that
+    takes milliseconds, so the survey starts ~20 ms into the process."""
+    code = (
+        "import sys\n"
+        "from qmem_git import __main__, fastpath\n"
+        "from qmem_git.core.paths import layout_for\n"
+        "from qmem_git.envvalues import lock_timeout\n"
+        "from qmem_git.store.writer import WriterStart\n"
+        "costly = ('contextlib', 'dataclasses', 'datetime', 'dulwich', 'enum', 'hashlib',\n"
+        "          'inspect', 're', 'typing')\n"
+        "print(sorted(name for name in costly if name in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

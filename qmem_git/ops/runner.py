@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # annotations only: this module is on the fast path, before d
     from qmem_git.settings import Settings
     from qmem_git.store.recovery import RecoveryReport
     from qmem_git.store.repo import ApplyResult, Identity
+    from qmem_git.store.writer import WriterStart
 
 
 class Outcome(NamedTuple):
@@ -44,12 +45,11 @@ def execute(
     *,
     dry_run: bool = False,
     recover_worktree: bool = True,
-    overlap: bool = False,
-    prepare: Callable[[], object] | None = None,
+    started: WriterStart | None = None,
 ) -> Outcome:
     """Plan and (unless ``dry_run``) commit; ``plan`` runs under the writer lock.
 
-    ``overlap``/``prepare``: for a caller that has not imported the store yet (``store.writer``).
+    ``started``: the lock already taken and the survey forked by the caller (``store.writer``).
     """
     if dry_run:
         return Outcome(plan(), None, None)
@@ -61,8 +61,7 @@ def execute(
         now=now,
         lock_timeout=settings.lock_timeout,
         recover_worktree=recover_worktree,
-        overlap=overlap,
-        prepare=prepare,
+        started=started,
     )
     commit = result.applied.commit if result.applied else None
     return Outcome(result.changeset, commit, result.recovery, result.applied)

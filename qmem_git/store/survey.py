@@ -7,22 +7,24 @@ same) plus ~35 ms of index parsing and comparing.
 
 A command that still has its imports ahead of it (the ``remember`` fast path: dulwich alone is
 ~60 ms) can :func:`start` the survey in a forked child right after taking the lock, so the two
-run on separate cores; the child sends its result back through a pipe (``marshal``) and exits.
-This module imports nothing heavy, so forking costs the parent ~2 ms. Where ``fork`` is missing,
-or the process already runs threads (forking them is unsafe), the survey runs in process, and
-the result is the same either way.
+run on separate cores; the child writes its result (``marshal``) into memory shared with the
+parent and exits. This module imports nothing heavy (the index reader loads in the child), so
+forking costs the parent ~2 ms. Where ``fork`` is missing, or the process already runs threads
+(forking them is unsafe), the survey runs in process, and the result is the same either way.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import marshal
+import mmap
 import os
 
 from qmem_git.core.limits import INDEX_NAME
-from qmem_git.store import gitindex
-from qmem_git.store.gitindex import GitIndex
+
+TYPE_CHECKING = False  # imported before the fork: the index reader loads in the child
+if TYPE_CHECKING:
+    from qmem_git.store.gitindex import GitIndex
 
 TEMP_MARKER = ".qmem-tmp-"
 
@@ -49,6 +51,8 @@ class Survey:
 
 def survey(root: str) -> Survey:
     """Scan ``root`` (dot-dirs and symlinks skipped, spec §5) and compare it with the index."""
+    from qmem_git.store import gitindex
+
     stats, temp_files = _scan(root)
     try:
         index: GitIndex | None = gitindex.read_index(os.path.join(root, ".git"))
@@ -86,12 +90,18 @@ def _scan(root: str) -> tuple[dict[str, os.stat_result], list[str]]:
 
 
 class Pending:
-    """A survey running in a child process (or not started: :meth:`result` runs it here)."""
+    """A survey running in a child process (or not started: :meth:`result` runs it here).
 
-    def __init__(self, root: str, pid: int | None = None, fd: int | None = None) -> None:
+    The child writes its answer into ``shared``, an anonymous shared mapping made before the
+    fork (its pages cost memory only once written): a pipe would stall the child on its 64 KiB
+    buffer until the parent, still busy importing, starts to read. Only a child that exited
+    with status 0 is believed.
+    """
+
+    def __init__(self, root: str, pid: int | None = None, shared: mmap.mmap | None = None) -> None:
         self.root = root
         self.pid = pid  # the child's, None when not forked (or already reaped)
-        self._fd = fd
+        self._shared = shared
 
     @property
     def forked(self) -> bool:
@@ -99,34 +109,39 @@ class Pending:
 
     def result(self) -> Survey:
         """The child's survey; a fresh one in process if the child failed for any reason."""
-        if self._fd is None:
+        if self.pid is None or self._shared is None:
             return survey(self.root)
-        data = self._receive()
-        self.close()
+        status = _reap(self.pid)
+        self.pid = None
         try:
-            return _decode(data)
-        except (EOFError, ValueError, TypeError):  # a child killed mid-send, or not ours
-            return survey(self.root)
+            if status == 0:
+                return _decode(_read_answer(self._shared))
+        except (EOFError, ValueError, TypeError):  # not a whole answer
+            pass
+        finally:
+            self.close()
+        return survey(self.root)
 
     def close(self) -> None:
-        """Stop listening and reap the child (it exits on its own once its pipe is closed)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Stop a child whose answer is no longer wanted, reap it, free the shared pages."""
         if self.pid is not None:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.pid, 0)
-            self.pid = None
+            import signal  # not at the top: it imports enum (~5 ms), and this path is rare
 
-    def _receive(self) -> bytes:
-        assert self._fd is not None
-        chunks = []
-        while chunk := os.read(self._fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
+            try:  # noqa: SIM105 - contextlib is not imported by this module
+                os.kill(self.pid, signal.SIGKILL)  # it holds nothing: the lock fd was closed
+            except ProcessLookupError:
+                pass
+            _reap(self.pid)
+            self.pid = None
+        if self._shared is not None:
+            self._shared.close()
+            self._shared = None
 
 
 _MAGIC = b"qmem-survey-1\n"
+_LENGTH = 8  # the answer's size, little-endian, ahead of the answer itself
+# ~64 bytes per memory file: room for about a million files; beyond that, survey in process
+SHARED_BYTES = 64 << 20
 
 
 def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
@@ -137,34 +152,50 @@ def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
     """
     if not hasattr(os, "fork") or _threads_running():
         return Pending(root)
-    read_fd, write_fd = os.pipe()
+    try:
+        shared = mmap.mmap(-1, SHARED_BYTES)
+    except OSError:  # no address space to spare: survey here instead
+        return Pending(root)
     try:
         pid = os.fork()
     except OSError:  # out of processes or memory: survey here instead
-        os.close(read_fd)
-        os.close(write_fd)
+        shared.close()
         return Pending(root)
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        _child(root, read_fd, write_fd, parent_only)
-    os.close(write_fd)
-    return Pending(root, pid, read_fd)
+        _child(root, shared, parent_only)
+    return Pending(root, pid, shared)
 
 
-def _child(root: str, read_fd: int, write_fd: int, close_fds: tuple[int, ...]) -> None:
-    """Survey, send, exit without running the parent's cleanup (atexit, buffered stdio)."""
+def _child(root: str, shared: mmap.mmap, close_fds: tuple[int, ...]) -> None:
+    """Survey, answer, exit without running the parent's cleanup (atexit, buffered stdio)."""
     code = 1
     try:
         gc.disable()  # a collection would touch (and so copy) every page the parent shares
-        os.close(read_fd)
         for fd in close_fds:
             os.close(fd)
         data = _encoded(survey(root))
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write_fd, view) :]
-        code = 0
+        if _LENGTH + len(data) <= len(shared):
+            shared[_LENGTH : _LENGTH + len(data)] = data
+            shared[:_LENGTH] = len(data).to_bytes(_LENGTH, "little")
+            code = 0
     finally:
         os._exit(code)
+
+
+def _read_answer(shared: mmap.mmap) -> bytes:
+    size = int.from_bytes(shared[:_LENGTH], "little")
+    if _LENGTH + size > len(shared):
+        raise ValueError("not a survey")
+    return shared[_LENGTH : _LENGTH + size]
+
+
+def _reap(pid: int) -> int | None:
+    """Wait for the child; its exit code (None when a signal ended it or it is not ours)."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return None
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
 
 
 def _threads_running() -> bool:
@@ -193,6 +224,8 @@ def _encoded(result: Survey) -> bytes:
 def _decode(data: bytes) -> Survey:
     if not data.startswith(_MAGIC):
         raise ValueError("not a survey")
+    from qmem_git.store.gitindex import GitIndex
+
     files, temp_files, packed, dirty = marshal.loads(data[len(_MAGIC) :])
     index = None
     if packed is not None:

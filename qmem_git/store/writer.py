@@ -1,33 +1,72 @@
 """The one way a command writes memory: lock, recover, plan under the lock, commit.
 
-This module imports nothing heavy at load time: a command that calls :func:`run_writer` with
-``overlap=True`` before it has imported dulwich gets the work-tree survey started in a forked
-child as soon as the lock is held (``store.survey``), and dulwich, the recovery code and the
-plan's own modules are imported while the child scans.
+A writer's first steps (:class:`WriterStart`: take the lock, mark the tenure, start the
+work-tree survey) import nothing heavy, so a command that takes them before its other imports
+(the ``remember`` fast path) gets the survey going in a forked child at once, and dulwich, the
+recovery code and the plan's own modules load while the child scans (``store.survey``).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
-from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple
-
-from qmem_git.core.paths import Layout
 from qmem_git.store import locks, survey
 
+TYPE_CHECKING = False  # typing, datetime and collections.abc load after the fork
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from datetime import datetime
+    from types import TracebackType
+
     from qmem_git.core.changes import ChangeSet
+    from qmem_git.core.paths import Layout
     from qmem_git.store.recovery import RecoveryReport, Validator
     from qmem_git.store.repo import ApplyResult, Identity
 
 
-class WriteResult(NamedTuple):
+class WriteResult:
     """One writing command: what recovery did first, the planned ChangeSet, the commit."""
 
-    recovery: RecoveryReport
-    changeset: ChangeSet
-    applied: ApplyResult
+    __slots__ = ("applied", "changeset", "recovery")
+
+    def __init__(
+        self, recovery: RecoveryReport, changeset: ChangeSet, applied: ApplyResult
+    ) -> None:
+        self.recovery = recovery
+        self.changeset = changeset
+        self.applied = applied
+
+
+class WriterStart:
+    """A writer's first steps, as a context manager: the writer lock held, the tenure marked
+    and, with ``overlap``, the work-tree survey started in a forked child. Pass the entered
+    object to :func:`run_writer`; leaving it reaps the child and releases the lock.
+    """
+
+    def __init__(self, layout: Layout, lock_timeout: float, *, overlap: bool = True) -> None:
+        self.layout = layout
+        self.pending: survey.Pending | None = None
+        self._tenure = locks.writer_tenure(layout, lock_timeout)
+        self._overlap = overlap
+
+    def __enter__(self) -> WriterStart:
+        lock_fd = self._tenure.__enter__()
+        if self._overlap:
+            try:
+                fds = () if lock_fd is None else (lock_fd,)
+                self.pending = survey.start(self.layout.memory_root, fds)
+            except BaseException:
+                self._tenure.__exit__(None, None, None)
+                raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if self.pending is not None:
+                self.pending.close()
+                self.pending = None
+        finally:
+            self._tenure.__exit__(kind, exc, tb)
 
 
 def run_writer(
@@ -41,28 +80,21 @@ def run_writer(
     problem_of: Validator | None = None,
     recover_worktree: bool = True,
     overlap: bool = False,
-    prepare: Callable[[], object] | None = None,
+    started: WriterStart | None = None,
 ) -> WriteResult:
     """Lock, recover, plan under the lock, apply.
 
     ``recover_worktree=False`` leaves uncommitted work-tree changes for ``plan`` (companion
     snapshots commit them with their own op); locks, temp files and corruption are still handled.
     ``identity`` may be a function, called once the survey is under way (reading git config
-    costs ~15 ms). ``overlap``: survey the work tree in a forked child (see the module doc);
-    ``prepare`` then runs meanwhile too (the plan's imports, checks of its input).
+    costs ~15 ms). ``overlap``: survey the work tree in a forked child (see the module doc).
+    ``started``: the caller's entered :class:`WriterStart` for ``layout`` (then ``lock_timeout``
+    and ``overlap`` were its business), still held when this returns.
     """
-    # the tenure starts before recovery: its own commit may be interrupted too
-    with locks.writer_tenure(layout, lock_timeout) as lock_fd:
-        lock_fds = () if lock_fd is None else (lock_fd,)
-        pending = None
-        try:
-            pending = survey.start(layout.memory_root, lock_fds) if overlap else None
-            if prepare is not None:
-                prepare()
-            return _write(layout, plan, identity, host, now, problem_of, recover_worktree, pending)
-        finally:
-            if pending is not None:
-                pending.close()
+    if started is not None:
+        return _write(layout, plan, identity, host, now, problem_of, recover_worktree, started)
+    with WriterStart(layout, lock_timeout, overlap=overlap) as begun:
+        return _write(layout, plan, identity, host, now, problem_of, recover_worktree, begun)
 
 
 def _write(
@@ -73,8 +105,10 @@ def _write(
     now: datetime,
     problem_of: Validator | None,
     recover_worktree: bool,
-    pending: survey.Pending | None,
+    started: WriterStart,
 ) -> WriteResult:
+    import contextlib
+
     from qmem_git.store import recovery
     from qmem_git.store.repo import apply_changeset
     from qmem_git.store.workdir import shared_scan
@@ -87,7 +121,7 @@ def _write(
         now=now,
         problem_of=problem_of,
         commit_changes=recover_worktree,
-        pending=pending,
+        pending=started.pending,
     )
     files = state.files
     scope = shared_scan(layout.memory_root, files) if files is not None else None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import mmap
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -85,15 +87,62 @@ def test_no_fork_while_threads_run(repo: GitRepo) -> None:
         worker.join()
 
 
-@pytest.mark.parametrize("cut", [0, 5, 20, 200, -1])
-def test_a_child_that_fails_to_send_means_surveying_here(repo: GitRepo, cut: int) -> None:
-    """Nothing, garbage, or a send cut short by a kill: the survey is made here instead."""
-    whole = survey._MAGIC + b"garbage" if cut < 0 else survey._encoded(survey.survey(repo.path))
-    read_fd, write_fd = os.pipe()
-    os.write(write_fd, whole[:cut] if cut >= 0 else whole)
-    os.close(write_fd)
+def fake_child(shared: mmap.mmap, answer: bytes | None, code: int) -> int:
+    """A forked child that leaves ``answer`` (raw, length word included) and exits ``code``;
+    ``code`` -9 means it is killed instead."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        if answer is not None:
+            shared[: len(answer)] = answer
+        if code == -9:
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(code)
+    return pid
+
+
+def framed(data: bytes, size: int | None = None) -> bytes:
+    return (len(data) if size is None else size).to_bytes(8, "little") + data
+
+
+@pytest.mark.parametrize(
+    "case", ["nothing", "failed", "killed", "not ours", "cut short", "too long"]
+)
+def test_a_child_without_a_whole_answer_means_surveying_here(repo: GitRepo, case: str) -> None:
+    """Only a child that exits 0 with a whole answer is believed; else the survey is made here."""
+    whole = survey._encoded(survey.survey(repo.path))
+    answer, code = {
+        "nothing": (None, 0),
+        "failed": (framed(whole), 1),
+        "killed": (framed(whole), -9),
+        "not ours": (framed(b"garbage"), 0),
+        "cut short": (framed(whole[:-7]), 0),
+        "too long": (framed(whole, 1 << 40), 0),
+    }[case]
+    shared = mmap.mmap(-1, 1 << 20)
+    pid = fake_child(shared, answer, code)
     repo.write("user/m0.md", memory_text("user", "m0", "changed since"))
-    pending = survey.Pending(repo.path, None, read_fd)
+    pending = survey.Pending(repo.path, pid, shared)
+    assert summary(pending.result()) == summary(survey.survey(repo.path))
+    assert not pending.forked and shared.closed
+
+
+def test_a_whole_answer_is_used_as_it_is(repo: GitRepo) -> None:
+    """The parent decodes what the child left (not a survey of its own made later)."""
+    whole = survey._encoded(survey.survey(repo.path))
+    shared = mmap.mmap(-1, 1 << 20)
+    pid = fake_child(shared, framed(whole), 0)
+    repo.write("user/m0.md", memory_text("user", "m0", "changed after the child looked"))
+    result = survey.Pending(repo.path, pid, shared).result()
+    assert "user/m0.md" not in result.dirty  # the child's view, from before the edit
+    assert summary(result) == summary(survey._decode(whole))
+
+
+def test_an_answer_too_big_to_share_means_surveying_here(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(survey, "SHARED_BYTES", 64)
+    pending = survey.start(repo.path)
+    assert pending.forked == hasattr(os, "fork")
     assert summary(pending.result()) == summary(survey.survey(repo.path))
 
 
@@ -117,5 +166,5 @@ def test_a_failing_fork_means_surveying_here(
     monkeypatch.setattr(os, "fork", no_fork)
     before = len(os.listdir("/proc/self/fd"))
     pending = survey.start(repo.path)
-    assert not pending.forked and len(os.listdir("/proc/self/fd")) == before  # pipe closed
+    assert not pending.forked and len(os.listdir("/proc/self/fd")) == before  # nothing leaked
     assert summary(pending.result()) == summary(survey.survey(repo.path))

@@ -11,11 +11,11 @@ import pytest
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.paths import Layout
-from qmem_git.errors import QmemError
-from qmem_git.store import workdir
+from qmem_git.errors import QmemError, RepoLocked
+from qmem_git.store import locks, workdir
 from qmem_git.store.repo import Identity, apply_changeset, init_repo
 from qmem_git.store.workdir import render_index
-from qmem_git.store.writer import run_writer
+from qmem_git.store.writer import WriterStart, run_writer
 
 IDENTITY = Identity("Test Writer", "writer@example.com")
 NOW = datetime(2026, 4, 1, 8, 0, 0, tzinfo=timezone.utc)
@@ -115,12 +115,10 @@ def test_the_forked_survey_makes_the_same_commits(tmp_path: Path, hand_edit: boo
     assert heads[0] == heads[1]
 
 
-def test_prepare_and_identity_run_once_under_the_lock_before_the_plan(layout: Layout) -> None:
+def test_a_started_writer_holds_the_lock_until_it_is_left(layout: Layout) -> None:
+    """WriterStart takes the lock and tenure on entry, keeps them through run_writer, frees them."""
     calls: list[str] = []
     tenure = os.path.join(layout.memory_root, TENURE)
-
-    def prepare() -> None:
-        calls.append("prepare" if os.path.exists(tenure) else "prepare unlocked")
 
     def identity() -> Identity:
         calls.append("identity")
@@ -130,28 +128,25 @@ def test_prepare_and_identity_run_once_under_the_lock_before_the_plan(layout: La
         calls.append("plan")
         return add("x")
 
-    result = run_writer(
-        layout, plan, identity=identity, host="h", now=LATER, overlap=True, prepare=prepare
-    )
-    assert calls == ["prepare", "identity", "plan"]
-    assert result.applied.commit
+    with WriterStart(layout, 1) as started:
+        assert os.path.exists(tenure) and started.pending is not None and started.pending.forked
+        with pytest.raises(RepoLocked):
+            locks.writer_lock(layout, 0).__enter__()
+        result = run_writer(layout, plan, identity=identity, host="h", now=LATER, started=started)
+        assert os.path.exists(tenure)  # still held: the caller leaves the WriterStart
+    assert calls == ["identity", "plan"] and result.applied.commit
+    assert not os.path.exists(tenure) and started.pending is None
+    with locks.writer_lock(layout, 0):
+        pass
+    assert_clean(layout.memory_root)
 
 
-def test_a_failing_prepare_writes_nothing_and_frees_the_lock(layout: Layout) -> None:
-    def prepare() -> None:
-        raise QmemError("refused")
-
+def test_a_failure_before_the_plan_writes_nothing_and_frees_the_lock(layout: Layout) -> None:
     before = Path(layout.memory_root, ".git", "refs", "heads", "main").read_text()
-    with pytest.raises(QmemError, match="refused"):
-        run_writer(
-            layout,
-            lambda: add("x"),
-            identity=IDENTITY,
-            host="h",
-            now=LATER,
-            overlap=True,
-            prepare=prepare,
-        )
+    with pytest.raises(QmemError, match="refused"), WriterStart(layout, 1) as started:
+        pending = started.pending
+        raise QmemError("refused")
+    assert pending is not None and not pending.forked  # the survey child was reaped
     assert Path(layout.memory_root, ".git", "refs", "heads", "main").read_text() == before
     assert not os.path.exists(os.path.join(layout.memory_root, TENURE))
     assert run_writer(layout, lambda: add("y"), identity=IDENTITY, host="h", now=LATER).applied
