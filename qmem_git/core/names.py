@@ -31,6 +31,7 @@ _WINDOWS_DEVICES = frozenset(
     + [f"{port}{n}" for port in ("com", "lpt") for n in "123456789¹²³"]
 )
 _WINDOWS_RESERVED_CHARS = frozenset('<>:"|?*')
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def is_ignorable(char: str) -> bool:
@@ -40,6 +41,8 @@ def is_ignorable(char: str) -> bool:
 
 def fold_name(name: str) -> str:
     """The name as a case-insensitive, normalising file system may see it."""
+    if name.isascii():  # no ignorable code points, NFC is a no-op, casefold is lower
+        return name.lower()
     visible = "".join(char for char in name if not is_ignorable(char))
     return unicodedata.normalize("NFC", visible).casefold()
 
@@ -53,7 +56,7 @@ def check_path_safety(rel: str) -> list[str]:
         problems.append("path is absolute")
     if "\\" in rel:
         problems.append("path contains a backslash")
-    if any(_is_control(char) for char in rel):
+    if _CONTROL.search(rel):
         problems.append("path contains a control character")
     segments = rel.split("/")
     inner = segments[1:] if rel.startswith("/") else segments
@@ -76,10 +79,8 @@ def check_segment(segment: str) -> list[str]:
         problems.append(f"{_show(segment)} is a git metadata name")
     elif folded.startswith("."):
         problems.append(f"{_show(segment)} is a dot-file or dot-folder")
-    if any("\ud800" <= char <= "\udfff" for char in segment):
-        problems.append("a name is not valid UTF-8")
-    if any(is_ignorable(char) for char in segment):
-        problems.append(f"{_show(segment)} contains an invisible or ignorable character")
+    if not segment.isascii():
+        problems += _non_ascii_problems(segment)
     if segment[-1] in " .":
         problems.append(f"{_show(segment)} ends with a dot or a space")
     if folded.split(".", 1)[0].rstrip(" ") in _WINDOWS_DEVICES:
@@ -88,6 +89,15 @@ def check_segment(segment: str) -> list[str]:
         problems.append(f'{_show(segment)} contains a character Windows forbids (<>:"|?*)')
     if len(segment.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES:
         problems.append(f"a name is longer than {MAX_SEGMENT_BYTES} bytes")
+    return problems
+
+
+def _non_ascii_problems(segment: str) -> list[str]:
+    problems = []
+    if any("\ud800" <= char <= "\udfff" for char in segment):
+        problems.append("a name is not valid UTF-8")
+    if any(is_ignorable(char) for char in segment):
+        problems.append(f"{_show(segment)} contains an invisible or ignorable character")
     return problems
 
 
@@ -162,11 +172,6 @@ def path_prefixes(path: str) -> list[str]:
     """``a``, ``a/b``, ``a/b/c.md`` for ``a/b/c.md``: the folders and the file itself."""
     segments = path.split("/")
     return ["/".join(segments[:depth]) for depth in range(1, len(segments) + 1)]
-
-
-def _is_control(char: str) -> bool:
-    code = ord(char)
-    return code < 0x20 or 0x7F <= code <= 0x9F
 
 
 def _show(segment: str) -> str:

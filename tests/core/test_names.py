@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,6 +15,7 @@ from qmem_git.core.names import (
     find_case_collisions,
     fold_name,
     is_allowed_memory_path,
+    is_ignorable,
     new_name_collisions,
     path_prefixes,
 )
@@ -128,6 +131,24 @@ def test_case_collisions_see_normalisation_and_invisible_characters() -> None:
 def test_fold_name() -> None:
     assert fold_name(".G\u200bIT") == ".git"
     assert fold_name("Stra\u00dfe") == "strasse"
+
+
+def full_fold(name: str) -> str:
+    """fold_name without its ASCII shortcut: drop ignorables, NFC, casefold."""
+    visible = "".join(char for char in name if not is_ignorable(char))
+    return unicodedata.normalize("NFC", visible).casefold()
+
+
+@given(st.text(max_size=30) | st.text(st.characters(max_codepoint=0x7F), max_size=30))
+def test_the_ascii_shortcut_folds_like_the_full_rules(name: str) -> None:
+    assert fold_name(name) == full_fold(name)
+
+
+@given(st.text(max_size=30))
+def test_control_characters_are_found_anywhere(text: str) -> None:
+    has_control = any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
+    found = "path contains a control character" in check_path_safety(f"user/{text}x.md")
+    assert found == has_control
 
 
 @given(st.text(max_size=40))
