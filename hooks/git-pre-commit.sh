@@ -9,4 +9,4 @@ for previous in "$hook_dir"/pre-commit.local*; do
         "$previous" "$@" || exit $?
     fi
 done
-qmem-git --memory-dir "$(git rev-parse --show-toplevel)" validate
+qmem-git --memory-dir "$(git rev-parse --show-toplevel)" validate --staged

@@ -240,23 +240,36 @@ def index(opts: Options, check: bool, dry_run: bool) -> None:
     help="gcc: path:line:col: severity: message [rule-id] (for editors and CI); paths are "
     "absolute unless run inside the memory folder.",
 )
+@click.option(
+    "--staged",
+    is_flag=True,
+    help="Check what a commit made now would add or change: the staged content of files "
+    "that differ from HEAD, MEMORY.md as staged, and name collisions (the git hook's check).",
+)
 @pass_options
-def validate(opts: Options, paths: tuple[str, ...], fmt: str) -> None:
+def validate(opts: Options, paths: tuple[str, ...], fmt: str, staged: bool) -> None:
     """Check memory files and MEMORY.md; exit 1 when any error is found.
 
-    Without PATHs the whole memory folder is checked. Every finding names a stable rule
-    id (see the README); warnings (invisible Unicode, prompt-injection-like text) do not
-    change the exit code.
+    Without PATHs the whole memory folder is checked; with --staged only what the next
+    commit changes. Every finding names a stable rule id (see the README); warnings
+    (invisible Unicode, prompt-injection-like text) do not change the exit code.
     """
     from qmem_git.core.paths import is_inside
     from qmem_git.core.validate import format_findings
-    from qmem_git.ops.validate import validate_paths, validate_tree
+    from qmem_git.ops.validate import validate_paths, validate_staged, validate_tree
 
     settings = opts.settings()
     root = settings.layout.memory_root
     # relative PATHs are memory-root relative unless we are standing inside the root
     inside = is_inside(os.path.realpath(root), os.path.realpath(settings.cwd))
-    if paths:
+    if staged and paths:
+        raise UsageError(
+            "--staged checks what is staged, not given PATHs",
+            "run `validate --staged` alone, or `validate PATH...` without it",
+        )
+    if staged:
+        report = validate_staged(root)
+    elif paths:
         report = validate_paths(root, paths, base=settings.cwd if inside else root)
     else:
         report = validate_tree(root)

@@ -13,6 +13,7 @@ import pytest
 from clihelpers import assert_clean_repo, git, head, one_error_line, qmem, qwen_transcript, trailers
 
 from qmem_git.cli import main as cli_group
+from qmem_git.store.workdir import render_index
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -291,6 +292,26 @@ def test_hand_commit_runs_the_validation_hook(memory: Path) -> None:
     )
     assert proc.returncode != 0
     assert "frontmatter-missing" in proc.stdout + proc.stderr
+
+
+def test_hand_commit_is_judged_by_what_it_stages(memory: Path) -> None:
+    """An invalid draft that is not staged does not block a commit of a valid file."""
+    (memory / "user").mkdir(exist_ok=True)
+    (memory / "user" / "draft.md").write_text("a draft, not staged\n")
+    good = memory / "user" / "tabs.md"
+    good.write_text("---\nname: Tabs\ndescription: Tabs\ntype: user\n---\n\n- Tabs, always.\n")
+    (memory / "MEMORY.md").write_text(render_index(str(memory)).text)
+    git(memory, "add", "user/tabs.md", "MEMORY.md")
+    proc = subprocess.run(
+        ["git", "-C", str(memory), "commit", "-q", "-m", "by hand"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert qmem(memory, "validate").code == 1  # the whole folder still has the draft
+
+
+def test_validate_staged_takes_no_paths(memory: Path) -> None:
+    result = qmem(memory, "validate", "--staged", "user")
+    assert result.code == 2 and "--staged" in result.err and "hint:" in result.err
 
 
 def test_demo_runs_end_to_end_without_network(tmp_path: Path) -> None:

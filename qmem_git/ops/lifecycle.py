@@ -130,7 +130,7 @@ def describe_remotes(memory_root: str) -> list[str]:
 def hook_command() -> str:
     """What the memory repo's git pre-commit hook runs: this interpreter, so no PATH needed."""
     top = '"$(git rev-parse --show-toplevel)"'
-    return f'"{sys.executable}" -m qmem_git --memory-dir {top} validate'
+    return f'"{sys.executable}" -m qmem_git --memory-dir {top} validate --staged'
 
 
 def ensure_repository(settings: Settings, now: datetime, *, dry_run: bool = False) -> None:

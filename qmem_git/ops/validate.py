@@ -16,6 +16,7 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES
 from qmem_git.core.names import (
@@ -34,6 +35,9 @@ from qmem_git.core.validate import (
     sort_findings,
 )
 from qmem_git.store.workdir import render_index
+
+if TYPE_CHECKING:
+    from qmem_git.store.staged import Staged, StagedFile
 
 Display = Callable[[str], str]
 
@@ -108,6 +112,70 @@ def validate_paths(
         findings += more
         checked += count
     return Report(tuple(sort_findings(findings)), checked)
+
+
+def validate_staged(memory_root: str | os.PathLike[str]) -> Report:
+    """What a commit made now would add or change (the memory repo's pre-commit hook).
+
+    Each staged file whose content differs from HEAD is checked as it is staged (its blob, not
+    the work tree); name collisions among every path the commit would hold; MEMORY.md as staged
+    against the index rebuilt from the memory files. Files already in HEAD were checked when
+    they were committed, and files that are not staged are not part of the commit.
+    """
+    from qmem_git.store.staged import iter_blobs, staged_changes
+
+    root = os.path.abspath(memory_root)
+    problem = _root_problem(root, os.fspath(memory_root))
+    if problem is not None:
+        return Report((problem,), 0)
+    staged = staged_changes(root)
+    findings = _collisions(staged.paths, _relative)
+    readable: list[StagedFile] = []
+    for item in staged.changed:
+        if item.path == INDEX_NAME:
+            continue  # checked with the index below
+        refused = _staged_refusal(item)
+        if refused is None:
+            readable.append(item)
+        else:
+            findings += refused
+    blobs = iter_blobs(root, [item.sha for item in readable])
+    for item, (_, data) in zip(readable, blobs, strict=True):
+        findings += check_memory_file(item.path, data)
+    findings += _check_staged_index(root, staged)
+    checked = len(readable) + (staged.memory_index is not None)
+    return Report(tuple(sort_findings(findings)), checked)
+
+
+def _staged_refusal(item: StagedFile) -> list[Finding] | None:
+    """Findings for a staged entry whose content is not read (not *.md, not a regular file,
+    too big); None when the content should be checked."""
+    rel = item.path
+    if not rel.endswith(".md"):
+        return check_path(rel)
+    if stat.S_ISLNK(item.mode):
+        message = "symlink; memory files must be regular files inside the memory root"
+        return [*check_path(rel), Finding(rel, 1, 1, "error", message, "symlink")]
+    if not stat.S_ISREG(item.mode):
+        message = "not a regular file; memory files must be plain files"
+        return [*check_path(rel), Finding(rel, 1, 1, "error", message, "path-layout")]
+    if item.size > MAX_FILE_BYTES:
+        return [*check_path(rel), size_limit_finding(rel, item.size)]
+    return None
+
+
+def _check_staged_index(root: str, staged: Staged) -> list[Finding]:
+    """MEMORY.md as the commit would record it, against the index rebuilt from the files."""
+    from qmem_git.store.staged import iter_blobs
+
+    entry = staged.memory_index
+    if entry is None:
+        return check_index(None, render_index(root))
+    refused = _staged_refusal(entry)
+    if refused is not None:
+        return refused
+    _, data = next(iter(iter_blobs(root, [entry.sha])))
+    return _check_index_data(root, data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,6 +341,10 @@ def _check_index_file(root: str, present: bool) -> list[Finding]:
         return [exc.finding]
     if data is None:
         return check_index(None, render_index(root))
+    return _check_index_data(root, data)
+
+
+def _check_index_data(root: str, data: bytes) -> list[Finding]:
     findings = check_memory_file(INDEX_NAME, data)
     if any(f.rule in ("size-limit", "nul-byte", "utf8") for f in findings):
         return findings

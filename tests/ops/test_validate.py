@@ -6,9 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers_git import GitRepo
 
 from qmem_git.core.model import MAX_FILE_BYTES
-from qmem_git.ops.validate import Report, validate_paths, validate_tree
+from qmem_git.ops.validate import Report, validate_paths, validate_staged, validate_tree
 from qmem_git.store.workdir import render_index
 
 
@@ -255,3 +256,77 @@ def test_explicit_memory_md_is_checked_against_the_rebuild(tmp_path: Path) -> No
     assert validate_paths(root, ["MEMORY.md"]).findings == ()
     (root / "MEMORY.md").write_text("stale")
     assert rules(validate_paths(root, ["MEMORY.md"])) == {("MEMORY.md", "index-stale")}
+
+
+# --------------------------------------------------------------------------- validate --staged
+
+
+def committed_store(base: Path) -> GitRepo:
+    """The default tree with its MEMORY.md, committed with C git."""
+    root = make_root(base)
+    repo = GitRepo(root)
+    repo.git("add", "-A")
+    repo.git("commit", "-qm", "base")
+    return repo
+
+
+def test_staged_nothing_to_check_but_the_index(tmp_path: Path) -> None:
+    repo = committed_store(tmp_path)
+    (repo.root / "user" / "draft.md").write_text("an untracked draft, not part of a commit\n")
+    report = validate_staged(repo.root)
+    assert report.findings == () and report.files_checked == 1  # MEMORY.md
+
+
+def test_staged_content_is_checked_not_the_work_tree(tmp_path: Path) -> None:
+    repo = committed_store(tmp_path)
+    bad = repo.root / "user" / "bad.md"
+    bad.write_text("no frontmatter here\n")
+    repo.git("add", "user/bad.md")
+    bad.write_text(memory("user", "Fixed", "Fixed in the work tree only."))
+    assert ("user/bad.md", "frontmatter-missing") in rules(validate_staged(repo.root))
+    assert ("user/bad.md", "frontmatter-missing") not in rules(validate_tree(repo.root))
+    repo.git("add", "user/bad.md")  # staging the fix is what clears the commit
+    assert ("user/bad.md", "frontmatter-missing") not in rules(validate_staged(repo.root))
+
+
+def test_a_valid_staged_file_passes_though_the_work_tree_is_broken(tmp_path: Path) -> None:
+    repo = committed_store(tmp_path)
+    path = repo.root / "user" / "terse.md"
+    path.write_text(memory("user", "Terse", "User prefers very terse answers."))
+    repo.git("add", "user/terse.md")
+    path.write_text("broken after staging\n")
+    assert ("user/terse.md", "frontmatter-missing") not in rules(validate_staged(repo.root))
+
+
+def test_identical_staged_files_are_each_checked_under_their_own_path(tmp_path: Path) -> None:
+    repo = committed_store(tmp_path)
+    for rel in ("user/one.md", "user/two.md"):
+        (repo.root / rel).write_text("same bad content\n")
+    repo.git("add", "user")
+    found = rules(validate_staged(repo.root))
+    assert {("user/one.md", "frontmatter-missing"), ("user/two.md", "frontmatter-missing")} <= found
+
+
+def test_staged_symlinks_big_files_and_bad_names_are_refused_unread(tmp_path: Path) -> None:
+    repo = committed_store(tmp_path)
+    (repo.root / "user" / "link.md").symlink_to("/etc/passwd")
+    (repo.root / "user" / "huge.md").write_text("x" * (MAX_FILE_BYTES + 1))
+    (repo.root / "User").mkdir()
+    (repo.root / "User" / "terse.md").write_text(memory())
+    (repo.root / "notes.txt").write_text("not a memory\n")
+    repo.git("add", "-A")
+    found = rules(validate_staged(repo.root))
+    assert ("user/link.md", "symlink") in found
+    assert ("user/huge.md", "size-limit") in found
+    assert {("user", "path-collision"), ("user/terse.md", "path-collision")} <= found
+    assert ("notes.txt", "path-layout") in found
+
+
+def test_memory_index_as_staged_is_checked(tmp_path: Path) -> None:
+    repo = committed_store(tmp_path)
+    (repo.root / "MEMORY.md").write_text("junk\n")
+    repo.git("add", "MEMORY.md")
+    (repo.root / "MEMORY.md").write_text(render_index(str(repo.root)).text)
+    assert ("MEMORY.md", "index-stale") in rules(validate_staged(repo.root))
+    repo.git("rm", "-q", "--cached", "-f", "MEMORY.md")
+    assert ("MEMORY.md", "index-missing") in rules(validate_staged(repo.root))
