@@ -33,6 +33,7 @@ _U32 = 0xFFFFFFFF
 _NAME_MASK = 0xFFF
 _EXTENDED = 0x4000
 _STAGE_MASK = 0x3000
+_INTENT_TO_ADD = 0x2000  # in the extended flags
 
 
 class IndexUnreadable(ValueError):
@@ -40,12 +41,23 @@ class IndexUnreadable(ValueError):
 
 
 class IndexEntry:
-    """The fields of one stage-0 entry that callers compare against ``lstat``."""
+    """The fields of one stage-0 entry that callers compare against ``lstat``.
 
-    __slots__ = ("ctime_ns", "ino", "mode", "mtime_ns", "path", "sha", "size")
+    ``intent_to_add``: staged with ``git add -N`` (listed, but not part of the next commit).
+    """
+
+    __slots__ = ("ctime_ns", "ino", "intent_to_add", "mode", "mtime_ns", "path", "sha", "size")
 
     def __init__(
-        self, path: str, sha: str, mode: int, size: int, mtime_ns: int, ctime_ns: int, ino: int
+        self,
+        path: str,
+        sha: str,
+        mode: int,
+        size: int,
+        mtime_ns: int,
+        ctime_ns: int,
+        ino: int,
+        intent_to_add: bool = False,
     ) -> None:
         self.path = path
         self.sha = sha
@@ -54,6 +66,7 @@ class IndexEntry:
         self.mtime_ns = mtime_ns
         self.ctime_ns = ctime_ns
         self.ino = ino
+        self.intent_to_add = intent_to_add
 
 
 class GitIndex:
@@ -145,16 +158,24 @@ class GitIndex:
         self.added.clear()
 
 
-def read_index(git_dir: str) -> GitIndex:
-    """Parse ``<git_dir>/index`` (missing = empty) and attach the head record if it applies."""
+def read_index(git_dir: str, path: str | None = None) -> GitIndex:
+    """Parse ``<git_dir>/index`` (missing = empty) and attach the head record if it applies.
+
+    ``path``: another index file of the repository (``GIT_INDEX_FILE``, as ``git commit -a``
+    gives its hook); the head record never applies to it.
+    """
+    own = os.path.join(git_dir, "index")
     try:
-        with open(os.path.join(git_dir, "index"), "rb") as handle:
+        with open(path or own, "rb") as handle:
             data = handle.read()
             mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
     except FileNotFoundError:
-        return GitIndex(head=_read_head_record(git_dir, b""))
+        return GitIndex(head=None if path else _read_head_record(git_dir, b""))
+    except IsADirectoryError as exc:
+        raise IndexUnreadable(f"{path or own} is a folder") from exc
     index = parse_index(data, mtime_ns)
-    index.head = _read_head_record(git_dir, index.checksum)
+    if not path or os.path.realpath(path) == os.path.realpath(own):
+        index.head = _read_head_record(git_dir, index.checksum)
     return index
 
 
@@ -172,13 +193,17 @@ def parse_index(data: bytes, mtime_ns: int = 0) -> GitIndex:
     if len(data) < _HEADER.size + 20:
         raise IndexUnreadable("index file is truncated")
     signature, version, count = _HEADER.unpack_from(data)
-    if signature != SIGNATURE or version not in (2, 3):
+    if signature != SIGNATURE or version not in (2, 3, 4):
         raise IndexUnreadable(f"index version {version} is not supported")
     checksum = data[-20:]
     if checksum != b"\0" * 20 and _sha1(data[:-20]) != checksum:
         raise IndexUnreadable("index checksum mismatch")
     index = GitIndex(version=version, mtime_ns=mtime_ns, checksum=checksum)
-    _check_extensions(data, _read_entries(data, count, index))
+    if version == 4:  # kept as version 2/3 entries, and written back that way
+        end, index.version = _read_entries_v4(data, count, index)
+    else:
+        end = _read_entries(data, count, index)
+    _check_extensions(data, end)
     return index
 
 
@@ -204,13 +229,62 @@ def _read_entries(data: bytes, count: int, index: GitIndex) -> int:
     return offset
 
 
+def _read_entries_v4(data: bytes, count: int, index: GitIndex) -> tuple[int, int]:
+    """Version 4 entries (each path stored as what it shares with the previous one, then the
+    rest; no padding) as the version 2/3 entries they stand for; (end offset, version)."""
+    offset = _HEADER.size
+    end = len(data) - 20
+    previous = b""
+    version = 2
+    for _ in range(count):
+        flags_at = offset + _ENTRY.size - 2
+        if flags_at + 2 > end:
+            raise IndexUnreadable("index entry runs past the end of the file")
+        flags = (data[flags_at] << 8) | data[flags_at + 1]
+        fixed = _ENTRY.size + (2 if flags & _EXTENDED else 0)
+        version = 3 if flags & _EXTENDED else version
+        strip, at = _varint(data, offset + fixed, end)
+        stop = data.find(b"\0", at, end)
+        if stop < 0 or strip > len(previous):
+            raise IndexUnreadable("index entry path is damaged")
+        name = previous[: len(previous) - strip] + data[at:stop]
+        padding = 8 - (fixed + len(name)) % 8
+        raw = data[offset : offset + fixed] + name + b"\0" * padding
+        key = name.decode("utf-8", "surrogateescape")
+        if flags & _STAGE_MASK:
+            key = f"{key}\0{(flags & _STAGE_MASK) >> 12}"
+        index.entries[key] = raw
+        previous = name
+        offset = stop + 1
+    return offset, version
+
+
+def _varint(data: bytes, offset: int, end: int) -> tuple[int, int]:
+    """git's offset varint (varint.c) at ``offset``: (value, offset after it)."""
+    if offset >= end:
+        raise IndexUnreadable("index entry runs past the end of the file")
+    byte = data[offset]
+    value = byte & 0x7F
+    offset += 1
+    while byte & 0x80:
+        if offset >= end:
+            raise IndexUnreadable("index entry runs past the end of the file")
+        byte = data[offset]
+        value = ((value + 1) << 7) | (byte & 0x7F)
+        offset += 1
+    return value, offset
+
+
 def _check_extensions(data: bytes, offset: int) -> None:
     """Refuse required (lower-case) extensions such as split-index ``link``: we cannot keep them."""
     end = len(data) - 20
     while offset + _EXT.size <= end:
         signature, size = _EXT.unpack_from(data, offset)
         if not b"A"[0] <= signature[0] <= b"Z"[0]:
-            raise IndexUnreadable(f"index uses the required {signature!r} extension")
+            name = signature.decode("ascii", "replace")
+            raise IndexUnreadable(
+                f"index uses git's '{name}' extension, which qmem-git cannot read"
+            )
         offset += _EXT.size + size
 
 
@@ -294,6 +368,7 @@ def _encode(name: bytes, st: os.stat_result, sha: bytes, mode: int) -> bytes:
 
 def _decode(path: str, raw: bytes) -> IndexEntry:
     fields = _ENTRY.unpack_from(raw)
+    extended = fields[11] & _EXTENDED and (raw[_ENTRY.size] << 8 | raw[_ENTRY.size + 1])
     return IndexEntry(
         path=path,
         sha=fields[10].hex(),
@@ -302,4 +377,5 @@ def _decode(path: str, raw: bytes) -> IndexEntry:
         mtime_ns=fields[2] * 1_000_000_000 + fields[3],
         ctime_ns=fields[0] * 1_000_000_000 + fields[1],
         ino=fields[5],
+        intent_to_add=bool(extended and extended & _INTENT_TO_ADD),
     )

@@ -1,0 +1,83 @@
+"""store.gitindex against indexes C git wrote: versions 2, 3 and 4, extended flags, damage."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+from helpers_git import GitRepo, memory_text
+
+from qmem_git.store import gitindex
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    """Paths that share long prefixes (what version 4 compresses), one over 0xFFF bytes."""
+    repo = GitRepo(tmp_path / "memory")
+    for number in range(12):
+        repo.write(f"user/shared-prefix-{number:02d}.md", memory_text("user", f"m{number}", "x"))
+    repo.write("project/a.md", memory_text("project", "a", "fact"))
+    repo.git("add", "-A")
+    repo.git("commit", "-qm", "base")
+    # a path over 0xFFF bytes (its length does not fit the flags), in the index only: too long
+    # for this file system
+    blob = repo.git("rev-parse", "HEAD:project/a.md").strip()
+    deep = "/".join(["d" * 200] * 21) + "/long.md"
+    repo.git("update-index", "--add", "--cacheinfo", f"100644,{blob},project/{deep}")
+    return repo
+
+
+def entries(repo: GitRepo) -> dict[str, tuple[str, int, int]]:
+    index = gitindex.read_index(str(repo.root / ".git"))
+    found = {}
+    for path in index.paths():
+        entry = index.get(path)
+        assert entry is not None
+        found[path] = (entry.sha, entry.mode, entry.size)
+    return found
+
+
+def ls_files(repo: GitRepo) -> str:
+    return repo.git("ls-files", "-s", "--debug")
+
+
+def test_version_4_reads_as_version_2_does_and_is_written_back_for_git(repo: GitRepo) -> None:
+    as_v2 = entries(repo)
+    repo.git("update-index", "--index-version", "4")
+    assert (repo.root / ".git" / "index").read_bytes()[4:8] == b"\0\0\0\4"
+    assert entries(repo) == as_v2
+    before = ls_files(repo)
+    git_dir = str(repo.root / ".git")
+    gitindex.write_index(git_dir, gitindex.read_index(git_dir))  # written as version 2
+    assert (repo.root / ".git" / "index").read_bytes()[4:8] == b"\0\0\0\2"
+    assert ls_files(repo) == before
+    assert len([p for p in as_v2 if len(p) > 0xFFF]) == 1
+
+
+def test_extended_flags_survive_and_intent_to_add_is_seen(repo: GitRepo) -> None:
+    repo.write("user/draft.md", memory_text("user", "draft", "a draft"))
+    repo.git("add", "-N", "user/draft.md")
+    repo.git("update-index", "--skip-worktree", "project/a.md")
+    for version in ("3", "4"):
+        repo.git("update-index", "--index-version", version)
+        git_dir = str(repo.root / ".git")
+        index = gitindex.read_index(git_dir)
+        draft, kept = index.get("user/draft.md"), index.get("project/a.md")
+        assert draft is not None and draft.intent_to_add
+        assert kept is not None and not kept.intent_to_add
+        before = repo.git("ls-files", "-t", "-s")
+        gitindex.write_index(git_dir, index)
+        assert repo.git("ls-files", "-t", "-s") == before  # S (skip-worktree) kept
+        assert "user/draft.md" in repo.git("diff", "--name-only")  # still intent-to-add
+
+
+@pytest.mark.parametrize("cut", [30, 80, 200])
+def test_a_damaged_version_4_index_never_breaks_the_reader(repo: GitRepo, cut: int) -> None:
+    repo.git("update-index", "--index-version", "4")
+    path = repo.root / ".git" / "index"
+    data = path.read_bytes()
+    body = data[:cut] + b"\xff" * 8 + data[cut + 8 : -20]
+    path.write_bytes(body + b"\0" * 20)  # no checksum: only the structure can tell
+    with contextlib.suppress(gitindex.IndexUnreadable):  # refused or read, never a crash
+        entries(repo)
