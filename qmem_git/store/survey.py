@@ -116,7 +116,7 @@ class Pending:
         try:
             if status == 0:
                 return _decode(_read_answer(self._shared))
-        except (EOFError, ValueError, TypeError):  # not a whole answer
+        except (EOFError, ValueError, TypeError, MemoryError):  # not a whole answer, or no room
             pass
         finally:
             self.close()
@@ -140,8 +140,6 @@ class Pending:
 
 _MAGIC = b"qmem-survey-1\n"
 _LENGTH = 8  # the answer's size, little-endian, ahead of the answer itself
-# ~64 bytes per memory file: room for about a million files; beyond that, survey in process
-SHARED_BYTES = 64 << 20
 
 
 def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
@@ -153,7 +151,7 @@ def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
     if not hasattr(os, "fork") or _threads_running():
         return Pending(root)
     try:
-        shared = mmap.mmap(-1, SHARED_BYTES)
+        shared = mmap.mmap(-1, _shared_size(root))
     except OSError:  # no address space to spare: survey here instead
         return Pending(root)
     try:
@@ -164,6 +162,18 @@ def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         _child(root, shared, parent_only)
     return Pending(root, pid, shared)
+
+
+def _shared_size(root: str) -> int:
+    """Room for the child's answer: it carries the git index's entries whole plus each file's
+    path and times (~2.7 bytes per index byte), and 1 MiB for files the index lacks. Reserving
+    no more than that keeps a process with little address space (``ulimit -v``) working; a
+    bigger answer makes the child give up, and the survey runs in process."""
+    try:
+        index_bytes = os.stat(os.path.join(root, ".git", "index")).st_size
+    except OSError:
+        index_bytes = 0
+    return 4 * index_bytes + (1 << 20)
 
 
 def _child(root: str, shared: mmap.mmap, close_fds: tuple[int, ...]) -> None:

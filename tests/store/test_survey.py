@@ -140,10 +140,17 @@ def test_a_whole_answer_is_used_as_it_is(repo: GitRepo) -> None:
 def test_an_answer_too_big_to_share_means_surveying_here(
     repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(survey, "SHARED_BYTES", 64)
+    monkeypatch.setattr(survey, "_shared_size", lambda root: 64)
     pending = survey.start(repo.path)
     assert pending.forked == hasattr(os, "fork")
     assert summary(pending.result()) == summary(survey.survey(repo.path))
+
+
+def test_the_shared_room_follows_the_index_size(repo: GitRepo) -> None:
+    """Room for the answer, not a fixed 64 MiB a small ``ulimit -v`` cannot spare."""
+    index_bytes = (repo.root / ".git" / "index").stat().st_size
+    whole = survey._encoded(survey.survey(repo.path))
+    assert len(whole) + 8 <= survey._shared_size(repo.path) <= 4 * index_bytes + (1 << 20)
 
 
 def test_closing_an_uncollected_survey_reaps_the_child(repo: GitRepo) -> None:
