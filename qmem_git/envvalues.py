@@ -12,12 +12,14 @@ DEFAULT_LOCK_TIMEOUT = 30.0
 
 
 def lock_timeout(env: Mapping[str, str]) -> float:
-    """``QMEM_LOCK_TIMEOUT`` in seconds; the default when unset or not a number."""
+    """``QMEM_LOCK_TIMEOUT`` in seconds (negative or ``inf``: wait as long as it takes); the
+    default when unset or not a number (``nan`` included)."""
     return seconds(env.get("QMEM_LOCK_TIMEOUT"), DEFAULT_LOCK_TIMEOUT)
 
 
 def seconds(value: str | None, default: float) -> float:
     try:
-        return float(value) if value else default
+        number = float(value) if value else default
     except ValueError:
         return default
+    return default if number != number else number  # NaN is the one value not equal to itself
