@@ -405,7 +405,7 @@ class Repository:
     def lookup(self, tree: str | None, path: str) -> str | None:
         """Blob id of ``path`` in ``tree``, None when absent."""
         sha = tree
-        parts = path.encode("utf-8").split(b"/")
+        parts = path.encode("utf-8", "surrogateescape").split(b"/")
         for depth, part in enumerate(parts):
             if sha is None:
                 return None
@@ -473,7 +473,7 @@ class Repository:
             return base
         dirs: dict[bytes, Tree] = {}
         for path, sha in changes.items():
-            parent, _, name = path.encode("utf-8").rpartition(b"/")
+            parent, _, name = path.encode("utf-8", "surrogateescape").rpartition(b"/")
             tree = self._dir_tree(dirs, base, parent)
             if sha is None:
                 if name in tree:

@@ -136,6 +136,16 @@ def test_files_validate_rejects_are_quarantined_with_the_rule(layout: Layout) ->
     assert_clean(str(root))
 
 
+def test_a_name_that_is_not_utf8_is_quarantined_not_fatal(layout: Layout) -> None:
+    root = os.fsencode(layout.memory_root)
+    with open(os.path.join(root, b"user", b"\xff\xfe.md"), "w") as handle:
+        handle.write(doc("bad name"))
+    report = run_recover(layout)
+    assert len(report.quarantined) == 1 and "a name is not valid UTF-8" in report.warnings[0]
+    assert b"\xff\xfe.md" not in os.listdir(os.path.join(root, b"user"))
+    assert_clean(layout.memory_root)
+
+
 def test_a_new_name_that_differs_only_in_case_is_quarantined(layout: Layout) -> None:
     root = Path(layout.memory_root)  # HEAD has user/a.md, user/b.md, project/p.md
     (root / "user" / "A.md").write_text(doc("big a"))
