@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from qmem_git.integrations.hooksettings import InstallResult
     from qmem_git.ops.models import Strategy
     from qmem_git.ops.runner import Outcome
+    from qmem_git.ops.validate import Report
     from qmem_git.store.history import LogEntry
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -256,7 +257,7 @@ def validate(opts: Options, paths: tuple[str, ...], fmt: str, staged: bool) -> N
     """
     from qmem_git.core.paths import is_inside
     from qmem_git.core.validate import format_findings
-    from qmem_git.ops.validate import validate_paths, validate_staged, validate_tree
+    from qmem_git.ops.validate import validate_paths, validate_tree
 
     settings = opts.settings()
     root = settings.layout.memory_root
@@ -268,7 +269,7 @@ def validate(opts: Options, paths: tuple[str, ...], fmt: str, staged: bool) -> N
             "run `validate --staged` alone, or `validate PATH...` without it",
         )
     if staged:
-        report = validate_staged(root)
+        report = _staged_report(opts, settings)
     elif paths:
         report = validate_paths(root, paths, base=settings.cwd if inside else root)
     else:
@@ -286,6 +287,21 @@ def validate(opts: Options, paths: tuple[str, ...], fmt: str, staged: bool) -> N
             f"{report.files_checked} file(s) checked: {errors} error(s), {warnings} warning(s)",
         )
     exit_with(report.exit_code)
+
+
+def _staged_report(opts: Options, settings: Settings) -> Report:
+    """``validate --staged``: the index git commits from (``GIT_INDEX_FILE`` in a hook, made by
+    ``git commit -a`` or ``git commit PATH``); the whole folder when that index cannot be read."""
+    from qmem_git.ops.validate import validate_staged, validate_tree
+    from qmem_git.store.staged import IndexNotReadable
+
+    root = settings.layout.memory_root
+    index_file = settings.env.get("GIT_INDEX_FILE") or None
+    try:
+        return validate_staged(root, index_file and os.path.join(settings.cwd, index_file))
+    except IndexNotReadable as exc:
+        note(opts, f"warning: {exc.message}; checking the whole folder instead")
+        return validate_tree(root)
 
 
 # --------------------------------------------------------------------------- writing commands

@@ -309,6 +309,68 @@ def test_hand_commit_is_judged_by_what_it_stages(memory: Path) -> None:
     assert qmem(memory, "validate").code == 1  # the whole folder still has the draft
 
 
+SECRET_LINE = "- the deploy key is AKIAIOSFODNN7EXAMPLQ\n"
+
+
+def hand_commit(memory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-C", str(memory), "commit", "-q", "-m", "by hand", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("how", [["-a"], ["--", "user/fact.md"]])
+def test_hook_checks_the_index_git_commits_from(memory: Path, how: list[str]) -> None:
+    """``commit -a`` and ``commit PATH`` give the hook a temporary index (GIT_INDEX_FILE)."""
+    assert qmem(memory, "remember", "--type", "user", "User wants the fact file kept").code == 0
+    fact = next((memory / "user").glob("*.md"))
+    fact.rename(memory / "user" / "fact.md")
+    (memory / "MEMORY.md").write_text(render_index(str(memory)).text)
+    git(memory, "add", "-A")
+    git(memory, "commit", "-q", "--no-verify", "-m", "rename")
+    with (memory / "user" / "fact.md").open("a") as handle:
+        handle.write(SECRET_LINE)
+    proc = hand_commit(memory, *how)
+    assert proc.returncode != 0 and "secret" in proc.stdout + proc.stderr
+    assert git(memory, "log", "-1", "--format=%s").strip() == "rename"
+
+
+def test_hook_checks_the_first_commit_of_an_unborn_branch(memory: Path) -> None:
+    assert qmem(memory, "remember", "--type", "user", "User keeps one memory here").code == 0
+    git(memory, "checkout", "-q", "--orphan", "fresh")
+    fact = next((memory / "user").glob("*.md"))
+    with fact.open("a") as handle:
+        handle.write(SECRET_LINE)
+    git(memory, "add", "-A")
+    proc = hand_commit(memory)
+    assert proc.returncode != 0 and "secret" in proc.stdout + proc.stderr
+
+
+def test_hook_ignores_what_is_not_committed(memory: Path) -> None:
+    """An unstaged draft (even one `git add -N` announced) changes neither the staged files
+    nor the MEMORY.md they need."""
+    assert qmem(memory, "remember", "--type", "user", "User keeps one memory here").code == 0
+    draft = memory / "user" / "draft.md"
+    draft.write_text("---\nname: Draft\ndescription: Draft\ntype: user\n---\n\n- Draft.\n")
+    git(memory, "add", "-N", "user/draft.md")
+    proc = hand_commit(memory, "--allow-empty")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_hook_falls_back_to_the_whole_folder_for_an_index_it_cannot_read(memory: Path) -> None:
+    git(memory, "config", "core.splitIndex", "true")
+    good = memory / "user" / "tabs.md"
+    good.parent.mkdir(exist_ok=True)
+    good.write_text("---\nname: Tabs\ndescription: Tabs\ntype: user\n---\n\n- Tabs, always.\n")
+    (memory / "MEMORY.md").write_text(render_index(str(memory)).text)
+    git(memory, "add", "-A")
+    proc = hand_commit(memory)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "checking the whole folder instead" in proc.stderr
+
+
 def test_validate_staged_takes_no_paths(memory: Path) -> None:
     result = qmem(memory, "validate", "--staged", "user")
     assert result.code == 2 and "--staged" in result.err and "hint:" in result.err

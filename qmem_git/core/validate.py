@@ -199,23 +199,31 @@ def frontmatter_value_errors(value: str) -> list[Finding]:
     ]
 
 
+INDEX_FIX = "`qmem-git index` (or the qmem-index hook)"
+# for a commit made by hand: `qmem-git index` would make a commit of its own
+STAGED_INDEX_FIX = "`qmem-index` (rewrites the file, no commit), then stage it"
+
+
 def check_index(
-    index_text: str | None, expected: IndexResult, rel_path: str = INDEX_NAME
+    index_text: str | None,
+    expected: IndexResult,
+    rel_path: str = INDEX_NAME,
+    fix: str = INDEX_FIX,
 ) -> list[Finding]:
     """MEMORY.md exists, equals the rebuilt index and respects the spec §6 limits.
 
     A single trailing newline (added by editors and end-of-file fixers) is tolerated
-    (``core.index.index_is_current``).
+    (``core.index.index_is_current``). ``fix``: how the messages say to rebuild it.
     """
     if index_text is None:
-        message = "MEMORY.md is missing; create it with `qmem-git index` (or the qmem-index hook)"
+        message = f"MEMORY.md is missing; create it with {fix}"
         return [_error(rel_path, 1, 1, message, "index-missing")]
     findings = _index_limits(rel_path, index_text)
     if not index_is_current(index_text, expected):
         line = _first_difference(index_text, expected.text)
         message = (
             f"MEMORY.md does not match the memory files (first difference on line {line}); "
-            "rebuild it with `qmem-git index` (or the qmem-index hook)"
+            f"rebuild it with {fix}"
         )
         findings.insert(0, _error(rel_path, line, 1, message, "index-stale"))
     if expected.dropped:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from qmem_git.core.index import IndexResult
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES
 from qmem_git.core.names import (
     check_path_safety,
@@ -26,6 +27,8 @@ from qmem_git.core.names import (
     fold_name,
 )
 from qmem_git.core.validate import (
+    INDEX_FIX,
+    STAGED_INDEX_FIX,
     Finding,
     check_index,
     check_memory_file,
@@ -114,13 +117,15 @@ def validate_paths(
     return Report(tuple(sort_findings(findings)), checked)
 
 
-def validate_staged(memory_root: str | os.PathLike[str]) -> Report:
+def validate_staged(memory_root: str | os.PathLike[str], index_file: str | None = None) -> Report:
     """What a commit made now would add or change (the memory repo's pre-commit hook).
 
     Each staged file whose content differs from HEAD is checked as it is staged (its blob, not
     the work tree); name collisions among every path the commit would hold; MEMORY.md as staged
-    against the index rebuilt from the memory files. Files already in HEAD were checked when
+    against the index rebuilt from the staged files. Files already in HEAD were checked when
     they were committed, and files that are not staged are not part of the commit.
+    ``index_file``: the index the commit is made from (``GIT_INDEX_FILE`` in a hook).
+    Raises ``store.staged.IndexNotReadable`` for index forms it cannot read.
     """
     from qmem_git.store.staged import iter_blobs, staged_changes
 
@@ -128,8 +133,9 @@ def validate_staged(memory_root: str | os.PathLike[str]) -> Report:
     problem = _root_problem(root, os.fspath(memory_root))
     if problem is not None:
         return Report((problem,), 0)
-    staged = staged_changes(root)
-    findings = _collisions(staged.paths, _relative)
+    staged = staged_changes(root, index_file)
+    findings = _collisions(sorted(staged.files), _relative)
+    findings += [_unmerged_finding(rel) for rel in staged.conflicted]
     readable: list[StagedFile] = []
     for item in staged.changed:
         if item.path == INDEX_NAME:
@@ -141,9 +147,9 @@ def validate_staged(memory_root: str | os.PathLike[str]) -> Report:
             findings += refused
     blobs = iter_blobs(root, [item.sha for item in readable])
     for item, (_, data) in zip(readable, blobs, strict=True):
-        findings += check_memory_file(item.path, data)
+        findings += _staged_blob_findings(item.path, data)
     findings += _check_staged_index(root, staged)
-    checked = len(readable) + (staged.memory_index is not None)
+    checked = len(readable) + (INDEX_NAME in staged.files)
     return Report(tuple(sort_findings(findings)), checked)
 
 
@@ -164,18 +170,32 @@ def _staged_refusal(item: StagedFile) -> list[Finding] | None:
     return None
 
 
-def _check_staged_index(root: str, staged: Staged) -> list[Finding]:
-    """MEMORY.md as the commit would record it, against the index rebuilt from the files."""
-    from qmem_git.store.staged import iter_blobs
+def _staged_blob_findings(rel: str, data: bytes | None) -> list[Finding]:
+    if data is not None:
+        return check_memory_file(rel, data)
+    message = f"the staged content is larger than {MAX_FILE_BYTES:,} bytes or cannot be read"
+    return [*check_path(rel), Finding(rel, 1, 1, "error", message, "size-limit")]
 
-    entry = staged.memory_index
-    if entry is None:
-        return check_index(None, render_index(root))
-    refused = _staged_refusal(entry)
+
+def _unmerged_finding(rel: str) -> Finding:
+    message = "the merge conflict in this file is not resolved; resolve it and stage the file"
+    return Finding(rel, 1, 1, "error", message, "conflict-marker")
+
+
+def _check_staged_index(root: str, staged: Staged) -> list[Finding]:
+    """MEMORY.md as the commit would record it, against the index rebuilt from staged files."""
+    from qmem_git.store.staged import iter_blobs, render_staged_index
+
+    if INDEX_NAME in staged.conflicted:
+        return []  # reported as unmerged
+    entry = staged.files.get(INDEX_NAME)
+    refused = None if entry is None else _staged_refusal(entry)
     if refused is not None:
         return refused
-    _, data = next(iter(iter_blobs(root, [entry.sha])))
-    return _check_index_data(root, data)
+    data = None if entry is None else next(iter(iter_blobs(root, [entry.sha])))[1]
+    if entry is not None and data is None:
+        return _staged_blob_findings(INDEX_NAME, None)
+    return _check_index_data(data, lambda: render_staged_index(root, staged), STAGED_INDEX_FIX)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,15 +361,19 @@ def _check_index_file(root: str, present: bool) -> list[Finding]:
         return [exc.finding]
     if data is None:
         return check_index(None, render_index(root))
-    return _check_index_data(root, data)
+    return _check_index_data(data, lambda: render_index(root))
 
 
-def _check_index_data(root: str, data: bytes) -> list[Finding]:
+def _check_index_data(
+    data: bytes | None, expected: Callable[[], IndexResult], fix: str = INDEX_FIX
+) -> list[Finding]:
+    """MEMORY.md's text checks, then equality with ``expected()`` (None: it is missing)."""
+    if data is None:
+        return check_index(None, expected(), fix=fix)
     findings = check_memory_file(INDEX_NAME, data)
     if any(f.rule in ("size-limit", "nul-byte", "utf8") for f in findings):
         return findings
-    text = data.decode("utf-8")
-    return findings + check_index(text, render_index(root))
+    return findings + check_index(data.decode("utf-8"), expected(), fix=fix)
 
 
 def _read_bounded(path: str, rel: str) -> bytes:

@@ -323,7 +323,9 @@ class Repository:
     never points at an object a power cut can lose.
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, loose_limit: int | None = None) -> None:
+        """``loose_limit``: the largest loose object (header included) read in full; a bigger
+        one reads as damaged (dulwich's own default is 512 MiB)."""
         from dulwich.object_store import DiskObjectStore
 
         self.root = root
@@ -333,7 +335,9 @@ class Repository:
                 f"{root} is not a qmem-git memory repository", hint="run `qmem-git init` first"
             )
         self.objects_dir = os.path.join(self.git_dir, "objects")
-        self.objects = DiskObjectStore(self.objects_dir, fsync_object_files=True)
+        self.objects = DiskObjectStore(
+            self.objects_dir, fsync_object_files=True, loose_object_size_limit=loose_limit
+        )
         self.refs = DiskRefsContainer(self.git_dir)
         self._trees: dict[str, Tree] = {}
         self._dirty_dirs: set[str] = set()
@@ -415,17 +419,22 @@ class Repository:
             sha = entry[1].decode("ascii")
         return sha
 
-    def flatten(self, tree: str | None, prefix: bytes = b"") -> dict[str, str]:
-        """Every blob path in ``tree`` -> blob id (slow path only: reads all trees)."""
-        out: dict[str, str] = {}
+    def flatten_entries(self, tree: str | None, prefix: bytes = b"") -> dict[str, tuple[int, str]]:
+        """Every non-tree path in ``tree`` -> (mode, object id) (slow path: reads all trees)."""
+        out: dict[str, tuple[int, str]] = {}
         if tree is None:
             return out
         for name, mode, sha in self.load_tree(tree).iteritems():
             if stat.S_ISDIR(mode):
-                out.update(self.flatten(sha.decode("ascii"), prefix + name + b"/"))
+                out.update(self.flatten_entries(sha.decode("ascii"), prefix + name + b"/"))
             else:
-                out[(prefix + name).decode("utf-8", "surrogateescape")] = sha.decode("ascii")
+                path = (prefix + name).decode("utf-8", "surrogateescape")
+                out[path] = (mode, sha.decode("ascii"))
         return out
+
+    def flatten(self, tree: str | None) -> dict[str, str]:
+        """Every blob path in ``tree`` -> blob id (slow path only: reads all trees)."""
+        return {path: sha for path, (_, sha) in self.flatten_entries(tree).items()}
 
     # writing
 

@@ -4,70 +4,132 @@ The memory repo's pre-commit hook checks only what a hand-made commit adds or ch
 staged blobs, not the work tree): files already in HEAD were checked when they were committed,
 and an untracked draft in the folder is not part of the commit. Reading the index and HEAD's
 trees costs a few milliseconds per thousand files, where validating every file costs ~0.35 ms
-per file.
+per file. ``git commit -a`` and ``git commit PATH`` hand their hook a temporary index
+(``GIT_INDEX_FILE``); the caller passes it as ``index_file``.
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import zlib
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from qmem_git.core.limits import INDEX_NAME
-from qmem_git.errors import QmemError
+from qmem_git.core.index import IndexResult, build_index
+from qmem_git.core.limits import MAX_FILE_BYTES
+from qmem_git.core.model import Document
+from qmem_git.errors import QmemError, RepoCorrupt
 from qmem_git.store import gitindex
 from qmem_git.store.repo import Repository
+from qmem_git.store.walk import is_memory_path
+from qmem_git.store.workdir import newest_documents
 
 
 class StagedFile(NamedTuple):
-    """One index entry whose content differs from HEAD's (or that HEAD does not have)."""
+    """One stage-0 index entry the commit would record."""
 
     path: str
     mode: int
     sha: str
     size: int
+    mtime_ns: int
 
 
 class Staged(NamedTuple):
-    """``paths``: every path the commit would hold; ``changed``: the entries to check;
-    ``memory_index``: MEMORY.md's entry, changed or not (None when it is not in the index)."""
+    """``files``: every entry the commit would record, by path; ``changed``: those whose blob or
+    mode differ from HEAD's; ``conflicted``: paths with an unresolved merge conflict."""
 
-    paths: list[str]
+    files: dict[str, StagedFile]
     changed: list[StagedFile]
-    memory_index: StagedFile | None
+    conflicted: list[str]
 
 
-def staged_changes(memory_root: str) -> Staged:
-    """The index's paths and the entries whose blob differs from HEAD's, in index order."""
+class IndexNotReadable(QmemError):
+    """The index uses a form this reader does not handle (split or sparse index, a linked
+    worktree's ``.git`` file) or is damaged."""
+
+
+def staged_changes(memory_root: str, index_file: str | None = None) -> Staged:
+    """The entries of the index (``index_file``, else ``.git/index``) against HEAD's tree."""
     git_dir = os.path.join(memory_root, ".git")
+    if not os.path.isdir(git_dir):
+        raise IndexNotReadable(
+            f"{memory_root} has no .git folder (a linked worktree or not a repository)",
+            hint="run it in the memory folder itself",
+        )
     try:
-        index = gitindex.read_index(git_dir)
+        index = gitindex.read_index(git_dir, index_file)
     except gitindex.IndexUnreadable as exc:
-        raise QmemError(
-            f"the git index of {memory_root} cannot be read ({exc})",
-            hint="run any qmem-git writing command (it rebuilds the index), then stage again",
+        raise IndexNotReadable(
+            f"the git index cannot be read here ({exc})",
+            hint="check the whole folder with `qmem-git validate`",
         ) from exc
-    listed = index.get(INDEX_NAME)
-    memory_index = None if listed is None else _staged(listed)
+    files, conflicted = _entries(index)
     with Repository(memory_root) as repo:
         _, head = repo.head()
-        if index.head == head:  # our own record: this index was written for HEAD
-            return Staged(index.paths(), [], memory_index)
-        in_head = repo.flatten(repo.tree_of(head))
-    changed = []
-    for path in index.paths():
+        if head is not None and index.head == head:  # our record: this index is HEAD's
+            return Staged(files, [], conflicted)
+        in_head = repo.flatten_entries(repo.tree_of(head))
+    changed = [f for f in files.values() if in_head.get(f.path) != (f.mode, f.sha)]
+    return Staged(files, changed, conflicted)
+
+
+def _entries(index: gitindex.GitIndex) -> tuple[dict[str, StagedFile], list[str]]:
+    files: dict[str, StagedFile] = {}
+    conflicted: list[str] = []
+    for key in index.entries:
+        path, _, stage = key.partition("\0")
+        if stage:
+            if path not in conflicted:
+                conflicted.append(path)
+            continue
         entry = index.get(path)
-        if entry is not None and in_head.get(path) != entry.sha:
-            changed.append(_staged(entry))
-    return Staged(index.paths(), changed, memory_index)
+        if entry is not None and not entry.intent_to_add:  # `git add -N`: not committed
+            files[path] = StagedFile(path, entry.mode, entry.sha, entry.size, entry.mtime_ns)
+    return files, conflicted
 
 
-def _staged(entry: gitindex.IndexEntry) -> StagedFile:
-    return StagedFile(entry.path, entry.mode, entry.sha, entry.size)
+_READ_LIMIT = MAX_FILE_BYTES + 64  # a loose object's header included
 
 
-def iter_blobs(memory_root: str, shas: Iterable[str]) -> Iterator[tuple[str, bytes]]:
-    """``(id, content)`` of each blob, one at a time (a first commit may stage thousands)."""
-    with Repository(memory_root) as repo:
+def iter_blobs(memory_root: str, shas: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
+    """``(id, content)`` of each blob, one at a time (a first commit may stage thousands);
+    content None when a loose blob inflates past the memory-file size limit (or is damaged):
+    the index's size field can be wrong, and a 300 MB blob must not be read to find out."""
+    with Repository(memory_root, loose_limit=_READ_LIMIT) as repo:
         for sha in shas:
-            yield sha, repo.read_blob(sha)
+            try:
+                yield sha, repo.read_blob(sha)
+            except RepoCorrupt as exc:
+                if not isinstance(exc.__cause__, zlib.error):
+                    raise
+                yield sha, None
+
+
+def render_staged_index(memory_root: str, staged: Staged) -> IndexResult:
+    """MEMORY.md for the memory files as staged, ordered by the times the index recorded for
+    them (the work-tree times when they were staged), as ``store.workdir.render_index`` orders
+    files on disk."""
+    from qmem_git.core.codec import parse_document
+
+    candidates = {
+        rel: item
+        for rel, item in staged.files.items()
+        if is_memory_path(rel) and stat.S_ISREG(item.mode) and item.size <= MAX_FILE_BYTES
+    }
+    stats = {rel: (item.mtime_ns, item.size) for rel, item in candidates.items()}
+    with Repository(memory_root, loose_limit=_READ_LIMIT) as repo:
+
+        def load(rel: str, mtime_ns: int, size: int) -> Document | None:
+            try:
+                text = repo.read_blob(candidates[rel].sha).decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            except RepoCorrupt as exc:  # inflates past the limit: not a document to list
+                if not isinstance(exc.__cause__, zlib.error):
+                    raise
+                return None
+            return parse_document(text, rel, mtime_ns / 1_000_000)
+
+        return build_index(newest_documents(stats, load))

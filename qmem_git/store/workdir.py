@@ -6,7 +6,7 @@ import contextlib
 import heapq
 import os
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 from qmem_git.core.codec import parse_document
@@ -184,10 +184,25 @@ def scan_documents(
             stats = scope.files
         else:
             stats = {f.relative_path: (f.mtime_ns, f.size) for f in iter_memory_files(root)}
+
+    def load(rel: str, mtime_ns: int, size: int) -> Document | None:
+        info = FileInfo(rel, os.path.join(root, rel), mtime_ns, size)
+        return load_document(info) if scope is None else _load_shared(scope, info)
+
+    return newest_documents(stats, load, limit)
+
+
+def newest_documents(
+    stats: Mapping[str, tuple[int, int]],
+    load: Callable[[str, int, int], Document | None],
+    limit: int = MAX_SCANNED_DOCUMENTS,
+) -> list[Document]:
+    """:func:`scan_documents` over any store of files: ``stats`` maps rel -> (mtime_ns, size)
+    and ``load(rel, mtime_ns, size)`` parses one (None when it is not a valid document)."""
     newest = _scan_order(stats, 2 * limit)
-    docs = _load_newest(root, newest, limit, scope)
+    docs = _load_newest(newest, limit, load)
     if len(docs) < limit and len(newest) < len(stats):
-        docs = _load_newest(root, _scan_order(stats, None), limit, scope)
+        docs = _load_newest(_scan_order(stats, None), limit, load)
     return order_documents(docs, limit)
 
 
@@ -212,15 +227,11 @@ def _scan_order(stats: Mapping[str, tuple[int, int]], count: int | None) -> list
 
 
 def _load_newest(
-    root: str,
-    keyed: list[_Keyed],
-    limit: int,
-    scope: _SharedScan | None,
+    keyed: list[_Keyed], limit: int, load: Callable[[str, int, int], Document | None]
 ) -> list[Document]:
     docs: list[Document] = []
     for _, _, rel, mtime_ns, size in keyed:
-        info = FileInfo(rel, os.path.join(root, rel), mtime_ns, size)
-        doc = load_document(info) if scope is None else _load_shared(scope, info)
+        doc = load(rel, mtime_ns, size)
         if doc is not None:
             docs.append(doc)
             if len(docs) >= limit:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -330,3 +331,22 @@ def test_memory_index_as_staged_is_checked(tmp_path: Path) -> None:
     assert ("MEMORY.md", "index-stale") in rules(validate_staged(repo.root))
     repo.git("rm", "-q", "--cached", "-f", "MEMORY.md")
     assert ("MEMORY.md", "index-missing") in rules(validate_staged(repo.root))
+
+
+def test_a_huge_staged_blob_is_refused_without_being_read(tmp_path: Path) -> None:
+    """The index's size field can lie (0 after --cacheinfo): the blob read itself is bounded."""
+    repo = committed_store(tmp_path)
+    big = tmp_path / "big"
+    with big.open("wb") as handle:
+        for _ in range(64):
+            handle.write(b"x" * (1 << 20))
+    sha = repo.git("hash-object", "-w", str(big)).strip()
+    repo.git("update-index", "--add", "--cacheinfo", f"100644,{sha},user/huge.md")
+    tracemalloc.start()
+    try:
+        found = rules(validate_staged(repo.root))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert ("user/huge.md", "size-limit") in found
+    assert peak < 16 << 20  # the 64 MiB blob was never inflated
