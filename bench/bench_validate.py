@@ -1,7 +1,9 @@
-"""Whole-process `validate` on 1,000 memory files, against a bare interpreter start.
+"""Whole-process `validate` on 1,000 memory files, against a bare interpreter start; then the
+memory repo's git pre-commit hook (`validate --staged`, one staged edit) against the whole-folder
+check on a 10,000-file repository.
 
-Usage: python bench/bench_validate.py [--files N] [--runs R]
-Prints a markdown table; the ratio column is what to compare across machines (goal: < 1 s).
+Usage: python bench/bench_validate.py [--files N] [--hook-files N] [--runs R]
+Prints markdown tables; the ratio column is what to compare across machines (goal: < 1 s).
 """
 
 from __future__ import annotations
@@ -57,9 +59,37 @@ def timed(command: list[str], runs: int, expect: int = 0) -> float:
     return statistics.median(samples)
 
 
+def hook_table(count: int, runs: int) -> None:
+    """A C git repository of ``count`` files with one edited file staged (its time kept, so
+    MEMORY.md stays current): the hook's check against the whole folder's, same tree."""
+    cli = os.path.join(os.path.dirname(sys.executable), "qmem-git")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "memory"
+        make_tree(root, count)
+        env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+        env.update(GIT_AUTHOR_NAME="B", GIT_AUTHOR_EMAIL="b@example.com")
+        env.update(GIT_COMMITTER_NAME="B", GIT_COMMITTER_EMAIL="b@example.com")
+        for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "base"]):
+            subprocess.run(["git", "-C", str(root), *args], check=True, env=env)
+        edited = root / "user" / "memory-00000.md"
+        stamp = edited.stat().st_mtime_ns
+        edited.write_text(edited.read_text(encoding="utf-8") + "\nOne more line.\n")
+        os.utime(edited, ns=(stamp, stamp))
+        subprocess.run(["git", "-C", str(root), "add", "-A"], check=True, env=env)
+        whole = timed([cli, "-q", "--memory-dir", str(root), "validate"], runs)
+        staged = timed([cli, "-q", "--memory-dir", str(root), "validate", "--staged"], runs)
+    title = f"git pre-commit hook, {count:,} files, one staged edit (median of {runs})"
+    print(f"\n| {title} | seconds |")
+    print("|---|---:|")
+    print(f"| `qmem-git validate` (whole folder) | {whole:.3f} |")
+    print(f"| `qmem-git validate --staged` (the hook) | {staged:.3f} |")
+    print(f"\nthe hook takes {staged / whole:.2f}x the whole-folder check")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=1000)
+    parser.add_argument("--hook-files", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     python = sys.executable
@@ -83,6 +113,7 @@ def main() -> None:
     print(
         f"\nper file: {per_file_ms:.2f} ms; whole process {full:.3f} s ({verdict} the < 1 s goal)"
     )
+    hook_table(args.hook_files, max(3, args.runs // 2))
 
 
 if __name__ == "__main__":
