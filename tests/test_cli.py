@@ -425,6 +425,18 @@ def test_doctor_reports_and_fails_on_problems(memory: Path, tmp_path: Path) -> N
     assert qmem(tmp_path / "none", "doctor").code == 1
 
 
+def test_doctor_tells_an_outdated_hook_and_init_rewrites_it(memory: Path) -> None:
+    hook = memory / ".git" / "hooks" / "pre-commit"
+    old = hook.read_text().replace("validate --staged", "validate")  # an older version's hook
+    hook.write_text(old.replace(sys.executable, "/gone/python"))
+    checks = {c["check"]: c for c in qmem(memory, "--json", "doctor").json()}
+    assert checks["git hook"]["ok"] is False and "another qmem-git" in checks["git hook"]["detail"]
+    assert qmem(memory, "init").code == 0
+    assert "validate --staged" in hook.read_text() and "/gone/python" not in hook.read_text()
+    checks = {c["check"]: c for c in qmem(memory, "--json", "doctor").json()}
+    assert checks["git hook"]["ok"] is True
+
+
 def test_review_suggests_without_changing_anything(memory: Path) -> None:
     qmem(memory, "remember", "The legacy billing service is frozen", "--type", "project")
     before = head(memory)

@@ -117,14 +117,22 @@ def _validation(root: str) -> Check:
 
 
 def _hook(root: str) -> Check:
+    """Ours and current: an older version's hook checks the whole folder, and one naming an
+    interpreter that is gone makes every hand commit fail."""
+    from qmem_git.ops.lifecycle import hook_command
+    from qmem_git.store.repo import HOOK_MARKER, hook_script
+
     path = os.path.join(root, ".git", "hooks", "pre-commit")
     try:
-        with open(path, encoding="utf-8") as handle:
-            ours = "qmem" in handle.read()
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
     except OSError:
-        ours = False
-    if not ours:
+        text = ""
+    if HOOK_MARKER not in text:
         return Check("git hook", False, "pre-commit hook missing", "qmem-git init", warning=True)
+    if text != hook_script(hook_command()):
+        detail = "pre-commit hook is from another qmem-git install or version"
+        return Check("git hook", False, detail, "qmem-git init (rewrites it)", warning=True)
     return Check("git hook", True, "pre-commit hook validates hand-made commits")
 
 
