@@ -371,7 +371,8 @@ class History:
         if tree is None:
             return {}
         return {
-            entry.path.decode("utf-8", "replace"): entry.sha.decode("ascii")
+            # surrogateescape: the same str as the file system's name for it
+            entry.path.decode("utf-8", "surrogateescape"): entry.sha.decode("ascii")
             for entry in iter_tree_contents(self._store, ObjectID(tree))
             if entry.mode is not None and entry.mode != _GITLINK and entry.path and entry.sha
         }

@@ -13,8 +13,8 @@ from qmem_git.core.codec import parse_document
 from qmem_git.core.index import IndexResult, build_index, order_documents
 from qmem_git.core.model import INDEX_NAME, MAX_SCANNED_DOCUMENTS, Document
 from qmem_git.store.survey import TEMP_MARKER
+from qmem_git.store.walk import is_printable_path, walk
 from qmem_git.store.walk import read_text as read_text  # re-exported: ops read through here
-from qmem_git.store.walk import walk
 
 # scan order (core.index.scan_order_key): -mtime in float ms, basename, relative path; then
 # mtime_ns and size (never compared: relative paths are unique)
@@ -104,7 +104,7 @@ def atomic_write(
     os.makedirs(directory, exist_ok=True)
     if mode is None:
         mode = file_mode(path)
-    fd, tmp = _create_temp(directory, "." + os.path.basename(path) + TEMP_MARKER)
+    fd, tmp = _create_temp(directory, temp_prefix(os.path.basename(path)))
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -134,10 +134,23 @@ def file_mode(path: str) -> int:
     return stat.S_IMODE(st.st_mode) & 0o777 if stat.S_ISREG(st.st_mode) else 0o644
 
 
+_NAME_MAX = 255  # bytes in one file name, on every file system we write to
+_RANDOM_CHARS = 12
+
+
+def temp_prefix(name: str) -> str:
+    """``.<name>.qmem-tmp-`` for a temp file beside ``name``, with ``name`` shortened (bytes)
+    so that the temp name, random part included, still fits in one file name: a memory with a
+    250-byte name must be writable too."""
+    room = _NAME_MAX - 1 - len(TEMP_MARKER) - _RANDOM_CHARS
+    raw = os.fsencode(name)
+    return "." + os.fsdecode(raw[:room]) + TEMP_MARKER
+
+
 def _create_temp(directory: str, prefix: str) -> tuple[int, str]:
     """``tempfile.mkstemp`` without importing tempfile (~3 ms with ``random``) on every write."""
     while True:
-        tmp = os.path.join(directory, prefix + os.urandom(6).hex())
+        tmp = os.path.join(directory, prefix + os.urandom(_RANDOM_CHARS // 2).hex())
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
         except FileExistsError:  # pragma: no cover - 48 random bits
@@ -231,6 +244,8 @@ def _load_newest(
 ) -> list[Document]:
     docs: list[Document] = []
     for _, _, rel, mtime_ns, size in keyed:
+        if not is_printable_path(rel):  # invalid anyway; a link to it would break MEMORY.md
+            continue
         doc = load(rel, mtime_ns, size)
         if doc is not None:
             docs.append(doc)

@@ -353,3 +353,27 @@ def test_render_index_from_disk(tmp_path: Path) -> None:
         "- [User Memory](user/terse.md) — User profile\n- [Dash](reference/dash.md) — reference"
     )
     assert index_path(str(tmp_path)) == str(tmp_path / "MEMORY.md")
+
+
+@pytest.mark.parametrize("stem", ["l" * 252, "é" * 125 + "x"])  # 255 and 251 bytes with .md
+def test_a_name_near_the_file_name_limit_is_written_atomically(tmp_path: Path, stem: str) -> None:
+    name = stem[: 255 - 3] + ".md" if stem.isascii() else stem + ".md"
+    assert len(os.fsencode(name)) <= 255
+    atomic_write(str(tmp_path / name), b"data")
+    assert (tmp_path / name).read_bytes() == b"data"
+    assert os.listdir(tmp_path) == [name]  # the temp file was renamed away
+    prefix = workdir.temp_prefix(name)
+    assert TEMP_MARKER in prefix and len(os.fsencode(prefix)) + 12 <= 255
+
+
+def test_names_the_index_cannot_link_are_left_out(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    good = root / "user" / "good.md"
+    good.parent.mkdir(parents=True)
+    good.write_text("---\nname: good\ndescription: good one\ntype: user\n---\n\nGood.\n")
+    for raw in (b"caf\xe9.md", b"a\nb.md", b"tab\tname.md"):
+        with open(os.path.join(os.fsencode(root / "user"), raw), "wb") as handle:
+            handle.write(good.read_bytes().replace(b"good", b"odd"))
+    text = render_index(str(root)).text
+    assert "user/good.md" in text and "odd" not in text
+    assert [d.relative_path for d in scan_documents(str(root))] == ["user/good.md"]
