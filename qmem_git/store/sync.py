@@ -30,7 +30,7 @@ import stat
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
 from dulwich.refs import Ref
@@ -458,12 +458,13 @@ def _raw_progress(progress: Progress | None) -> Callable[[bytes], None] | None:
 # --- checks on incoming history ---------------------------------------------------------------
 
 
-def check_incoming(objects: Objects, known: BaseObjectStore, tip: str) -> int:
+def check_incoming(objects: Objects, known: Known, tip: str, refuse: Refusal | None = None) -> int:
     """Check every commit (and its trees and blobs) that is new to the repository.
 
-    Returns the number of new commits. Raises UnsafePath naming the path and commit.
+    Returns the number of new commits. Raises UnsafePath naming the path and commit (made by
+    ``refuse``, for the words of the direction checked).
     """
-    check = _IncomingCheck(objects, known)
+    check = _IncomingCheck(objects, known, refuse or _refuse)
     stack, seen, count = [tip], set(), 0
     while stack:
         sha = stack.pop()
@@ -475,8 +476,38 @@ def check_incoming(objects: Objects, known: BaseObjectStore, tip: str) -> int:
         count += 1
         check.tree(_hex(commit.tree), "", sha)
         stack.extend(_hex(parent) for parent in commit.parents)
-    _check_tip_contents(objects, known, tip)
+    _check_tip_contents(objects, known, tip, refuse or _refuse)
     return count
+
+
+def check_outgoing(objects: Objects, local: str, remote: str | None) -> None:
+    """What a push would give the remote passes the checks the remote's other clones make when
+    they fetch it: a commit made by hand with ``--no-verify`` must not reach the remote, where it
+    would stop every other machine's sync. Everything in the remote's history counts as known,
+    and so does every object of its tip tree (what is unchanged is not read again)."""
+    known: set[ObjectID] = set()
+    if remote is not None:
+        _remote_commits(objects, remote, known)
+        _tree_objects(objects, _hex(objects.commit(remote).tree), known)
+    check_incoming(objects, known, local, _refuse_push)
+
+
+def _remote_commits(objects: Objects, head: str, known: set[ObjectID]) -> None:
+    stack = [head]
+    while stack:
+        sha = stack.pop()
+        if _oid(sha) not in known:
+            known.add(_oid(sha))
+            stack.extend(_hex(parent) for parent in objects.commit(sha).parents)
+
+
+def _tree_objects(objects: Objects, tree: str, known: set[ObjectID]) -> None:
+    known.add(_oid(tree))
+    for _, mode, sha in objects.tree(tree).iteritems():
+        if stat.S_ISDIR(mode):
+            _tree_objects(objects, _hex(sha), known)
+        else:
+            known.add(sha)
 
 
 def _fsck(obj: ShaFile, sha: str) -> None:
@@ -491,10 +522,27 @@ def _fsck(obj: ShaFile, sha: str) -> None:
         ) from exc
 
 
+Refusal = Callable[[str, str, str], UnsafePath]
+
+
+class Known(Protocol):
+    """The object ids the receiving side has already (an object store, or a set of ids)."""
+
+    def __contains__(self, sha: ObjectID, /) -> bool: ...
+
+
 def _refuse(path: str, problem: str, commit: str) -> UnsafePath:
     return UnsafePath(
         f"refusing the remote's history: {path}: {problem} (commit {commit[:12]})",
         "nothing was changed locally; remove that path from the remote's history",
+    )
+
+
+def _refuse_push(path: str, problem: str, commit: str) -> UnsafePath:
+    return UnsafePath(
+        f"refusing to push: {path}: {problem} (commit {commit[:12]}, made by hand?)",
+        "other machines would refuse that history; fix the file and commit, then sync "
+        "(`qmem-git validate` lists the problems; `qmem-git undo` reverts a qmem commit)",
     )
 
 
@@ -506,9 +554,10 @@ class _IncomingCheck:
     they sit, they are not walked again.
     """
 
-    def __init__(self, objects: Objects, known: BaseObjectStore) -> None:
+    def __init__(self, objects: Objects, known: Known, refuse: Refusal) -> None:
         self.objects = objects
         self.known = known
+        self.refuse = refuse
         self.trees: set[tuple[str, str]] = set()
         self.paths: set[str] = set()
         self.blobs: set[str] = set()
@@ -535,10 +584,10 @@ class _IncomingCheck:
             key = self.fold(name)
             if key in folded:
                 other = prefix + folded[key]
-                raise _refuse(path, f"collides with {other} on case-insensitive disks", commit)
+                raise self.refuse(path, f"collides with {other} on case-insensitive disks", commit)
             folded[key] = name
             if mode == TREE_MODE:
-                _check_folder(path, commit)
+                _check_folder(path, commit, self.refuse)
                 self.tree(_hex(sha), path + "/", commit)
             else:
                 self.file(path, mode, _hex(sha), commit)
@@ -547,27 +596,28 @@ class _IncomingCheck:
 
     def file(self, path: str, mode: int, sha: str, commit: str) -> None:
         if mode != gitindex.FILE_MODE:
-            raise _refuse(path, _mode_problem(mode), commit)
+            raise self.refuse(path, _mode_problem(mode), commit)
         if path not in self.paths:
             problems = check_relative_path(path)
             if problems:
-                raise _refuse(path, problems[0], commit)
+                raise self.refuse(path, problems[0], commit)
             self.paths.add(path)
         if sha not in self.blobs:
             if _oid(sha) not in self.known:
                 size = len(self.objects.blob(sha))
                 if size > MAX_FILE_BYTES:
                     limit = f"{MAX_FILE_BYTES:,}"
-                    raise _refuse(path, f"file is {size:,} bytes; the limit is {limit}", commit)
+                    message = f"file is {size:,} bytes; the limit is {limit}"
+                    raise self.refuse(path, message, commit)
             self.blobs.add(sha)
 
 
-def _check_folder(path: str, commit: str) -> None:
+def _check_folder(path: str, commit: str, refuse: Refusal) -> None:
     problems = check_path_safety(path)
     if not problems and path.split("/", 1)[0] not in MEMORY_TYPES:
         problems = [f"only the folders {', '.join(MEMORY_TYPES)} may hold memories"]
     if problems:
-        raise _refuse(path + "/", problems[0], commit)
+        raise refuse(path + "/", problems[0], commit)
 
 
 def _mode_problem(mode: int) -> str:
@@ -580,14 +630,14 @@ def _mode_problem(mode: int) -> str:
     return f"has mode {mode:06o}; memory files must be regular files (100644)"
 
 
-def _check_tip_contents(objects: Objects, known: BaseObjectStore, tip: str) -> None:
+def _check_tip_contents(objects: Objects, known: Known, tip: str, refuse: Refusal) -> None:
     """Files new in the tip tree reach the work tree: readable documents, no conflict markers."""
     for path, sha in objects.files(tip).items():
         if _oid(sha) in known:
             continue
         problem = content_problem(path, objects.blob(sha))
         if problem:
-            raise _refuse(path, problem, tip)
+            raise refuse(path, problem, tip)
 
 
 def content_problem(path: str, data: bytes) -> str | None:
@@ -1098,6 +1148,8 @@ def _act(
             return True
     else:
         assert local is not None
+        if run.options.push:  # before any merge: a refusal changes nothing here
+            check_outgoing(objects, local, remote_head)
         head = _merge_if_diverged(run, repo, objects, kind, local, remote_head, base)
     if not run.options.push:
         return True

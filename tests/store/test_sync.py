@@ -353,6 +353,39 @@ def test_hostile_history_is_refused_naming_the_path_and_nothing_changes(
     assert not (b.root / "user" / "link.md").exists()
 
 
+@pytest.mark.parametrize(
+    ("rel", "text", "problem"),
+    [
+        (".obsidian/x.md", DOC.format(n="Kept in a dot folder"), "dot-file or dot-folder"),
+        ("notes/x.md", DOC.format(n="Kept outside the type folders"), "only the folders"),
+        ("user/key.md", DOC.format(n="Deploy key AKIAIOSFODNN7EXAMPLE for the bucket"), "secret"),
+    ],
+)
+def test_a_hand_made_commit_other_machines_would_refuse_is_not_pushed(
+    rel: str, text: str, problem: str, remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """A commit made with --no-verify would stop every other machine's sync at the remote."""
+    a, b = pair
+    b.remember("The staging cluster deploys from branch release-7")
+    b.sync()  # the remote moved on: a has to merge before it could push
+    remote_before = git_in(remote, "rev-parse", "main")
+    path = a.root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    git_in(a.root, "add", "-A")
+    git_in(a.root, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "by hand")
+    before = a.head()
+    with pytest.raises(UnsafePath) as caught:
+        a.sync()
+    message = caught.value.message
+    named = rel if rel.startswith("user/") else rel.split("/")[0] + "/"  # folders: the folder
+    assert message.startswith(f"refusing to push: {named}: ") and problem in message
+    assert caught.value.hint
+    assert git_in(remote, "rev-parse", "main") == remote_before
+    assert a.head() == before  # refused before merging: nothing changed here
+    assert b.sync().action == "up-to-date"
+
+
 def test_malformed_object_is_refused_like_fsck(
     tmp_path: Path, remote: Path, pair: tuple[Machine, Machine]
 ) -> None:
