@@ -143,8 +143,8 @@ def _removed(repo: History, from_rev: str | None) -> Iterator[RestoreCandidate]:
 
 def _removed_in(repo: History, commit: LogEntry, path: str) -> Iterator[RestoreCandidate]:
     old_data = repo.blob(commit.parents[0], path)
-    if old_data is None:
-        return
+    if old_data is None or repo.is_symlink(commit.parents[0], path):
+        return  # a symlink's blob is its target's name, not a memory to bring back
     new_data = repo.blob(commit.commit, path)
     old_text = old_data.decode("utf-8", "replace")
     new_text = None if new_data is None else new_data.decode("utf-8", "replace")

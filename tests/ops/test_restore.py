@@ -115,3 +115,16 @@ def test_restore_several_from_different_commits(repo: GitRepo) -> None:
     assert sorted(cs.writes) == ["feedback/style.md", "user/pnpm.md"]
     assert cs.added == 2 and len(cs.trailers) == 2
     assert cs.topics == ("feedback", "user")
+
+
+def test_a_symlink_in_history_is_not_restored_as_a_memory(repo: GitRepo) -> None:
+    """A committed symlink's blob is its target's name; restoring it would write that name
+    as the file's content."""
+    target = "the-pnpm-memory-file-we-link-to.md"
+    (repo.root / "user").mkdir(exist_ok=True)
+    (repo.root / "user" / "zebra.md").symlink_to(target)
+    repo.plain("link", {})
+    repo.op("snapshot", "remove the link", deletes=["user/zebra.md"])
+    for query in ("zebra", target):
+        with pytest.raises(NothingToDo):
+            find_restorable(repo.path, query, [])
