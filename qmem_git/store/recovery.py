@@ -240,6 +240,7 @@ def _load_index(git_dir: str) -> tuple[GitIndex, bool]:
 def _candidates(seen: survey.Survey, index: GitIndex, head_map: dict[str, str] | None) -> set[str]:
     """Paths whose stat, index entry or HEAD entry disagree: the only files worth reading."""
     found = set(seen.dirty)
+    found.update(seen.links)
     gone = index.entries.keys() - seen.files.keys()  # set arithmetic in C: 10,000 keys
     found.update(p for p in gone if "\0" not in p and _in_scope(p))
     if head_map is not None:
@@ -272,6 +273,9 @@ def _classify(
         st = os.lstat(path)  # before reading: an edit after it makes the index entry stale
     except FileNotFoundError:
         st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        found.invalid[rel] = SYMLINK_PROBLEM  # moved away, HEAD's file (if any) put back
+        return
     if st is None or rel not in files or not stat.S_ISREG(st.st_mode):
         if head_sha is None:
             index.remove(rel)
@@ -293,6 +297,9 @@ def _classify(
         found.writes[rel] = data.decode("utf-8")
         if head_sha is None:
             found.new.append(rel)
+
+
+SYMLINK_PROBLEM = "symlink: memory files must be regular files inside the memory root"
 
 
 def _refresh_other(repo: Repository, rel: str, head_sha: str | None, index: GitIndex) -> None:

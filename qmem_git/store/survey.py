@@ -33,7 +33,8 @@ class Survey:
     """``files``: memory file -> (mtime_ns, size), any size (oversized ones get quarantined).
 
     ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
-    ``dirty`` then lists every file. Plain class: it is built on every write.
+    ``dirty`` then lists every file. ``links``: symlinks named like memory files (never
+    followed; recovery quarantines them). Plain class: it is built on every write.
     """
 
     def __init__(
@@ -42,30 +43,33 @@ class Survey:
         temp_files: list[str],
         index: GitIndex | None,
         dirty: set[str],
+        links: list[str] | None = None,
     ) -> None:
         self.files = files
         self.temp_files = temp_files
         self.index = index
         self.dirty = dirty
+        self.links = links or []
 
 
 def survey(root: str) -> Survey:
     """Scan ``root`` (dot-dirs and symlinks skipped, spec §5) and compare it with the index."""
     from qmem_git.store import gitindex
 
-    stats, temp_files = _scan(root)
+    stats, temp_files, links = _scan(root)
     try:
         index: GitIndex | None = gitindex.read_index(os.path.join(root, ".git"))
     except gitindex.IndexUnreadable:
         index = None
     dirty = set(stats) if index is None else index.stat_dirty(stats)
     files = {rel: (st.st_mtime_ns, st.st_size) for rel, st in stats.items()}
-    return Survey(files, temp_files, index, dirty)
+    return Survey(files, temp_files, index, dirty, links)
 
 
-def _scan(root: str) -> tuple[dict[str, os.stat_result], list[str]]:
+def _scan(root: str) -> tuple[dict[str, os.stat_result], list[str], list[str]]:
     files: dict[str, os.stat_result] = {}
     temp_files: list[str] = []
+    links: list[str] = []
     stack = [("", root)]
     while stack:
         prefix, directory = stack.pop()
@@ -84,9 +88,12 @@ def _scan(root: str) -> tuple[dict[str, os.stat_result], list[str]]:
             elif entry.is_dir(follow_symlinks=False):
                 if name[0] != ".":
                     stack.append((prefix + name + "/", entry.path))
-            elif TEMP_MARKER in name and not entry.is_symlink():
+            elif entry.is_symlink():
+                if name.endswith(".md"):
+                    links.append(prefix + name)
+            elif TEMP_MARKER in name:
                 temp_files.append(entry.path)
-    return files, temp_files
+    return files, temp_files, links
 
 
 class Pending:
@@ -138,7 +145,7 @@ class Pending:
             self._shared = None
 
 
-_MAGIC = b"qmem-survey-1\n"
+_MAGIC = b"qmem-survey-2\n"
 _LENGTH = 8  # the answer's size, little-endian, ahead of the answer itself
 
 
@@ -216,7 +223,7 @@ def _threads_running() -> bool:
 
 
 _PackedIndex = tuple[int, dict[str, bytes], "str | None", int, bytes]
-_Wire = tuple[dict[str, tuple[int, int]], list[str], "_PackedIndex | None", list[str]]
+_Wire = tuple[dict[str, tuple[int, int]], list[str], "_PackedIndex | None", list[str], list[str]]
 
 
 def _encode(result: Survey) -> _Wire:
@@ -224,7 +231,7 @@ def _encode(result: Survey) -> _Wire:
     packed: _PackedIndex | None = None
     if index is not None:
         packed = (index.version, index.entries, index.head, index.mtime_ns, index.checksum)
-    return (result.files, result.temp_files, packed, sorted(result.dirty))
+    return (result.files, result.temp_files, packed, sorted(result.dirty), result.links)
 
 
 def _encoded(result: Survey) -> bytes:
@@ -236,9 +243,9 @@ def _decode(data: bytes) -> Survey:
         raise ValueError("not a survey")
     from qmem_git.store.gitindex import GitIndex
 
-    files, temp_files, packed, dirty = marshal.loads(data[len(_MAGIC) :])
+    files, temp_files, packed, dirty, links = marshal.loads(data[len(_MAGIC) :])
     index = None
     if packed is not None:
         version, entries, head, mtime_ns, checksum = packed
         index = GitIndex(version, entries, head, mtime_ns, checksum)
-    return Survey(files, temp_files, index, set(dirty))
+    return Survey(files, temp_files, index, set(dirty), links)

@@ -146,6 +146,26 @@ def test_a_name_that_is_not_utf8_is_quarantined_not_fatal(layout: Layout) -> Non
     assert_clean(layout.memory_root)
 
 
+def test_symlinks_named_like_memories_are_quarantined(layout: Layout) -> None:
+    """An untracked link, and a committed memory replaced by a link: the links move to
+    quarantine (never followed, never deleted) and HEAD's file comes back."""
+    root = Path(layout.memory_root)  # HEAD has user/a.md, user/b.md, project/p.md
+    (root / "user" / "zebra.md").symlink_to("/etc/hostname")
+    committed = (root / "user" / "a.md").read_text()
+    (root / "user" / "a.md").unlink()
+    (root / "user" / "a.md").symlink_to("b.md")
+    head = git(root, "rev-parse", "HEAD")
+    report = run_recover(layout)
+    assert sorted(os.path.basename(p) for p in report.quarantined) == ["a.md", "zebra.md"]
+    assert all(os.path.islink(p) for p in report.quarantined)
+    assert all("symlink" in w for w in report.warnings)
+    assert (root / "user" / "a.md").read_text() == committed and not (
+        root / "user" / "a.md"
+    ).is_symlink()
+    assert not (root / "user" / "zebra.md").exists() and git(root, "rev-parse", "HEAD") == head
+    assert_clean(layout.memory_root)
+
+
 def test_a_new_name_that_differs_only_in_case_is_quarantined(layout: Layout) -> None:
     root = Path(layout.memory_root)  # HEAD has user/a.md, user/b.md, project/p.md
     (root / "user" / "A.md").write_text(doc("big a"))

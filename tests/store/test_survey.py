@@ -34,7 +34,7 @@ def repo(tmp_path: Path) -> GitRepo:
 def summary(result: Survey) -> tuple[object, ...]:
     index = result.index
     packed = None if index is None else (index.entries, index.head, index.checksum)
-    return result.files, sorted(result.temp_files), sorted(result.dirty), packed
+    return result.files, sorted(result.temp_files), sorted(result.dirty), packed, result.links
 
 
 def test_a_committed_tree_has_nothing_dirty(repo: GitRepo) -> None:
@@ -57,6 +57,7 @@ def test_edits_new_files_and_temp_files_are_found(repo: GitRepo) -> None:
     assert result.dirty == {"user/m0.md", "project/new.md"}
     assert result.temp_files == [str(repo.root / "user" / f".m1.md{TEMP_MARKER}abc")]
     assert ".hidden/skipped.md" not in result.files and "user/link.md" not in result.files
+    assert result.links == ["user/link.md"]  # named like a memory, never followed
     assert "user/nested/MEMORY.md" not in result.files
 
 
