@@ -171,6 +171,10 @@ def _recover(
     drop_deprecated_config(repo.git_dir)  # git warns about it on every command
     removed_locks = _remove_stale_locks(repo.git_dir)
     seen = pending.result() if pending is not None else survey.survey(repo.root)
+    folders = _linked_folders(repo, head_tree, seen.links)
+    moved_folders = _quarantine_folders(repo, layout, folders, head_tree, seen.index, now)
+    if moved_folders:  # rare: look again at the repaired tree
+        seen = survey.survey(repo.root)
     removed_temp = _remove_temp_files(repo, seen.temp_files)
     rebuilt = seen.index is None
     index = GitIndex() if seen.index is None else seen.index
@@ -181,11 +185,12 @@ def _recover(
         _classify(repo, rel, head_sha, seen.files, index, found, problem_of or memory_file_problem)
     found.refuse_new(case_collisions(found.new, seen.files))
     state = WorkState(_render_files(seen.files), index)
-    warnings: list[str] = []
-    quarantined: list[tuple[str, str]] = []
+    warnings = [f"{rel}: {SYMLINK_PROBLEM}; moved to {dest}" for rel, dest in moved_folders]
+    quarantined: list[tuple[str, str]] = list(moved_folders)
     if commit_changes:
-        quarantined = _quarantine_all(repo, layout, found, head_tree, index, state, now)
-        warnings = [f"{rel}: {found.invalid[rel]}; moved to {dest}" for rel, dest in quarantined]
+        moved = _quarantine_all(repo, layout, found, head_tree, index, state, now)
+        warnings += [f"{rel}: {found.invalid[rel]}; moved to {dest}" for rel, dest in moved]
+        quarantined += moved
     commit, changes = _commit(layout, found, identity, host, now, state, commit_changes)
     if commit_changes and found.index_stale and not found.index_new and commit is None:
         warnings.append(INDEX_REWRITTEN)
@@ -240,7 +245,7 @@ def _load_index(git_dir: str) -> tuple[GitIndex, bool]:
 def _candidates(seen: survey.Survey, index: GitIndex, head_map: dict[str, str] | None) -> set[str]:
     """Paths whose stat, index entry or HEAD entry disagree: the only files worth reading."""
     found = set(seen.dirty)
-    found.update(seen.links)
+    found.update(rel for rel in seen.links if rel.endswith(".md"))
     gone = index.entries.keys() - seen.files.keys()  # set arithmetic in C: 10,000 keys
     found.update(p for p in gone if "\0" not in p and _in_scope(p))
     if head_map is not None:
@@ -376,6 +381,49 @@ def _quarantine_all(
             index.remove(rel)
         else:
             _restore(repo, rel, head_sha, index, state, now)
+    return moved
+
+
+def _linked_folders(repo: Repository, head_tree: str | None, links: list[str]) -> list[str]:
+    """Symlinks standing where memories live: a type folder, or a folder HEAD has. Writes
+    would follow them out of the memory root, and what HEAD has below them looks deleted."""
+    others = [rel for rel in links if not rel.endswith(".md")]
+    if not others:
+        return []
+    folders = {
+        path[:at] for path in repo.flatten(head_tree) for at, c in enumerate(path) if c == "/"
+    }
+    return [rel for rel in others if rel in folders or is_memory_type(rel)]
+
+
+def _quarantine_folders(
+    repo: Repository,
+    layout: Layout,
+    folders: list[str],
+    head_tree: str | None,
+    index: GitIndex | None,
+    now: datetime,
+) -> list[tuple[str, str]]:
+    """Move each folder symlink to quarantine (the link, never its target) and put back the
+    files HEAD has below it, with the times the index knew for them."""
+    if not folders:
+        return []
+    import shutil
+
+    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    head_files = repo.flatten(head_tree)
+    moved: list[tuple[str, str]] = []
+    for rel in folders:
+        dest = free_name(os.path.join(layout.state_dir, "quarantine", stamp, rel))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.move(os.path.join(repo.root, rel), dest)
+        moved.append((rel, dest))
+        for path, sha in head_files.items():
+            if path.startswith(rel + "/"):
+                entry = index.get(path) if index is not None else None
+                mtime_ns = entry.mtime_ns if entry else int(now.timestamp()) * 1_000_000_000
+                data = repo.read_blob(sha)
+                atomic_write(os.path.join(repo.root, path), data, mtime_ns, mode=FILE_MODE_BITS)
     return moved
 
 

@@ -33,8 +33,9 @@ class Survey:
     """``files``: memory file -> (mtime_ns, size), any size (oversized ones get quarantined).
 
     ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
-    ``dirty`` then lists every file. ``links``: symlinks named like memory files (never
-    followed; recovery quarantines them). Plain class: it is built on every write.
+    ``dirty`` then lists every file. ``links``: symlinks outside dot-folders (never followed;
+    recovery quarantines those named like memory files or standing for a memory folder).
+    Plain class: it is built on every write.
     """
 
     def __init__(
@@ -89,7 +90,7 @@ def _scan(root: str) -> tuple[dict[str, os.stat_result], list[str], list[str]]:
                 if name[0] != ".":
                     stack.append((prefix + name + "/", entry.path))
             elif entry.is_symlink():
-                if name.endswith(".md"):
+                if name[0] != ".":
                     links.append(prefix + name)
             elif TEMP_MARKER in name:
                 temp_files.append(entry.path)

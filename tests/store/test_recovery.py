@@ -166,6 +166,31 @@ def test_symlinks_named_like_memories_are_quarantined(layout: Layout) -> None:
     assert_clean(layout.memory_root)
 
 
+def test_a_symlinked_memory_folder_is_quarantined_and_heads_files_come_back(
+    layout: Layout, tmp_path: Path
+) -> None:
+    """Writes would follow the link out of the memory root, and HEAD's files below it would
+    look deleted: the link moves to quarantine (its target untouched), HEAD's files return."""
+    root = Path(layout.memory_root)  # HEAD has user/a.md, user/b.md, project/p.md
+    before = {p: (root / p).read_text() for p in ("project/p.md", "user/a.md")}
+    elsewhere = tmp_path / "shared-project"
+    (root / "project").rename(elsewhere)
+    (root / "project").symlink_to(elsewhere)
+    (root / "reference").symlink_to(tmp_path)  # a type folder HEAD does not have yet
+    (root / "notes.txt").symlink_to(tmp_path / "x")  # not a memory place: left alone
+    head = git(root, "rev-parse", "HEAD")
+    report = run_recover(layout)
+    assert sorted(os.path.basename(p) for p in report.quarantined) == ["project", "reference"]
+    assert all("symlink" in w for w in report.warnings)
+    assert not (root / "project").is_symlink() and (root / "project" / "p.md").is_file()
+    assert {p: (root / p).read_text() for p in before} == before
+    assert (elsewhere / "p.md").is_file()  # the link's target was not touched
+    assert (root / "notes.txt").is_symlink()
+    assert git(root, "rev-parse", "HEAD") == head  # nothing was committed as deleted
+    status = git(root, "status", "--porcelain")
+    assert status.strip() == "?? notes.txt"
+
+
 def test_a_new_name_that_differs_only_in_case_is_quarantined(layout: Layout) -> None:
     root = Path(layout.memory_root)  # HEAD has user/a.md, user/b.md, project/p.md
     (root / "user" / "A.md").write_text(doc("big a"))
