@@ -34,6 +34,7 @@ _NAME_MASK = 0xFFF
 _EXTENDED = 0x4000
 _STAGE_MASK = 0x3000
 _INTENT_TO_ADD = 0x2000  # in the extended flags
+_SKIP_WORKTREE = 0x4000  # in the extended flags: a sparse checkout left the file out
 
 
 class IndexUnreadable(ValueError):
@@ -95,6 +96,12 @@ class GitIndex:
     def get(self, path: str) -> IndexEntry | None:
         raw = self.entries.get(path)
         return None if raw is None else _decode(path, raw)
+
+    def skips_worktree(self, path: str) -> bool:
+        """True when ``path`` is marked skip-worktree (sparse checkout): its absence from the
+        work tree is not a deletion."""
+        raw = self.entries.get(path)
+        return raw is not None and bool(_extended_flags(raw) & _SKIP_WORKTREE)
 
     def paths(self) -> list[str]:
         """Stage-0 paths in index order."""
@@ -366,9 +373,14 @@ def _encode(name: bytes, st: os.stat_result, sha: bytes, mode: int) -> bytes:
     return head + name + b"\0" * padding
 
 
+def _extended_flags(raw: bytes) -> int:
+    flags = (raw[60] << 8) | raw[61]
+    return (raw[_ENTRY.size] << 8 | raw[_ENTRY.size + 1]) if flags & _EXTENDED else 0
+
+
 def _decode(path: str, raw: bytes) -> IndexEntry:
     fields = _ENTRY.unpack_from(raw)
-    extended = fields[11] & _EXTENDED and (raw[_ENTRY.size] << 8 | raw[_ENTRY.size + 1])
+    extended = _extended_flags(raw)
     return IndexEntry(
         path=path,
         sha=fields[10].hex(),
@@ -377,5 +389,5 @@ def _decode(path: str, raw: bytes) -> IndexEntry:
         mtime_ns=fields[2] * 1_000_000_000 + fields[3],
         ctime_ns=fields[0] * 1_000_000_000 + fields[1],
         ino=fields[5],
-        intent_to_add=bool(extended and extended & _INTENT_TO_ADD),
+        intent_to_add=bool(extended & _INTENT_TO_ADD),
     )

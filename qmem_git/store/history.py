@@ -575,7 +575,10 @@ class History:
         (another program rewrote it, an update failed) and a snapshot must not miss an edit.
         """
         head = self.head()
-        committed = {p: s for p, s in self.tree_files(head).items() if is_memory_path(p)}
+        sparse = _left_out_by_sparse_checkout(self.root)
+        committed = {
+            p: s for p, s in self.tree_files(head).items() if is_memory_path(p) and p not in sparse
+        }
         on_disk = _read_worktree(self.root)
         changes: list[WorkChange] = []
         for path in sorted(set(committed) | set(on_disk)):
@@ -699,6 +702,17 @@ def _ref_candidates(name: str) -> list[bytes]:
 
 def _is_file(mode: int | None) -> bool:
     return mode is not None and (stat.S_ISREG(mode) or stat.S_ISLNK(mode))
+
+
+def _left_out_by_sparse_checkout(root: str) -> set[str]:
+    """Paths the git index marks skip-worktree: missing from disk on purpose, not deleted."""
+    from qmem_git.store import gitindex
+
+    try:
+        index = gitindex.read_index(os.path.join(root, ".git"))
+    except gitindex.IndexUnreadable:
+        return set()
+    return {p for p in index.paths() if index.skips_worktree(p)}
 
 
 def _read_worktree(root: str) -> dict[str, bytes]:

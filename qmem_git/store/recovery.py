@@ -171,9 +171,8 @@ def _recover(
     drop_deprecated_config(repo.git_dir)  # git warns about it on every command
     removed_locks = _remove_stale_locks(repo.git_dir)
     seen = pending.result() if pending is not None else survey.survey(repo.root)
-    folders = _linked_folders(repo, head_tree, seen.links)
-    moved_folders = _quarantine_folders(repo, layout, folders, head_tree, seen.index, now)
-    if moved_folders:  # rare: look again at the repaired tree
+    moved_links = _quarantine_links(repo, layout, seen.links, head_tree, seen.index, now)
+    if moved_links:  # rare: look again at the repaired tree
         seen = survey.survey(repo.root)
     removed_temp = _remove_temp_files(repo, seen.temp_files)
     rebuilt = seen.index is None
@@ -185,8 +184,8 @@ def _recover(
         _classify(repo, rel, head_sha, seen.files, index, found, problem_of or memory_file_problem)
     found.refuse_new(case_collisions(found.new, seen.files))
     state = WorkState(_render_files(seen.files), index)
-    warnings = [f"{rel}: {SYMLINK_PROBLEM}; moved to {dest}" for rel, dest in moved_folders]
-    quarantined: list[tuple[str, str]] = list(moved_folders)
+    warnings = [f"{rel}: {SYMLINK_PROBLEM}; moved to {dest}" for rel, dest in moved_links]
+    quarantined: list[tuple[str, str]] = list(moved_links)
     if commit_changes:
         moved = _quarantine_all(repo, layout, found, head_tree, index, state, now)
         warnings += [f"{rel}: {found.invalid[rel]}; moved to {dest}" for rel, dest in moved]
@@ -245,9 +244,8 @@ def _load_index(git_dir: str) -> tuple[GitIndex, bool]:
 def _candidates(seen: survey.Survey, index: GitIndex, head_map: dict[str, str] | None) -> set[str]:
     """Paths whose stat, index entry or HEAD entry disagree: the only files worth reading."""
     found = set(seen.dirty)
-    found.update(rel for rel in seen.links if rel.endswith(".md"))
     gone = index.entries.keys() - seen.files.keys()  # set arithmetic in C: 10,000 keys
-    found.update(p for p in gone if "\0" not in p and _in_scope(p))
+    found.update(p for p in gone if "\0" not in p and _in_scope(p) and not index.skips_worktree(p))
     if head_map is not None:
         for rel in {*head_map, *index.paths()}:
             entry = index.get(rel)
@@ -278,6 +276,8 @@ def _classify(
         st = os.lstat(path)  # before reading: an edit after it makes the index entry stale
     except FileNotFoundError:
         st = None
+    if st is None and index.skips_worktree(rel):
+        return  # left out by a sparse checkout, not deleted
     if st is not None and stat.S_ISLNK(st.st_mode):
         found.invalid[rel] = SYMLINK_PROBLEM  # moved away, HEAD's file (if any) put back
         return
@@ -384,42 +384,49 @@ def _quarantine_all(
     return moved
 
 
-def _linked_folders(repo: Repository, head_tree: str | None, links: list[str]) -> list[str]:
-    """Symlinks standing where memories live: a type folder, or a folder HEAD has. Writes
-    would follow them out of the memory root, and what HEAD has below them looks deleted."""
-    others = [rel for rel in links if not rel.endswith(".md")]
-    if not others:
-        return []
-    folders = {
-        path[:at] for path in repo.flatten(head_tree) for at, c in enumerate(path) if c == "/"
-    }
-    return [rel for rel in others if rel in folders or is_memory_type(rel)]
+def _misplaced(links: list[str], head_files: dict[str, str]) -> list[str]:
+    """The symlinks writes could follow or that stand for memories: ``*.md`` ones, and those in
+    or as a type folder, or where HEAD has a file or folder."""
+    folders = {path[:at] for path in head_files for at, c in enumerate(path) if c == "/"}
+    return [
+        rel
+        for rel in links
+        if rel.endswith(".md")
+        or is_memory_type(rel.split("/", 1)[0])
+        or rel in folders
+        or rel in head_files
+    ]
 
 
-def _quarantine_folders(
+def _quarantine_links(
     repo: Repository,
     layout: Layout,
-    folders: list[str],
+    links: list[str],
     head_tree: str | None,
     index: GitIndex | None,
     now: datetime,
 ) -> list[tuple[str, str]]:
-    """Move each folder symlink to quarantine (the link, never its target) and put back the
-    files HEAD has below it, with the times the index knew for them."""
-    if not folders:
+    """Move each such symlink to quarantine (the link, never its target) and put back the files
+    HEAD has in its place, with the times the index knew for them. Every writer does this
+    first, so no write follows a link out of the memory folder and nothing is committed as
+    deleted because a link hid it."""
+    if not links:
+        return []
+    head_files = repo.flatten(head_tree)
+    misplaced = _misplaced(links, head_files)
+    if not misplaced:
         return []
     import shutil
 
     stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    head_files = repo.flatten(head_tree)
     moved: list[tuple[str, str]] = []
-    for rel in folders:
+    for rel in misplaced:
         dest = free_name(os.path.join(layout.state_dir, "quarantine", stamp, rel))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         shutil.move(os.path.join(repo.root, rel), dest)
         moved.append((rel, dest))
         for path, sha in head_files.items():
-            if path.startswith(rel + "/"):
+            if path == rel or path.startswith(rel + "/"):
                 entry = index.get(path) if index is not None else None
                 mtime_ns = entry.mtime_ns if entry else int(now.timestamp()) * 1_000_000_000
                 data = repo.read_blob(sha)

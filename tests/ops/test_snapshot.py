@@ -225,3 +225,11 @@ def test_dry_run_on_a_store_that_does_not_exist_writes_nothing(tmp_path: Path) -
         assert run.code == 2, (args, run.err)
         assert "is not a memory repository" in run.err and "--dry-run" in run.err
         assert not tmp_path.joinpath("memory").exists() and os.listdir(tmp_path) == []
+
+
+def test_files_a_sparse_checkout_leaves_out_are_not_deletions(state: tuple[GitRepo, Path]) -> None:
+    repo, state_dir = state
+    repo.git("sparse-checkout", "set", "user")
+    assert not (repo.root / "project" / "ci.md").exists()
+    plan = plan_snapshot(repo.path, str(state_dir), previous_meta=None, problem_of=always_valid)
+    assert plan.changeset is None

@@ -14,7 +14,12 @@ from qmem_git.core.changes import ChangeSet
 from qmem_git.core.paths import Layout
 from qmem_git.errors import RepoCorrupt
 from qmem_git.store import gitindex
-from qmem_git.store.recovery import memory_file_problem, quarantine_files, recover
+from qmem_git.store.recovery import (
+    memory_file_problem,
+    quarantine_files,
+    recover,
+    recover_for_write,
+)
 from qmem_git.store.repo import Identity, apply_changeset, init_repo
 from qmem_git.store.workdir import render_index
 from qmem_git.store.writer import run_writer
@@ -189,6 +194,29 @@ def test_a_symlinked_memory_folder_is_quarantined_and_heads_files_come_back(
     assert git(root, "rev-parse", "HEAD") == head  # nothing was committed as deleted
     status = git(root, "status", "--porcelain")
     assert status.strip() == "?? notes.txt"
+
+
+@pytest.mark.parametrize("commit_changes", [True, False])
+def test_links_writes_could_follow_are_quarantined_for_every_writer(
+    layout: Layout, tmp_path: Path, commit_changes: bool
+) -> None:
+    """A link inside a type folder that HEAD does not have yet (undo or restore would write
+    through it), and a link named like a memory: moved away even for writers that leave
+    uncommitted changes to their plan (snapshot)."""
+    root = Path(layout.memory_root)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "fact.md").write_text("PRECIOUS")
+    (root / "user" / "deep").symlink_to(outside)
+    (root / "user" / "zebra.md").symlink_to(outside / "fact.md")
+    report, _ = recover_for_write(
+        layout, identity=IDENTITY, host="h", now=LATER, commit_changes=commit_changes
+    )
+    assert sorted(os.path.basename(p) for p in report.quarantined) == ["deep", "zebra.md"]
+    assert not os.path.lexists(root / "user" / "deep")
+    assert not os.path.lexists(root / "user" / "zebra.md")
+    assert (outside / "fact.md").read_text() == "PRECIOUS"
+    assert_clean(layout.memory_root)
 
 
 def test_a_new_name_that_differs_only_in_case_is_quarantined(layout: Layout) -> None:
@@ -446,3 +474,13 @@ def test_writer_drops_the_deprecated_fsync_setting_of_an_old_repo(layout: Layout
     done = subprocess.run(["git", "-C", root, "status"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stderr == ""
     assert git(root, "config", "core.fsync").strip() == "committed"
+
+
+def test_files_a_sparse_checkout_leaves_out_are_not_deleted(layout: Layout) -> None:
+    root = Path(layout.memory_root)  # HEAD has user/a.md, user/b.md, project/p.md
+    git(root, "sparse-checkout", "set", "user")
+    assert not (root / "project" / "p.md").exists() and git(root, "status", "--porcelain") == ""
+    head = git(root, "rev-parse", "HEAD")
+    report = run_recover(layout)
+    assert report.commit is None and git(root, "rev-parse", "HEAD") == head
+    assert git(root, "status", "--porcelain") == ""
