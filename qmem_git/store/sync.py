@@ -458,13 +458,19 @@ def _raw_progress(progress: Progress | None) -> Callable[[bytes], None] | None:
 # --- checks on incoming history ---------------------------------------------------------------
 
 
-def check_incoming(objects: Objects, known: Known, tip: str, refuse: Refusal | None = None) -> int:
+def check_incoming(
+    objects: Objects,
+    known: Known,
+    tip: str,
+    refuse: Refusal | None = None,
+    settled: Settled | None = None,
+) -> int:
     """Check every commit (and its trees and blobs) that is new to the repository.
 
     Returns the number of new commits. Raises UnsafePath naming the path and commit (made by
     ``refuse``, for the words of the direction checked).
     """
-    check = _IncomingCheck(objects, known, refuse or _refuse)
+    check = _IncomingCheck(objects, known, refuse or _refuse, settled)
     stack, seen, count = [tip], set(), 0
     while stack:
         sha = stack.pop()
@@ -486,10 +492,11 @@ def check_outgoing(objects: Objects, local: str, remote: str | None) -> None:
     would stop every other machine's sync. Everything in the remote's history counts as known,
     and so does every object of its tip tree (what is unchanged is not read again)."""
     known: set[ObjectID] = set()
+    settled: Settled = {}
     if remote is not None:
         _remote_commits(objects, remote, known)
-        _tree_objects(objects, _hex(objects.commit(remote).tree), known)
-    check_incoming(objects, known, local, _refuse_push)
+        _tree_objects(objects, _hex(objects.commit(remote).tree), "", known, settled)
+    check_incoming(objects, known, local, _refuse_push, settled)
 
 
 def _remote_commits(objects: Objects, head: str, known: set[ObjectID]) -> None:
@@ -501,12 +508,17 @@ def _remote_commits(objects: Objects, head: str, known: set[ObjectID]) -> None:
             stack.extend(_hex(parent) for parent in objects.commit(sha).parents)
 
 
-def _tree_objects(objects: Objects, tree: str, known: set[ObjectID]) -> None:
+def _tree_objects(
+    objects: Objects, tree: str, prefix: str, known: set[ObjectID], settled: Settled
+) -> None:
     known.add(_oid(tree))
-    for _, mode, sha in objects.tree(tree).iteritems():
+    for name, mode, sha in objects.tree(tree).iteritems():
+        path = prefix + name.decode("utf-8", "surrogateescape")
         if stat.S_ISDIR(mode):
-            _tree_objects(objects, _hex(sha), known)
+            settled[path] = None
+            _tree_objects(objects, _hex(sha), path + "/", known, settled)
         else:
+            settled[path] = (mode, _hex(sha))
             known.add(sha)
 
 
@@ -523,6 +535,7 @@ def _fsck(obj: ShaFile, sha: str) -> None:
 
 
 Refusal = Callable[[str, str, str], UnsafePath]
+Settled = dict[str, "tuple[int, str] | None"]
 
 
 class Known(Protocol):
@@ -540,9 +553,10 @@ def _refuse(path: str, problem: str, commit: str) -> UnsafePath:
 
 def _refuse_push(path: str, problem: str, commit: str) -> UnsafePath:
     return UnsafePath(
-        f"refusing to push: {path}: {problem} (commit {commit[:12]}, made by hand?)",
-        "other machines would refuse that history; fix the file and commit, then sync "
-        "(`qmem-git validate` lists the problems; `qmem-git undo` reverts a qmem commit)",
+        f"refusing to push: {path}: {problem} (commit {commit[:12]})",
+        "other machines' syncs would refuse this history, even once a later commit fixes the "
+        "file: rewrite it in the memory folder (e.g. `git rebase -i` to drop or fix that "
+        "commit), then sync",
     )
 
 
@@ -554,10 +568,14 @@ class _IncomingCheck:
     they sit, they are not walked again.
     """
 
-    def __init__(self, objects: Objects, known: Known, refuse: Refusal) -> None:
+    def __init__(
+        self, objects: Objects, known: Known, refuse: Refusal, settled: Settled | None = None
+    ) -> None:
         self.objects = objects
         self.known = known
         self.refuse = refuse
+        # what the receiver has already (path -> (mode, id); folders -> None): not its to refuse
+        self.settled: Settled = settled or {}
         self.trees: set[tuple[str, str]] = set()
         self.paths: set[str] = set()
         self.blobs: set[str] = set()
@@ -584,10 +602,13 @@ class _IncomingCheck:
             key = self.fold(name)
             if key in folded:
                 other = prefix + folded[key]
-                raise self.refuse(path, f"collides with {other} on case-insensitive disks", commit)
+                if not (path in self.settled and other in self.settled):
+                    message = f"collides with {other} on case-insensitive disks"
+                    raise self.refuse(path, message, commit)
             folded[key] = name
             if mode == TREE_MODE:
-                _check_folder(path, commit, self.refuse)
+                if path not in self.settled:
+                    _check_folder(path, commit, self.refuse)
                 self.tree(_hex(sha), path + "/", commit)
             else:
                 self.file(path, mode, _hex(sha), commit)
@@ -595,6 +616,8 @@ class _IncomingCheck:
             _fsck(obj, tree)  # after the names: a message naming the path beats "malformed"
 
     def file(self, path: str, mode: int, sha: str, commit: str) -> None:
+        if self.settled.get(path) == (mode, sha):
+            return  # exactly what the receiver has
         if mode != gitindex.FILE_MODE:
             raise self.refuse(path, _mode_problem(mode), commit)
         if path not in self.paths:
@@ -1151,6 +1174,8 @@ def _act(
         if run.options.push:  # before any merge: a refusal changes nothing here
             check_outgoing(objects, local, remote_head)
         head = _merge_if_diverged(run, repo, objects, kind, local, remote_head, base)
+        if run.options.push and head != local:  # the merge itself (two spellings of one name)
+            check_outgoing(Objects(repo.objects), head, remote_head)
     if not run.options.push:
         return True
     return _push_head(run, repo, head, remote_head)

@@ -386,6 +386,39 @@ def test_a_hand_made_commit_other_machines_would_refuse_is_not_pushed(
     assert b.sync().action == "up-to-date"
 
 
+def test_what_the_remote_already_has_does_not_block_a_push(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """A file C git pushed to the remote earlier is the remote's problem, not a reason to
+    refuse every later qmem commit that leaves it as it is."""
+    a, _ = pair
+    (a.root / "README.txt").write_text("not a memory\n")
+    git_in(a.root, "add", "README.txt")
+    git_in(a.root, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "by hand")
+    git_in(a.root, "push", "-q", str(remote), "main")
+    a.remember("The staging cluster deploys from branch release-7")
+    assert a.sync().action == "pushed"
+    assert git_in(remote, "rev-parse", "main") == git_in(a.root, "rev-parse", "HEAD")
+
+
+def test_a_merge_that_would_make_two_spellings_of_one_name_is_not_pushed(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """Each side is fine alone; their merge holds user/Proxy.md and user/proxy.md."""
+    a, b = pair
+    for machine, name in ((a, "Proxy"), (b, "proxy")):
+        path = machine.root / "user" / f"{name}.md"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(DOC.format(n=f"The proxy host is {name}.corp.example"))
+        machine.remember(f"The {name} fact was written by hand into its own file")
+    a.sync()
+    remote_before = git_in(remote, "rev-parse", "main")
+    with pytest.raises(UnsafePath, match=r"refusing to push: .*collides with"):
+        b.sync()
+    assert git_in(remote, "rev-parse", "main") == remote_before
+    assert a.sync().action == "up-to-date"
+
+
 def test_malformed_object_is_refused_like_fsck(
     tmp_path: Path, remote: Path, pair: tuple[Machine, Machine]
 ) -> None:
