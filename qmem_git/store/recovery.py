@@ -34,7 +34,7 @@ from qmem_git.store.repo import (
     free_name,
 )
 from qmem_git.store.walk import is_memory_path
-from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write
+from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, without_exec_bits
 
 Validator = Callable[[str, bytes], "str | None"]  # why a file may not be committed, or None
 INDEX_REWRITTEN = (
@@ -292,7 +292,7 @@ def _classify(
     data = _read(path)
     sha = blob_id(data)
     if sha == head_sha:
-        index.set(rel, st, sha, gitindex.blob_mode(st))
+        index.set(rel, without_exec_bits(path, st), sha, gitindex.FILE_MODE)
     elif rel == INDEX_NAME:
         found.index_stale = True
         found.index_new = head_sha is None
@@ -443,8 +443,7 @@ def _restore(
     path = os.path.join(repo.root, rel)
     data = repo.read_blob(sha)
     atomic_write(path, data, mtime_ns, mode=FILE_MODE_BITS)
-    st = os.lstat(path)
-    index.set(rel, st, sha, gitindex.blob_mode(st))
+    index.set(rel, os.lstat(path), sha, gitindex.FILE_MODE)
     if state.files is not None and len(data) <= MAX_FILE_BYTES:
         state.files[rel] = (mtime_ns, len(data))
 

@@ -41,6 +41,7 @@ from qmem_git.store.workdir import (
     fsync_dir,
     render_index,
     scan_documents,
+    without_exec_bits,
 )
 
 BRANCH = b"refs/heads/main"
@@ -763,8 +764,8 @@ def update_index(
             if sha is None:
                 index.remove(rel)
             else:
-                st = os.lstat(os.path.join(repo.root, rel))
-                index.set(rel, st, sha, gitindex.blob_mode(st))
+                path = os.path.join(repo.root, rel)
+                index.set(rel, without_exec_bits(path, os.lstat(path)), sha, gitindex.FILE_MODE)
         if index.changed or index.head != head:
             index.head = head
             gitindex.write_index(repo.git_dir, index)

@@ -124,6 +124,15 @@ def atomic_write(
     _forget_parsed(path)
 
 
+def without_exec_bits(path: str, st: os.stat_result) -> os.stat_result:
+    """Memory files are committed as mode 100644: an executable bit someone set is taken off,
+    so that the git index agrees with HEAD (no staged mode change). Returns the new stat."""
+    if not st.st_mode & 0o111:
+        return st
+    os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o111)
+    return os.lstat(path)
+
+
 def file_mode(path: str) -> int:
     """The permission bits of the regular file at ``path`` (a symlink is followed); 0644 when
     there is none. What :func:`atomic_write` keeps, and what a backup of the file should get."""

@@ -484,3 +484,17 @@ def test_files_a_sparse_checkout_leaves_out_are_not_deleted(layout: Layout) -> N
     report = run_recover(layout)
     assert report.commit is None and git(root, "rev-parse", "HEAD") == head
     assert git(root, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("edited", [False, True])
+def test_an_executable_bit_on_a_memory_is_taken_off(layout: Layout, edited: bool) -> None:
+    """Memories are committed as 100644; an index entry of 100755 would stage a mode change
+    (and a hand commit that other machines refuse)."""
+    path = Path(layout.memory_root, "user", "a.md")
+    if edited:
+        path.write_text(doc("a", "edited by hand"))
+    path.chmod(0o755)
+    run_recover(layout)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert git(layout.memory_root, "ls-files", "-s", "user/a.md").startswith("100644 ")
+    assert_clean(layout.memory_root)
