@@ -515,7 +515,7 @@ def _tree_objects(
     for name, mode, sha in objects.tree(tree).iteritems():
         path = prefix + name.decode("utf-8", "surrogateescape")
         if stat.S_ISDIR(mode):
-            settled[path] = None
+            settled[path] = (TREE_MODE, _hex(sha))
             _tree_objects(objects, _hex(sha), path + "/", known, settled)
         else:
             settled[path] = (mode, _hex(sha))
@@ -535,7 +535,7 @@ def _fsck(obj: ShaFile, sha: str) -> None:
 
 
 Refusal = Callable[[str, str, str], UnsafePath]
-Settled = dict[str, "tuple[int, str] | None"]
+Settled = dict[str, tuple[int, str]]  # path -> (mode, object id) the receiver has there
 
 
 class Known(Protocol):
@@ -574,7 +574,7 @@ class _IncomingCheck:
         self.objects = objects
         self.known = known
         self.refuse = refuse
-        # what the receiver has already (path -> (mode, id); folders -> None): not its to refuse
+        # what the receiver has already, path by path: not its to refuse
         self.settled: Settled = settled or {}
         self.trees: set[tuple[str, str]] = set()
         self.paths: set[str] = set()
@@ -594,6 +594,8 @@ class _IncomingCheck:
         is_new = _oid(tree) not in self.known
         if not is_new and prefix.count("/") <= 1:
             return
+        if self.settled.get(prefix[:-1]) == (TREE_MODE, tree):
+            return  # the very tree the receiver has at this path
         obj = self.objects.tree(tree)
         folded: dict[str, str] = {}
         for raw_name, mode, sha in obj.iteritems():
