@@ -363,17 +363,9 @@ def _quarantine_all(
     now: datetime,
 ) -> list[tuple[str, str]]:
     """Move invalid files to ``<state>/quarantine/<stamp>/`` and put HEAD's version back."""
-    if not found.invalid:
-        return []
-    import shutil  # only when something is quarantined: ~3 ms to import (bz2, lzma)
-
-    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     moved: list[tuple[str, str]] = []
     for rel in found.invalid:
-        dest = free_name(os.path.join(layout.state_dir, "quarantine", stamp, rel))
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        shutil.move(os.path.join(repo.root, rel), dest)
-        moved.append((rel, dest))
+        moved.append((rel, _move_to_quarantine(repo, layout, rel, now)))
         if state.files is not None:
             state.files.pop(rel, None)
         head_sha = repo.lookup(head_tree, rel)
@@ -382,6 +374,17 @@ def _quarantine_all(
         else:
             _restore(repo, rel, head_sha, index, state, now)
     return moved
+
+
+def _move_to_quarantine(repo: Repository, layout: Layout, rel: str, now: datetime) -> str:
+    """Move ``rel`` (a file, or a symlink itself) to ``<state>/quarantine/<stamp>/rel``."""
+    import shutil  # only when something is quarantined: ~3 ms to import (bz2, lzma)
+
+    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    dest = free_name(os.path.join(layout.state_dir, "quarantine", stamp, rel))
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    shutil.move(os.path.join(repo.root, rel), dest)
+    return dest
 
 
 def _misplaced(links: list[str], head_files: dict[str, str]) -> list[str]:
@@ -414,23 +417,13 @@ def _quarantine_links(
         return []
     head_files = repo.flatten(head_tree)
     misplaced = _misplaced(links, head_files)
-    if not misplaced:
-        return []
-    import shutil
-
-    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     moved: list[tuple[str, str]] = []
+    kept = index if index is not None else GitIndex()  # its entries give the files' times
     for rel in misplaced:
-        dest = free_name(os.path.join(layout.state_dir, "quarantine", stamp, rel))
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        shutil.move(os.path.join(repo.root, rel), dest)
-        moved.append((rel, dest))
+        moved.append((rel, _move_to_quarantine(repo, layout, rel, now)))
         for path, sha in head_files.items():
             if path == rel or path.startswith(rel + "/"):
-                entry = index.get(path) if index is not None else None
-                mtime_ns = entry.mtime_ns if entry else int(now.timestamp()) * 1_000_000_000
-                data = repo.read_blob(sha)
-                atomic_write(os.path.join(repo.root, path), data, mtime_ns, mode=FILE_MODE_BITS)
+                _restore(repo, path, sha, kept, WorkState(), now)
     return moved
 
 
