@@ -95,16 +95,21 @@ _READ_LIMIT = MAX_FILE_BYTES + 64  # a loose object's header included
 
 def iter_blobs(memory_root: str, shas: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
     """``(id, content)`` of each blob, one at a time (a first commit may stage thousands);
-    content None when a loose blob inflates past the memory-file size limit (or is damaged):
-    the index's size field can be wrong, and a 300 MB blob must not be read to find out."""
+    content None when a loose blob inflates past the memory-file size limit: the index's size
+    field can be wrong, and a 300 MB blob must not be read to find out."""
     with Repository(memory_root, loose_limit=_READ_LIMIT) as repo:
         for sha in shas:
-            try:
-                yield sha, repo.read_blob(sha)
-            except RepoCorrupt as exc:
-                if not isinstance(exc.__cause__, zlib.error):
-                    raise
-                yield sha, None
+            yield sha, _read_within_limit(repo, sha)
+
+
+def _read_within_limit(repo: Repository, sha: str) -> bytes | None:
+    """A blob of a repository opened with ``loose_limit=_READ_LIMIT``; None past the limit."""
+    try:
+        return repo.read_blob(sha)
+    except RepoCorrupt as exc:
+        if not isinstance(exc.__cause__, zlib.error):  # missing or damaged: exit 6 as usual
+            raise
+        return None
 
 
 def render_staged_index(memory_root: str, staged: Staged) -> IndexResult:
@@ -122,14 +127,11 @@ def render_staged_index(memory_root: str, staged: Staged) -> IndexResult:
     with Repository(memory_root, loose_limit=_READ_LIMIT) as repo:
 
         def load(rel: str, mtime_ns: int, size: int) -> Document | None:
+            data = _read_within_limit(repo, candidates[rel].sha)
             try:
-                text = repo.read_blob(candidates[rel].sha).decode("utf-8")
+                text = None if data is None else data.decode("utf-8")
             except UnicodeDecodeError:
                 return None
-            except RepoCorrupt as exc:  # inflates past the limit: not a document to list
-                if not isinstance(exc.__cause__, zlib.error):
-                    raise
-                return None
-            return parse_document(text, rel, mtime_ns / 1_000_000)
+            return None if text is None else parse_document(text, rel, mtime_ns / 1_000_000)
 
         return build_index(newest_documents(stats, load))
