@@ -47,6 +47,12 @@ def fold_name(name: str) -> str:
     return unicodedata.normalize("NFC", visible).casefold()
 
 
+def is_printable_path(rel: str) -> bool:
+    """No control characters and valid UTF-8 (no surrogate escapes of undecodable bytes): a
+    path MEMORY.md can link to and a terminal can show (the rest are unsafe paths anyway)."""
+    return _CONTROL.search(rel) is None and not _has_surrogates(rel)
+
+
 def check_path_safety(rel: str) -> list[str]:
     """Problems that make ``rel`` unsafe to create anywhere (independent of the memory layout)."""
     if not rel:
@@ -94,7 +100,7 @@ def check_segment(segment: str) -> list[str]:
 
 def _non_ascii_problems(segment: str) -> list[str]:
     problems = []
-    if any("\ud800" <= char <= "\udfff" for char in segment):
+    if _has_surrogates(segment):
         problems.append("a name is not valid UTF-8")
     if any(is_ignorable(char) for char in segment):
         problems.append(f"{_show(segment)} contains an invisible or ignorable character")
@@ -172,6 +178,11 @@ def path_prefixes(path: str) -> list[str]:
     """``a``, ``a/b``, ``a/b/c.md`` for ``a/b/c.md``: the folders and the file itself."""
     segments = path.split("/")
     return ["/".join(segments[:depth]) for depth in range(1, len(segments) + 1)]
+
+
+def _has_surrogates(text: str) -> bool:
+    """Surrogate escapes stand for bytes that are not UTF-8 (``os.fsdecode``)."""
+    return not text.isascii() and any("\ud800" <= char <= "\udfff" for char in text)
 
 
 def _show(segment: str) -> str:

@@ -52,15 +52,6 @@ def is_memory_path(rel: str) -> bool:
     )
 
 
-def is_printable_path(rel: str) -> bool:
-    """No control characters and valid UTF-8 (no surrogate escapes of undecodable bytes): a
-    path MEMORY.md can link to and a terminal can show. Other names are invalid memory paths
-    (``core.names``) that the index leaves out rather than break."""
-    if rel.isascii():
-        return rel.isprintable()
-    return not any(c < " " or "\x7f" <= c <= "\x9f" or "\ud800" <= c <= "\udfff" for c in rel)
-
-
 def _visit(
     entry: os.DirEntry[str],
     prefix: str,

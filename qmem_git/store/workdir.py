@@ -12,9 +12,10 @@ from typing import NamedTuple
 from qmem_git.core.codec import parse_document
 from qmem_git.core.index import IndexResult, build_index, order_documents
 from qmem_git.core.model import INDEX_NAME, MAX_SCANNED_DOCUMENTS, Document
+from qmem_git.core.names import is_printable_path
 from qmem_git.store.survey import TEMP_MARKER
-from qmem_git.store.walk import is_printable_path, walk
 from qmem_git.store.walk import read_text as read_text  # re-exported: ops read through here
+from qmem_git.store.walk import walk
 
 # scan order (core.index.scan_order_key): -mtime in float ms, basename, relative path; then
 # mtime_ns and size (never compared: relative paths are unique)
