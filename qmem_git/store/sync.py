@@ -486,17 +486,24 @@ def check_incoming(
     return count
 
 
-def check_outgoing(objects: Objects, local: str, remote: str | None) -> None:
+class OutgoingCheck:
     """What a push would give the remote passes the checks the remote's other clones make when
     they fetch it: a commit made by hand with ``--no-verify`` must not reach the remote, where it
     would stop every other machine's sync. Everything in the remote's history counts as known,
-    and so does every object of its tip tree (what is unchanged is not read again)."""
-    known: set[ObjectID] = set()
-    settled: Settled = {}
-    if remote is not None:
-        _remote_commits(objects, remote, known)
-        _tree_objects(objects, _hex(objects.commit(remote).tree), "", known, settled)
-    check_incoming(objects, known, local, _refuse_push, settled)
+    and so does every entry of its tip tree (what is unchanged is not read again); both are
+    read once, for the checks before and after a merge."""
+
+    def __init__(self, objects: Objects, remote: str | None) -> None:
+        self.objects = objects
+        self.known: set[ObjectID] = set()
+        self.settled: Settled = {}
+        if remote is not None:
+            _remote_commits(objects, remote, self.known)
+            _tree_objects(objects, _hex(objects.commit(remote).tree), "", self.known, self.settled)
+
+    def check(self, tip: str) -> None:
+        """Raise UnsafePath (``refusing to push: ...``) for what the remote would refuse."""
+        check_incoming(self.objects, self.known, tip, _refuse_push, self.settled)
 
 
 def _remote_commits(objects: Objects, head: str, known: set[ObjectID]) -> None:
@@ -1173,11 +1180,12 @@ def _act(
             return True
     else:
         assert local is not None
-        if run.options.push:  # before any merge: a refusal changes nothing here
-            check_outgoing(objects, local, remote_head)
+        outgoing = OutgoingCheck(objects, remote_head) if run.options.push else None
+        if outgoing is not None:  # before any merge: a refusal changes nothing here
+            outgoing.check(local)
         head = _merge_if_diverged(run, repo, objects, kind, local, remote_head, base)
-        if run.options.push and head != local:  # the merge itself (two spellings of one name)
-            check_outgoing(Objects(repo.objects), head, remote_head)
+        if outgoing is not None and head != local:  # the merge too (two spellings of one name)
+            outgoing.check(head)
     if not run.options.push:
         return True
     return _push_head(run, repo, head, remote_head)
