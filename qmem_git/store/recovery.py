@@ -279,7 +279,7 @@ def _classify(
     if st is None and index.skips_worktree(rel):
         return  # left out by a sparse checkout, not deleted
     if st is not None and stat.S_ISLNK(st.st_mode):
-        found.invalid[rel] = SYMLINK_PROBLEM  # moved away, HEAD's file (if any) put back
+        found.invalid[rel] = SYMLINK_PROBLEM  # made after the survey (it moves the others)
         return
     if st is None or rel not in files or not stat.S_ISREG(st.st_mode):
         if head_sha is None:

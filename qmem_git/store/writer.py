@@ -79,7 +79,6 @@ def run_writer(
     lock_timeout: float = 10.0,
     problem_of: Validator | None = None,
     recover_worktree: bool = True,
-    overlap: bool = False,
     started: WriterStart | None = None,
 ) -> WriteResult:
     """Lock, recover, plan under the lock, apply.
@@ -87,13 +86,14 @@ def run_writer(
     ``recover_worktree=False`` leaves uncommitted work-tree changes for ``plan`` (companion
     snapshots commit them with their own op); locks, temp files and corruption are still handled.
     ``identity`` may be a function, called once the survey is under way (reading git config
-    costs ~15 ms). ``overlap``: survey the work tree in a forked child (see the module doc).
+    costs ~15 ms).
     ``started``: the caller's entered :class:`WriterStart` for ``layout`` (then ``lock_timeout``
-    and ``overlap`` were its business), still held when this returns.
+    and whether the survey runs in a forked child were its business), still held when this
+    returns.
     """
     if started is not None:
         return _write(layout, plan, identity, host, now, problem_of, recover_worktree, started)
-    with WriterStart(layout, lock_timeout, overlap=overlap) as begun:
+    with WriterStart(layout, lock_timeout, overlap=False) as begun:
         return _write(layout, plan, identity, host, now, problem_of, recover_worktree, begun)
 
 

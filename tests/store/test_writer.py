@@ -102,12 +102,14 @@ def test_the_forked_survey_makes_the_same_commits(tmp_path: Path, hand_edit: boo
             path = Path(lay.memory_root, "user", "m1.md")
             path.write_text(doc("m1", "edited by hand"))
             os.utime(path, ns=(int(NOW.timestamp()) * 10**9,) * 2)
-        result = run_writer(
-            lay, lambda: add("x"), identity=IDENTITY, host="h", now=LATER, overlap=overlap
-        )
-        again = run_writer(
-            lay, lambda: add("y"), identity=IDENTITY, host="h", now=LATER, overlap=overlap
-        )
+        with WriterStart(lay, 10, overlap=overlap) as started:
+            result = run_writer(
+                lay, lambda: add("x"), identity=IDENTITY, host="h", now=LATER, started=started
+            )
+        with WriterStart(lay, 10, overlap=overlap) as started:
+            again = run_writer(
+                lay, lambda: add("y"), identity=IDENTITY, host="h", now=LATER, started=started
+            )
         assert bool(result.recovery.commit) == hand_edit
         assert again.applied.commit and again.recovery.commit is None
         assert_clean(lay.memory_root)
