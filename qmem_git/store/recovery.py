@@ -274,7 +274,7 @@ def _classify(
     path = os.path.join(repo.root, rel)
     try:
         st = os.lstat(path)  # before reading: an edit after it makes the index entry stale
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # gone, or a folder on its path became a file
         st = None
     if st is None and index.skips_worktree(rel):
         return  # left out by a sparse checkout, not deleted
@@ -312,7 +312,7 @@ def _refresh_other(repo: Repository, rel: str, head_sha: str | None, index: GitI
     path = os.path.join(repo.root, rel)
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         if head_sha is None:
             index.remove(rel)
         return

@@ -496,8 +496,8 @@ class Repository:
             parent, _, name = directory.rpartition(b"/")
             if len(dirs[directory]):
                 dirs[parent][name] = (TREE_MODE, _object_id(self.add(dirs[directory])))
-            elif name in dirs[parent]:
-                del dirs[parent][name]
+            elif (entry := _entry(dirs[parent], name)) is not None and stat.S_ISDIR(entry[0]):
+                del dirs[parent][name]  # emptied; a file that took the folder's name stays
         return self.add(dirs.get(b"") or Tree())
 
     def _dir_tree(self, dirs: dict[bytes, Tree], base: str | None, path: bytes) -> Tree:
@@ -586,6 +586,36 @@ def check_memory_path(rel: str, *, writing: bool = True) -> str:
     return rel
 
 
+def check_unblocked(root: str, rel: str) -> None:
+    """Refuse (before anything is written) a path the work tree blocks: a file or link where
+    one of its folders should be, or a folder where the file goes. Never removed for the
+    caller: it is the user's, and may hold work."""
+    blocker = blocked_by(root, rel)
+    if blocker is not None:
+        what = "a folder" if blocker == rel else "not a folder"
+        raise UnsafePath(
+            f"cannot write {rel}: {blocker} in the memory folder is {what}",
+            hint=f"move {blocker} out of the memory folder, then retry",
+        )
+
+
+def blocked_by(root: str, rel: str) -> str | None:
+    """The part of ``rel`` that stands in the way of writing a file there, or None."""
+    parts = rel.split("/")
+    for depth in range(1, len(parts) + 1):
+        prefix = "/".join(parts[:depth])
+        try:
+            st = os.lstat(os.path.join(root, prefix))
+        except FileNotFoundError:
+            return None  # this folder and the rest are created by the write
+        is_dir = stat.S_ISDIR(st.st_mode)
+        if depth < len(parts) and not is_dir:
+            return prefix
+        if depth == len(parts) and is_dir:
+            return prefix
+    return None
+
+
 def apply_changeset(
     layout: Layout,
     cs: ChangeSet,
@@ -604,8 +634,10 @@ def apply_changeset(
     """
     for rel in cs.writes:
         check_memory_path(rel)
+        check_unblocked(layout.memory_root, rel)
     for rel in cs.deletes:  # a name C git committed may be deleted even if we would not write it
         check_memory_path(rel, writing=False)
+    check_unblocked(layout.memory_root, INDEX_NAME)
     with Repository(layout.memory_root) as repo:
         return _apply(repo, cs, identity, host, now, state or WorkState())
 
@@ -664,8 +696,9 @@ def _write_files(
         _note_file(state, rel, file_ns, len(data))
     for rel in cs.deletes:
         touched[rel] = None
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(repo.root, rel))
+        if blocked_by(repo.root, rel) is None:  # else it is gone already (a folder took its place)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(repo.root, rel))
         prune_dirs(repo.root, rel)
         if state.files is not None:
             state.files.pop(rel, None)
@@ -790,6 +823,8 @@ __all__ = [
     "WorkState",
     "apply_changeset",
     "blob_id",
+    "blocked_by",
+    "check_unblocked",
     "free_name",
     "head_commit",
     "identity_from_git_config",

@@ -12,7 +12,7 @@ import pytest
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.paths import Layout
-from qmem_git.errors import RepoCorrupt
+from qmem_git.errors import RepoCorrupt, UnsafePath
 from qmem_git.store import gitindex
 from qmem_git.store.recovery import (
     memory_file_problem,
@@ -498,3 +498,61 @@ def test_an_executable_bit_on_a_memory_is_taken_off(layout: Layout, edited: bool
     assert path.stat().st_mode & 0o777 == 0o644
     assert git(layout.memory_root, "ls-files", "-s", "user/a.md").startswith("100644 ")
     assert_clean(layout.memory_root)
+
+
+# --- the work tree blocks a path --------------------------------------------------------------
+
+
+def _write_plan(rel: str):  # type: ignore[no-untyped-def]
+    return lambda: ChangeSet(op="remember", subject="x", writes={rel: doc("x")})
+
+
+def test_a_file_where_a_memorys_folder_was_commits_the_deletion(layout: Layout) -> None:
+    """``project/`` replaced by a plain file: its memory is gone, not "Not a directory"."""
+    root = Path(layout.memory_root)
+    for child in (root / "project").iterdir():
+        child.unlink()
+    (root / "project").rmdir()
+    (root / "project").write_text("notes, not a memory")
+    result = run_writer(layout, _write_plan("user/x.md"), identity=IDENTITY, host="h", now=LATER)
+    assert [(c.status, c.path) for c in result.recovery.changes if c.path != "MEMORY.md"] == [
+        ("D", "project/p.md")
+    ]
+    assert (root / "project").read_text() == "notes, not a memory"
+    assert git(root, "status", "--porcelain") == "?? project\n"
+    git(root, "fsck", "--strict")
+
+
+@pytest.mark.parametrize(
+    ("blocker", "rel", "message"),
+    [
+        ("project", "project/q.md", "project in the memory folder is not a folder"),
+        ("user/c.md", "user/c.md", "user/c.md in the memory folder is a folder"),
+        ("MEMORY.md", "user/c.md", "cannot write MEMORY.md: MEMORY.md in the memory folder is a"),
+    ],
+)
+def test_a_write_the_work_tree_blocks_is_refused_before_anything_changes(
+    layout: Layout, blocker: str, rel: str, message: str
+) -> None:
+    root = Path(layout.memory_root)
+    run_recover(layout, NOW)
+    target = root / blocker
+    if target.is_dir():
+        for child in target.iterdir():
+            child.unlink()
+        target.rmdir()
+        target.write_text("in the way")
+    else:
+        target.unlink(missing_ok=True)
+        target.mkdir()
+        (target / "keep.txt").write_text("in the way")
+    with pytest.raises(UnsafePath, match=message) as caught:
+        run_writer(layout, _write_plan(rel), identity=IDENTITY, host="h", now=LATER)
+    assert caught.value.hint == f"move {blocker} out of the memory folder, then retry"
+    assert caught.value.exit_code == 1
+    kept = target / "keep.txt" if target.is_dir() else target
+    assert kept.read_text() == "in the way"  # the user's file is never removed for us
+    assert not (root / rel).is_file()
+    assert "remember: x" not in git(root, "log", "--format=%s").splitlines()
+    assert [p.name for p in root.rglob("*qmem-tmp*")] == []
+    git(root, "fsck", "--strict")

@@ -474,6 +474,26 @@ def test_build_tree_without_changes_is_the_base_tree(layout: Layout) -> None:
         assert store.build_tree(None, {}) == "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # empty
 
 
+@pytest.mark.parametrize("order", ["file first", "folder first"])
+def test_build_tree_swaps_a_folder_and_a_file_of_the_same_name(layout: Layout, order: str) -> None:
+    """A file taking an emptied folder's name stays (and the reverse), whatever the order."""
+    apply(layout, writes={"user/x.md/inner.md": doc("inner"), "user/a.md": doc("a")})
+    base = git(layout.memory_root, "rev-parse", "HEAD^{tree}").strip()
+    blob = git(layout.memory_root, "rev-parse", "HEAD:user/a.md").strip()
+    changes: dict[str, str | None] = {"user/x.md": blob, "user/x.md/inner.md": None}
+    if order == "folder first":
+        changes = dict(reversed(list(changes.items())))
+    with Repository(layout.memory_root) as store:
+        to_file = store.build_tree(base, changes)
+        back = store.build_tree(to_file, {"user/x.md": None, "user/x.md/inner.md": blob})
+    listing = git(layout.memory_root, "ls-tree", "-r", to_file).split("\n")
+    assert f"100644 blob {blob}\tuser/x.md" in listing
+    assert not any("inner.md" in line for line in listing)
+    names = git(layout.memory_root, "ls-tree", "-r", "--name-only", back).split()
+    assert "user/x.md/inner.md" in names and "user/x.md" not in names
+    git(layout.memory_root, "fsck", "--strict")
+
+
 def test_a_rewritten_memory_file_is_0644_whatever_it_was(layout: Layout) -> None:
     """git records 100644 for every memory file; an executable bit left on disk would make the
     index (which follows lstat) disagree with the tree."""
