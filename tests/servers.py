@@ -383,7 +383,7 @@ class Machine:
         return {
             str(p.relative_to(self.root)): p.read_text(encoding="utf-8")
             for p in sorted(self.root.rglob("*.md"))
-            if ".git" not in p.parts and p.name != "MEMORY.md"
+            if ".git" not in p.parts and p.name != "MEMORY.md" and p.is_file()
         }
 
     def summaries(self) -> list[str]:

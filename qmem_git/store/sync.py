@@ -66,6 +66,8 @@ from qmem_git.store.repo import (
     Identity,
     Repository,
     blob_id,
+    blocked_by,
+    check_unblocked,
     prune_dirs,
     same_content,
     update_index,
@@ -855,7 +857,15 @@ def checkout(
 
     Returns the touched paths -> blob id (None = deleted), for the git index.
     """
+    leaving = sorted(set(old) - set(new))
+    _check_unblocked(repo.root, new, leaving)
     touched: dict[str, str | None] = {}
+    for path in leaving:  # first: a file may make way for a folder of the same name
+        if blocked_by(repo.root, path) is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(repo.root, path))
+        prune_dirs(repo.root, path)
+        touched[path] = None
     dirs: set[str] = set()
     for path, sha in sorted(new.items()):
         full = os.path.join(repo.root, path)
@@ -867,14 +877,32 @@ def checkout(
         elif wanted_ns is not None and os.lstat(full).st_mtime_ns != wanted_ns:
             os.utime(full, ns=(wanted_ns, wanted_ns))
             touched[path] = sha
-    for path in sorted(set(old) - set(new)):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(repo.root, path))
-        prune_dirs(repo.root, path)
-        touched[path] = None
     for directory in sorted(dirs):
         fsync_dir(directory)
     return touched
+
+
+def _check_unblocked(root: str, new: Collection[str], leaving: list[str]) -> None:
+    """Refuse the checkout before it changes anything when the work tree blocks a file it
+    writes with something the checkout does not remove itself (see ``check_unblocked``)."""
+    gone = set(leaving)
+    for path in new:
+        blocker = blocked_by(root, path)
+        if blocker is None or blocker in gone:
+            continue
+        if blocker == path and _holds_only(root, path, gone):
+            continue  # a folder of tracked files, all deleted (and pruned) first
+        check_unblocked(root, path)
+
+
+def _holds_only(root: str, folder: str, paths: set[str]) -> bool:
+    """True when every entry under ``folder`` is a file listed in ``paths``."""
+    for directory, subdirs, files in os.walk(os.path.join(root, folder)):
+        rel = os.path.relpath(directory, root).replace(os.sep, "/")
+        links = [d for d in subdirs if os.path.islink(os.path.join(directory, d))]
+        if links or any(f"{rel}/{name}" not in paths for name in files):
+            return False
+    return True
 
 
 def _replace_file(path: str, data: bytes, mtime_ns: int | None) -> str:

@@ -673,3 +673,74 @@ def test_merge_that_changes_nothing_on_our_side_keeps_our_tree(
     a.sync()
     assert sorted(a.files()) == sorted(b.files()) and len(a.files()) == 3
     fsck_strict(remote)
+
+
+# --- a memory file and a folder of the same name -------------------------------------------------
+
+
+def _turn_into_folder(machine: Machine, rel: str) -> None:
+    """Replace the memory file ``rel`` by a folder holding one memory; the next writer commits."""
+    path = machine.root / rel
+    path.unlink()
+    path.mkdir()
+    (path / "inner.md").write_text(DOC.format(n="inner"), encoding="utf-8")
+    machine.remember(f"Folder switch noted on machine {machine.name}")
+
+
+def _one_memory(machine: Machine) -> str:
+    rel = machine.path_of("The release train leaves every Tuesday")
+    assert rel is not None
+    return rel
+
+
+def test_fast_forward_replaces_a_file_by_a_folder_of_the_same_name(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    a, b = pair
+    rel = _one_memory(b)
+    _turn_into_folder(b, rel)
+    b.sync()
+    assert a.sync().action == "fast-forward"
+    assert (a.root / rel).is_dir() and f"{rel}/inner.md" in a.files()
+    assert git_in(a.root, "status", "--porcelain") == ""
+    fsck_strict(a.root)
+
+
+def test_fast_forward_replaces_a_folder_by_a_file_of_the_same_name(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    a, b = pair
+    rel = _one_memory(b)
+    _turn_into_folder(b, rel)
+    b.sync()
+    a.sync()
+    (a.root / rel / "inner.md").unlink()
+    (a.root / rel).rmdir()
+    (a.root / rel).write_text(DOC.format(n="back"), encoding="utf-8")
+    a.remember("A file is back where the folder was")
+    a.sync()
+    assert b.sync().action == "fast-forward"
+    assert (b.root / rel).is_file() and "back" in (b.root / rel).read_text(encoding="utf-8")
+    assert git_in(b.root, "status", "--porcelain") == ""
+
+
+def test_a_folder_holding_untracked_work_blocks_the_checkout_and_nothing_changes(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    a, b = pair
+    rel = _one_memory(b)
+    _turn_into_folder(b, rel)
+    b.sync()
+    a.sync()
+    (a.root / rel / "draft.txt").write_text("not a memory yet", encoding="utf-8")
+    (b.root / rel / "inner.md").unlink()
+    (b.root / rel).rmdir()
+    (b.root / rel).write_text(DOC.format(n="back"), encoding="utf-8")
+    b.remember("A file is back where the folder was")
+    b.sync()
+    head = a.head()
+    with pytest.raises(UnsafePath, match=f"cannot write {rel}: {rel} in the memory folder is a"):
+        a.sync()
+    assert a.head() == head and (a.root / rel / "inner.md").is_file()
+    assert (a.root / rel / "draft.txt").read_text(encoding="utf-8") == "not a memory yet"
+    fsck_strict(a.root)
