@@ -187,3 +187,57 @@ def test_unwritable_state_is_a_clear_error(memory: Path) -> None:
         one_error_line(result.err)
     finally:
         os.chmod(memory / ".git", 0o755)
+
+
+# --- a memory dir that is not a memory folder -------------------------------------------------
+
+
+def _project(tmp_path: Path) -> Path:
+    """A software project with its own git repo and Markdown files that are not memories."""
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "README.md").write_text("# the project\n")
+    (project / "src" / "notes.md").write_text("design notes\n")
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    return project
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("init",), ("remember", "The build uses gradle eight"), ("index",), ("snapshot",)],
+)
+def test_a_project_folder_is_refused_as_memory_dir_and_left_alone(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    project = _project(tmp_path)
+    before = _tree(project)
+    result = qmem(project, *command)
+    assert result.code == 2, result.err
+    assert "is not a memory folder: it holds README.md, src" in one_error_line(result.err)
+    assert _tree(project) == before  # no hook, no config change, no lock file, nothing moved
+    assert not (tmp_path / "quarantine").exists()
+
+
+def test_a_store_that_gained_a_foreign_folder_refuses_writers_and_moves_nothing(
+    memory: Path,
+) -> None:
+    assert qmem(memory, "remember", "The build uses gradle eight").code == 0
+    (memory / "drafts").mkdir()
+    (memory / "drafts" / "idea.md").write_text("not a memory file\n")
+    before, commit = _tree(memory), head(memory)
+    result = qmem(memory, "remember", "The deploy runs on fridays")
+    assert result.code == 2
+    assert "it holds drafts" in one_error_line(result.err)
+    assert _tree(memory) == before and head(memory) == commit
+    assert qmem(memory, "recall", "gradle").code == 0  # reading is still fine
+
+
+@pytest.mark.parametrize("memory_dir", ["/", "~", "~/.."])
+def test_the_root_and_home_folders_are_never_a_memory_dir(memory_dir: str) -> None:
+    result = qmem(Path(memory_dir), "recall", "anything")
+    assert result.code == 2
+    assert "is not a memory folder" in one_error_line(result.err)

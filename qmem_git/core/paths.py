@@ -5,6 +5,7 @@ from __future__ import annotations
 import posixpath
 
 from qmem_git.core.limits import INDEX_RECORD_NAME, WRITER_LOCK_NAME
+from qmem_git.errors import UsageError
 
 # This module is on the per-prompt hook path: it avoids `re`, `dataclasses` and `typing`
 # (together ~25 ms of start-up), so Layout is a small hand-written value class.
@@ -137,6 +138,12 @@ def _enclosing_memory_repo(directory: str, exists: Callable[[str], bool]) -> str
 def explicit_layout(memory_dir: str, home: str, cwd: str) -> Layout:
     """``--memory-dir DIR``: that dir is the memory root, its parent the state dir."""
     root = expand_dir(memory_dir, home, cwd)
+    if is_inside(root, posixpath.normpath(home)) or posixpath.dirname(root) == root:
+        raise UsageError(
+            f"--memory-dir {memory_dir} is not a memory folder: it is the root folder, your home "
+            "folder or a folder above it",
+            hint="give --memory-dir a folder of its own, such as ~/notes/memory",
+        )
     return Layout(root, posixpath.dirname(root), "explicit", "")
 
 

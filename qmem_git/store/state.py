@@ -13,6 +13,7 @@ from qmem_git.core.limits import CURSOR_NAME, META_NAME
 from qmem_git.core.paths import Layout
 from qmem_git.core.statefile import EPOCH_ISO, dumps_state, initial_cursor, initial_meta, iso_ms
 from qmem_git.errors import InvalidMemoryFile
+from qmem_git.store.walk import check_memory_folder
 from qmem_git.store.workdir import atomic_write, index_path
 
 META = META_NAME
@@ -20,7 +21,10 @@ CURSOR = CURSOR_NAME
 
 
 def ensure_scaffold(layout: Layout, now: datetime) -> list[str]:
-    """Create the memory root, an empty MEMORY.md, meta.json and the cursor; never overwrite."""
+    """Create the memory root, an empty MEMORY.md, meta.json and the cursor; never overwrite.
+
+    A folder that holds other things is refused first (``walk.check_memory_folder``)."""
+    check_memory_folder(layout.memory_root)
     os.makedirs(layout.memory_root, exist_ok=True)
     created = []
     files = {

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import stat
 
-from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES
+from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, TYPE_NAMES
+from qmem_git.errors import UsageError
 
 _ANY_SIZE = 1 << 62  # larger than any file
 
@@ -50,6 +51,41 @@ def is_memory_path(rel: str) -> bool:
         and parts[-1] != INDEX_NAME
         and not any(part.startswith(".") for part in parts[:-1])
     )
+
+
+_MEMORY_ENTRIES = frozenset({INDEX_NAME, *TYPE_NAMES, *(f"{kind}.md" for kind in TYPE_NAMES)})
+
+
+def foreign_entries(root: str) -> list[str]:
+    """Names at the top of ``root`` that no memory folder holds: folders other than the type
+    folders, ``*.md`` files other than MEMORY.md and the legacy topic files. Dot-entries and
+    other files are never scanned, so they do not count."""
+    try:
+        names = os.listdir(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    foreign = []
+    for name in names:
+        if name[0] == "." or name in _MEMORY_ENTRIES:
+            continue
+        if name.endswith(".md") or os.path.isdir(os.path.join(root, name)):
+            foreign.append(name)
+    return sorted(foreign)
+
+
+def check_memory_folder(root: str) -> None:
+    """Refuse to make or write a memory store in a folder that holds other things (a project,
+    a home folder, a folder of notes): writers commit or quarantine every memory file they
+    find, and would take those files for memories."""
+    foreign = foreign_entries(root)
+    if foreign:
+        more = len(foreign) - 5
+        shown = ", ".join(foreign[:5]) + (f" and {more} more" if more > 0 else "")
+        raise UsageError(
+            f"{root} is not a memory folder: it holds {shown}",
+            hint="a memory folder holds only MEMORY.md and user/, feedback/, project/, "
+            "reference/; give qmem-git a folder of its own, or move those out",
+        )
 
 
 def _visit(

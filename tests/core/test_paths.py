@@ -18,6 +18,7 @@ from qmem_git.core.paths import (
     resolve_layout,
     sanitize,
 )
+from qmem_git.errors import UsageError
 
 HOME = "/home/alice"
 CWD = "/work/cwd"
@@ -199,6 +200,14 @@ def test_find_git_root_normalises_without_resolving_symlinks() -> None:
     assert find_git_root("/a/b/../c/./d/", probe("/a/c/.git")) == "/a/c"
     assert find_git_root("/a/b/", probe()) == "/a/b"
     assert find_git_root("/", probe("/.git")) == "/"
+
+
+@pytest.mark.parametrize("memory_dir", ["/", "/home", "~", "~/", "~/..", "/work/../"])
+def test_explicit_layout_refuses_the_root_home_and_folders_above_home(memory_dir: str) -> None:
+    """Writers take every *.md under the memory root for a memory: never the whole disk."""
+    with pytest.raises(UsageError, match="is not a memory folder") as caught:
+        explicit_layout(memory_dir, "/home/ana", CWD)
+    assert caught.value.exit_code == 2 and "folder of its own" in caught.value.hint
 
 
 def test_explicit_layout() -> None:
