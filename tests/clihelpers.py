@@ -21,7 +21,13 @@ class Run:
         return json.loads(self.out)
 
 
-def qmem(memory: Path, *args: str, env: dict[str, str] | None = None, stdin: str = "") -> Run:
+def qmem(
+    memory: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: str = "",
+    cwd: Path | None = None,
+) -> Run:
     """Run ``python -m qmem_git --memory-dir MEMORY ARGS`` as a real process."""
     proc = subprocess.run(
         [sys.executable, "-m", "qmem_git", "--memory-dir", str(memory), *args],
@@ -30,6 +36,7 @@ def qmem(memory: Path, *args: str, env: dict[str, str] | None = None, stdin: str
         input=stdin,
         env={**os.environ, **(env or {})},
         timeout=120,
+        cwd=cwd,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
 

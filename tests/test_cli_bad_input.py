@@ -145,17 +145,19 @@ def test_second_extract_is_queued_and_run_by_the_first(memory: Path, tmp_path: P
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        queued = qmem(memory, "--json", "extract", "--transcript", str(second))
+        # a relative path, queued for a process that runs elsewhere
+        queued = qmem(memory, "--json", "extract", "--transcript", "b.jsonl", cwd=tmp_path)
         assert queued.code == 0, queued.err
         assert queued.json() == {"status": "queued"}
-        assert (memory.parent / "extract-queue.json").exists()
+        queue = json.loads((memory.parent / "extract-queue.json").read_text())
+        assert queue["transcript"] == str(second)
     finally:
         assert holder.stdin is not None
         holder.stdin.write("\n")
         holder.stdin.close()
         holder.wait(timeout=30)
     # the next extraction runs its own request, then the queued one
-    result = qmem(memory, "extract", "--transcript", str(first))
+    result = qmem(memory, "extract", "--transcript", str(first), cwd=memory)
     assert result.code == 0, result.err
     ops = [e["session"] for e in qmem(memory, "--json", "log", "--op", "extract").json()]
     assert ops == ["sess-b", "sess-a"]

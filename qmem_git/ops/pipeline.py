@@ -7,6 +7,7 @@ crash never records work that is not in history.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -74,8 +75,9 @@ class ExtractRequest:
     planner: str = "auto"  # --planner auto|heuristic|model (ops.models.model_for)
 
     def to_json(self) -> dict[str, Any]:
+        """As queued for the running process, which may have another working directory."""
         return {
-            "transcript": self.transcript,
+            "transcript": os.path.abspath(self.transcript),
             "sessionId": self.session_id,
             "planner": self.planner,
         }
