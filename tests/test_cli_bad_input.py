@@ -210,7 +210,13 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize(
     "command",
-    [("init",), ("remember", "The build uses gradle eight"), ("index",), ("snapshot",)],
+    [
+        ("init",),
+        ("remember", "The build uses gradle eight"),
+        ("index",),
+        ("snapshot",),
+        ("clone", "/nowhere/memory.git"),
+    ],
 )
 def test_a_project_folder_is_refused_as_memory_dir_and_left_alone(
     tmp_path: Path, command: tuple[str, ...]

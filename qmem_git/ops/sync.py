@@ -32,6 +32,7 @@ from qmem_git.store.sync import (
     sync_locked,
     tree_has_memories,
 )
+from qmem_git.store.walk import check_memory_folder
 from qmem_git.store.workdir import iter_memory_files
 
 Progress = Callable[[str], None]
@@ -198,6 +199,7 @@ def run_clone(
 ) -> CloneOutcome:
     """Create this project's memory from a remote; an existing store needs ``merge=True``."""
     layout = settings.layout
+    check_memory_folder(layout.memory_root)  # a project or notes folder is never cloned into
     if _has_local_memories(settings) and not merge:
         raise QmemError(
             f"{layout.memory_root} already holds memories",
