@@ -23,3 +23,18 @@ def seconds(value: str | None, default: float) -> float:
     except ValueError:
         return default
     return default if number != number else number  # NaN is the one value not equal to itself
+
+
+def current_dir() -> str:
+    """``os.getcwd()``, or a usage error when the folder the command runs in was removed."""
+    import os
+
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        from qmem_git.errors import UsageError
+
+        raise UsageError(
+            "the current folder no longer exists",
+            "cd to an existing folder and run the command again",
+        ) from None

@@ -121,14 +121,14 @@ def run_recall(
     import time
 
     from qmem_git.core.paths import layout_for
-    from qmem_git.errors import QmemError
+    from qmem_git.envvalues import current_dir
     from qmem_git.ops.recall import recall, result_to_json
 
     started = time.monotonic()
     env = os.environ
     home = env.get("HOME") or os.path.expanduser("~")
     try:
-        layout = layout_for(project, memory_dir, env, home, os.getcwd(), os.path.lexists)
+        layout = layout_for(project, memory_dir, env, home, current_dir(), os.path.lexists)
         model = configured_model(env, home)
         result = recall(
             layout.memory_root,
@@ -139,9 +139,10 @@ def run_recall(
             excluded=tuple(exclude),
             model=model,  # None unless configured: requests is imported only then
         )
-    except QmemError as exc:
-        sys.stderr.write(f"Error: {exc}\n")
-        return exc.exit_code
+    except (Exception, KeyboardInterrupt) as exc:  # one Error: line, as in remember
+        message, code, _ = failure(exc)
+        sys.stderr.write(f"Error: {message}\n")
+        return code
     record_recall(env, layout.state_dir, query, result, started)
     if as_json:
         import json
@@ -214,13 +215,14 @@ def fast_remember(opts: dict[str, object]) -> int | None:
     import os
 
     from qmem_git.core.paths import layout_for
+    from qmem_git.envvalues import current_dir
     from qmem_git.errors import QmemError
 
     env = os.environ
     home = env.get("HOME") or os.path.expanduser("~")
     project, memory_dir = _str(opts.get("project")), _str(opts.get("memory_dir"))
     try:
-        layout = layout_for(project, memory_dir, env, home, os.getcwd(), os.path.lexists)
+        layout = layout_for(project, memory_dir, env, home, current_dir(), os.path.lexists)
     except (QmemError, OSError):
         return None  # click's path reports it
     root = layout.memory_root

@@ -249,3 +249,75 @@ def test_the_root_and_home_folders_are_never_a_memory_dir(memory_dir: str) -> No
     result = qmem(Path(memory_dir), "recall", "anything")
     assert result.code == 2
     assert "is not a memory folder" in one_error_line(result.err)
+
+
+# --- text that must never reach a memory file --------------------------------------------------
+
+
+def test_remember_refuses_a_conflict_marker_and_a_fact_too_long(memory: Path) -> None:
+    before = head(memory)
+    marker = qmem(memory, "remember", "<<<<<<< HEAD\nWe always use conflict markers here")
+    assert marker.code == 1
+    assert "conflict marker" in one_error_line(marker.err) and "remove the conflict" in marker.err
+    long = qmem(memory, "remember", "We deploy with helm " + "x" * 20_000)
+    assert long.code == 1
+    assert "too long (20,020 characters, at most 16,384)" in one_error_line(long.err)
+    assert head(memory) == before
+
+
+def test_control_characters_and_undecodable_bytes_are_cleaned_not_crashed_on(
+    memory: Path,
+) -> None:
+    """ESC sequences would retitle a terminal on `log`; \\xff in argv or env made commits fail
+    half-way and left files behind."""
+    text = "We always use \x1b]0;pwned\x07 \udcff tools here"  # \udcff: the byte 0xff in argv
+    env = {"QMEM_HOST": "host\udcff", "GIT_AUTHOR_NAME": "Ana \udcff"}
+    result = qmem(memory, "remember", text, env=env)
+    assert result.code == 0, result.err
+    (saved,) = [p for p in memory.rglob("*.md") if p.name != "MEMORY.md"]
+    content = saved.read_text(encoding="utf-8")
+    assert "We always use ]0;pwned \ufffd tools here" in content and "\x1b" not in content
+    assert (
+        "Qmem-Host: host\ufffd"
+        in subprocess.run(
+            ["git", "-C", str(memory), "log", "-1", "--format=%B"], capture_output=True, text=True
+        ).stdout
+    )
+    assert qmem(memory, "validate").code == 0
+    assert_clean_repo(memory)
+
+
+def test_extract_of_half_an_emoji_saves_the_memory_cleanly(memory: Path, tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    record = {"type": "user", "message": {"role": "user", "parts": [{"text": "PLACEHOLDER"}]}}
+    line = json.dumps(record).replace("PLACEHOLDER", "We always use the \\ud83d tool here")
+    path.write_text(line + "\n")
+    result = qmem(memory, "extract", "--transcript", str(path), "--session-id", "s")
+    assert result.code == 0, result.err
+    assert qmem(memory, "validate").code == 0
+    assert_clean_repo(memory)
+
+
+def test_recall_from_a_removed_folder_or_through_a_link_loop_is_one_error(
+    memory: Path, tmp_path: Path
+) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = (
+        "import os, subprocess, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+        "sys.exit(subprocess.run([sys.executable, '-m', 'qmem_git', *sys.argv[2:]]).returncode)"
+    )
+    for args in (("recall", "x"), ("log", "-n", "1")):
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(gone), "--project", str(tmp_path), *args],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 2
+        assert "the current folder no longer exists" in one_error_line(proc.stderr)
+        gone.mkdir()
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    result = qmem(loop, "recall", "x")
+    assert result.code == 1
+    assert "Too many levels of symbolic links" in one_error_line(result.err)

@@ -6,6 +6,9 @@ The per-prompt recall path reads these; ``core.model`` re-exports them for every
 INDEX_NAME = "MEMORY.md"
 MAX_SCANNED_DOCUMENTS = 200
 MAX_FILE_BYTES = 256 * 1024
+# summary + why + how of one new fact: a memory is a fact, not a document (keeps files far below
+# MAX_FILE_BYTES, which validate enforces)
+MAX_FACT_CHARS = 16 * 1024
 TYPE_NAMES = ("user", "feedback", "project", "reference")
 # Machine-local state files in the state dir (spec §3): created with the scaffold.
 META_NAME = "meta.json"

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field, replace
 
 from qmem_git.core.codec import render_document, replace_body
 from qmem_git.core.entries import merge_entries, parse_entries, render_entries
+from qmem_git.core.limits import MAX_FACT_CHARS
 from qmem_git.core.model import MEMORY_TYPES, Document, Entry, MemoryType
 from qmem_git.core.names import is_allowed_memory_path
 from qmem_git.core.secrets import scan_for_secrets
-from qmem_git.core.text import normalize_space
+from qmem_git.core.text import CONFLICT_LINE, clean_text, normalize_space
 
 MIN_SUMMARY_CHARS = 12
 MAX_SLUG_CHARS = 80
@@ -61,7 +62,7 @@ def clean_summary(summary: str) -> str:
     reads back as itself: a kept ``- `` would be parsed as a bullet when the file is read again,
     and a ``# `` line is skipped as a heading (spec §4.3), which would lose the memory.
     """
-    text = summary
+    text = clean_text(summary)
     while True:
         stripped = _BULLET.sub("", text, count=1)
         if stripped == text:
@@ -75,6 +76,8 @@ def rejection_reason(summary: str) -> str | None:
         return f"too short ({len(summary)} characters, at least {MIN_SUMMARY_CHARS} needed)"
     if summary.endswith("?"):
         return "it is a question"
+    if CONFLICT_LINE.match(summary):
+        return "it reads as a git conflict marker"
     match = _TEMPORAL.search(summary)
     if match:
         return f"it is temporary (mentions {match.group(0)!r})"
@@ -85,7 +88,15 @@ def clean_detail(value: str | None) -> str | None:
     """Normalised why / how-to-apply; empty means absent (spec §7.6 step 3)."""
     if value is None:
         return None
-    return normalize_space(value) or None
+    return normalize_space(clean_text(value)) or None
+
+
+def size_problem(patch: Patch) -> str | None:
+    """Why a fact is too long to be one memory (summary, why and how together), or None."""
+    size = sum(len(text or "") for text in (patch.summary, patch.why, patch.how_to_apply))
+    if size > MAX_FACT_CHARS:
+        return f"too long ({size:,} characters, at most {MAX_FACT_CHARS:,})"
+    return None
 
 
 def normalize_patches(patches: Iterable[Patch]) -> list[Patch]:
@@ -102,7 +113,7 @@ def normalize_patches(patches: Iterable[Patch]) -> list[Patch]:
             why=clean_detail(patch.why),
             how_to_apply=clean_detail(patch.how_to_apply),
         )
-        if cleaned.key not in seen:
+        if size_problem(cleaned) is None and cleaned.key not in seen:
             seen.add(cleaned.key)
             kept.append(cleaned)
     return kept

@@ -2,12 +2,44 @@
 
 from __future__ import annotations
 
+import re
+
+from qmem_git.core.limits import MAX_FILE_BYTES
+
+# C0 controls other than whitespace, DEL and C1 controls: nothing a memory needs, and what a
+# terminal would act on (ESC sequences) or git tools treat as binary (NUL)
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # half a character (JSON "\ud83d", undecodable argv)
+CONFLICT_LINE = re.compile(r"^(?:<{7}|>{7}|\|{7})(?: .*)?$|^={7}$", re.MULTILINE)
+
 
 def normalize_space(text: str) -> str:
     """Collapse every whitespace run to one space and trim (spec §4.3)."""
     return " ".join(text.split())
 
 
+def clean_text(text: str) -> str:
+    """``text`` without control characters, a lone surrogate replaced by U+FFFD: what may be
+    written into a memory, a commit message or a terminal."""
+    if text.isprintable():  # the common case, one C call
+        return text
+    return _CONTROL.sub("", _SURROGATE.sub("\ufffd", text))
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters, ending in ``…`` when it was cut."""
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def content_problem(text: str) -> str | None:
+    """Why ``text`` must not be written as a memory file (what ``validate`` rejects and a
+    planner could still produce), or None."""
+    if _SURROGATE.search(text):
+        return "it is not valid UTF-8 (half a character)"
+    if "\x00" in text:
+        return "it contains a NUL byte"
+    if len(text) > MAX_FILE_BYTES // 4 and len(text.encode("utf-8")) > MAX_FILE_BYTES:
+        return f"it is larger than {MAX_FILE_BYTES // 1024} KiB"
+    if CONFLICT_LINE.search(text):
+        return "it contains a git conflict marker line"
+    return None

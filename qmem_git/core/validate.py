@@ -34,6 +34,7 @@ from qmem_git.core.index import WARNING as INDEX_WARNING
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, MEMORY_TYPES
 from qmem_git.core.names import LEGACY_TOPIC_FILES, check_memory_layout, check_path_safety
 from qmem_git.core.secrets import scan_for_secrets
+from qmem_git.core.text import CONFLICT_LINE
 
 Severity = Literal["error", "warning", "info"]
 Format = Literal["text", "gcc", "json"]
@@ -234,7 +235,7 @@ def check_index(
 # ---------------------------------------------------------------------------------------------
 # content checks shared with the pre-commit hooks
 
-_CONFLICT = re.compile(r"^(?:<{7}|>{7}|\|{7})(?: .*)?$|^={7}$", re.MULTILINE)
+_CONFLICT = CONFLICT_LINE
 
 
 def check_conflict_markers(rel_path: str, text: str) -> list[Finding]:

@@ -20,7 +20,7 @@ from qmem_git.core.index import scan_order_key
 from qmem_git.core.model import Document, Entry, MemoryType
 from qmem_git.core.patches import clean_detail, clean_summary, rejection_reason
 from qmem_git.core.secrets import scan_for_secrets
-from qmem_git.core.text import normalize_space
+from qmem_git.core.text import clean_text, content_problem, normalize_space
 from qmem_git.ops.modelplans import REDACTION_MARK, TRANSCRIPT_BUDGET, optional_text
 from qmem_git.ops.recallmodel import (
     InvalidAnswer,
@@ -166,7 +166,7 @@ def _description(item: Mapping[str, object]) -> str | None:
     value = optional_text(item, "description")
     if value is None:
         return None
-    text = normalize_space(value)
+    text = normalize_space(clean_text(value))
     if not text or REDACTION_MARK in text or scan_for_secrets(text):
         raise InvalidAnswer("a description is empty or holds a secret")
     return text
@@ -231,6 +231,9 @@ class _Builder:
         if description is not None:
             frontmatter = set_description(frontmatter, description)
         new_text = render_with_frontmatter(frontmatter, body)
+        problem = content_problem(new_text)
+        if problem is not None:
+            raise InvalidAnswer(f"the rewrite of {doc.relative_path}: {problem}")
         if new_text != text.replace("\r\n", "\n"):
             self.writes[doc.relative_path] = new_text
             self.touch(doc.type)

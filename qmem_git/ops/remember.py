@@ -16,6 +16,7 @@ from qmem_git.core.patches import (
     patch_secrets,
     plan_patches,
     rejection_reason,
+    size_problem,
     title_for,
 )
 from qmem_git.core.planner import classify_topic
@@ -88,17 +89,24 @@ def remember_patch(
     summary = clean_summary(text)
     reason = rejection_reason(summary)
     if reason is not None:
-        raise MemoryRejected(
-            f"not saved: {reason}",
-            "state a durable fact of at least 12 characters, without temporal words "
-            "(today, now, currently, this session, temporary, for this task)",
+        hint = (
+            "remove the conflict marker line (<<<<<<<, =======, >>>>>>>) from the text"
+            if "conflict marker" in reason
+            else "state a durable fact of at least 12 characters, without temporal words "
+            "(today, now, currently, this session, temporary, for this task)"
         )
+        raise MemoryRejected(f"not saved: {reason}", hint)
     patch = Patch(
         topic=_topic(kind, summary),
         summary=summary,
         why=clean_detail(why),
         how_to_apply=clean_detail(how),
     )
+    too_long = size_problem(patch)
+    if too_long is not None:
+        raise MemoryRejected(
+            f"not saved: {too_long}", "save the fact itself; link to a document for details"
+        )
     rules = patch_secrets(patch)
     if rules:
         raise SecretDetected(

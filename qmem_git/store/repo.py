@@ -30,7 +30,8 @@ from qmem_git.core.index import IndexResult, build_index
 from qmem_git.core.limits import CURSOR_NAME, META_NAME
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES
 from qmem_git.core.paths import Layout
-from qmem_git.errors import QmemError, RepoCorrupt, RepoLocked, UnsafePath
+from qmem_git.core.text import content_problem
+from qmem_git.errors import InvalidMemoryFile, QmemError, RepoCorrupt, RepoLocked, UnsafePath
 from qmem_git.store import gitindex
 from qmem_git.store.gitindex import GitIndex
 from qmem_git.store.locks import STALE_LOCK_SECONDS
@@ -373,6 +374,14 @@ class Repository:
             raise _corrupt(f"object {sha} is a {name}, not a {kind.type_name.decode('ascii')}")
         return obj
 
+    def has_blob(self, text: str) -> bool:
+        """True when the object store already holds ``text`` as a blob."""
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # half a character: never in history
+            return False
+        return _object_id(blob_id(data)) in self.objects
+
     def read_blob(self, sha: str) -> bytes:
         return self.read_object(sha, Blob).as_raw_string()
 
@@ -586,6 +595,18 @@ def check_memory_path(rel: str, *, writing: bool = True) -> str:
     return rel
 
 
+def check_content(repo: Repository, rel: str, text: str) -> None:
+    """Refuse (before anything is written) new content ``validate`` would reject: committed,
+    every other machine's sync would refuse it. Content history already holds (``undo`` of a
+    file someone committed by hand) is restored as it was."""
+    problem = content_problem(text)
+    if problem is not None and not repo.has_blob(text):
+        raise InvalidMemoryFile(
+            f"refusing to write {rel}: {problem}",
+            hint="nothing was written; remove that text from what is saved",
+        )
+
+
 def check_unblocked(root: str, rel: str) -> None:
     """Refuse (before anything is written) a path the work tree blocks: a file or link where
     one of its folders should be, or a folder where the file goes. Never removed for the
@@ -639,6 +660,8 @@ def apply_changeset(
         check_memory_path(rel, writing=False)
     check_unblocked(layout.memory_root, INDEX_NAME)
     with Repository(layout.memory_root) as repo:
+        for rel, text in cs.writes.items():
+            check_content(repo, rel, text)
         return _apply(repo, cs, identity, host, now, state or WorkState())
 
 

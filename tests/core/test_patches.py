@@ -16,6 +16,8 @@ from qmem_git.core.patches import (
     is_temporal,
     normalize_patches,
     plan_patches,
+    rejection_reason,
+    size_problem,
     slugify,
     title_for,
 )
@@ -124,6 +126,31 @@ def test_details_are_normalised_and_empty_details_dropped() -> None:
     )
     assert patch.why == "Easier review"
     assert patch.how_to_apply is None
+
+
+def test_control_characters_never_reach_a_memory() -> None:
+    patch = Patch("user", "We use \x1b[31mred\x1b[0m builds\x00 and \ud83d tools", why="a\x07b")
+    (cleaned,) = normalize_patches([patch])
+    assert cleaned.summary == "We use [31mred[0m builds and \ufffd tools"
+    assert cleaned.why == "ab"
+
+
+@pytest.mark.parametrize(
+    "summary",
+    ["<<<<<<< HEAD we merge often", ">>>>>>> main branch wins here", "||||||| base of the merge"],
+)
+def test_a_summary_that_reads_as_a_conflict_marker_is_dropped(summary: str) -> None:
+    assert rejection_reason(summary) == "it reads as a git conflict marker"
+    assert normalize_patches([Patch("user", summary)]) == []
+    assert normalize_patches([Patch("user", "- " + summary)]) == []  # bullets are stripped first
+
+
+def test_a_fact_longer_than_16k_characters_is_dropped() -> None:
+    fits = Patch("user", "We deploy with helm " + "x" * 16_000)
+    too_long = Patch("project", "We deploy with helm", why="y" * 16_384)
+    assert size_problem(fits) is None
+    assert size_problem(too_long) == "too long (16,403 characters, at most 16,384)"
+    assert normalize_patches([fits, too_long]) == [fits]
 
 
 def test_unknown_topic_is_dropped() -> None:

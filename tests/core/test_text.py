@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from qmem_git.core.text import clip, normalize_space
+from qmem_git.core.limits import MAX_FILE_BYTES
+from qmem_git.core.text import clean_text, clip, content_problem, normalize_space
 
 
 def test_normalize_space_collapses_and_trims() -> None:
@@ -24,3 +25,39 @@ def test_normalize_space_collapses_and_trims() -> None:
 def test_clip(text: str, limit: int, clipped: str) -> None:
     assert clip(text, limit) == clipped
     assert len(clip(text, limit)) <= limit
+
+
+@pytest.mark.parametrize(
+    ("text", "cleaned"),
+    [
+        ("plain text, ünïcode and 中文", "plain text, ünïcode and 中文"),
+        ("tab\tand\nnewline stay", "tab\tand\nnewline stay"),
+        ("nul\x00 bell\x07 del\x7f c1\x85\x9b gone", "nul bell del c1 gone"),
+        ("\x1b]0;pwned\x07title", "]0;pwnedtitle"),  # a terminal escape loses its teeth
+        ("half an emoji \ud83d here", "half an emoji \ufffd here"),
+        ("\udcff undecodable argv byte", "\ufffd undecodable argv byte"),
+    ],
+)
+def test_clean_text_drops_controls_and_mends_surrogates(text: str, cleaned: str) -> None:
+    assert clean_text(text) == cleaned
+    cleaned.encode("utf-8")  # always writable
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("---\nname: ok\n---\n\nfine\n", None),
+        ("a \ud83d b", "not valid UTF-8"),
+        ("a \x00 b", "NUL byte"),
+        ("x" * (MAX_FILE_BYTES + 1), "larger than 256 KiB"),
+        ("é" * (MAX_FILE_BYTES // 2 + 1), "larger than 256 KiB"),  # counted in bytes
+        ("é" * (MAX_FILE_BYTES // 2), None),
+        ("body\n<<<<<<< HEAD\nx\n", "conflict marker"),
+        ("body\n=======\n", "conflict marker"),
+        ("body\n<<<<<<<x is not a marker\n", None),
+    ],
+)
+def test_content_problem_names_what_validate_would_reject(text: str, problem: str | None) -> None:
+    found = content_problem(text)
+    assert (found is None) == (problem is None)
+    assert problem is None or (found is not None and problem in found)

@@ -485,6 +485,19 @@ MERGED = [{"summary": "User prefers terse, short responses"}]
         ),
         pytest.param({"plan": []}, id="wrong-schema"),
         pytest.param("merge everything", id="not-json"),
+        pytest.param(
+            invalid_dream(
+                {
+                    "action": "rewrite",
+                    "path": "user/terse.md",
+                    "entries": [
+                        {"summary": f"Prefers short answers, variant {n}", "why": "w" * 9_000}
+                        for n in range(40)
+                    ],
+                }
+            ),
+            id="file-over-256k",
+        ),
     ],
 )
 def test_dream_invalid_plan_falls_back_to_mechanical(

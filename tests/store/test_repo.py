@@ -13,7 +13,7 @@ import pytest
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.index import order_documents
 from qmem_git.core.paths import Layout
-from qmem_git.errors import RepoLocked, UnsafePath
+from qmem_git.errors import InvalidMemoryFile, RepoLocked, UnsafePath
 from qmem_git.store import gitindex, repo, workdir
 from qmem_git.store.repo import (
     HOOK_MARKER,
@@ -492,6 +492,28 @@ def test_build_tree_swaps_a_folder_and_a_file_of_the_same_name(layout: Layout, o
     names = git(layout.memory_root, "ls-tree", "-r", "--name-only", back).split()
     assert "user/x.md/inner.md" in names and "user/x.md" not in names
     git(layout.memory_root, "fsck", "--strict")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("---\nname: x\ndescription: x\ntype: user\n---\n\nnul \x00 byte\n", "NUL byte"),
+        ("---\nname: x\ndescription: x\ntype: user\n---\n\n<<<<<<< HEAD\n", "conflict marker"),
+        ("---\nname: x\ndescription: x\ntype: user\n---\n\nhalf \ud83d\n", "not valid UTF-8"),
+        ("---\nname: x\ndescription: x\ntype: user\n---\n\n" + "x" * 300_000, "256 KiB"),
+    ],
+)
+def test_a_file_validate_would_reject_is_never_written(
+    layout: Layout, text: str, problem: str
+) -> None:
+    """Committed, it would make every other machine's sync refuse the history."""
+    apply(layout, writes={"user/a.md": doc("a")})
+    before = git(layout.memory_root, "rev-parse", "HEAD")
+    with pytest.raises(InvalidMemoryFile, match=f"refusing to write user/bad.md: .*{problem}"):
+        apply(layout, writes={"user/b.md": doc("b"), "user/bad.md": text})
+    assert git(layout.memory_root, "rev-parse", "HEAD") == before
+    assert not Path(layout.memory_root, "user", "b.md").exists()  # nothing, not even the good one
+    assert git(layout.memory_root, "status", "--porcelain") == ""
 
 
 def test_a_rewritten_memory_file_is_0644_whatever_it_was(layout: Layout) -> None:
