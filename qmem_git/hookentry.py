@@ -173,11 +173,16 @@ def parse_args(argv: list[str]) -> tuple[dict[str, str], str | None]:
     return opts, None
 
 
+MAX_PAYLOAD_BYTES = 16 * 1024 * 1024  # an event is a few KB; prompts are long, never this long
+
+
 def read_stdin() -> bytes:
+    """The event payload; one larger than ``MAX_PAYLOAD_BYTES`` (``</dev/zero``) reads as empty."""
     stream = sys.stdin
     if stream is None or stream.isatty():
         return b""
-    return stream.buffer.read()
+    data = stream.buffer.read(MAX_PAYLOAD_BYTES + 1)
+    return b"" if len(data) > MAX_PAYLOAD_BYTES else data
 
 
 def parse_payload(raw: bytes) -> dict[str, object] | None:

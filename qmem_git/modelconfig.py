@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from qmem_git.core.paths import config_file
+from qmem_git.regularfile import open_regular
 
 ENV_BASE_URL = "QMEM_LLM_BASE_URL"
 ENV_MODEL = "QMEM_LLM_MODEL"
@@ -101,7 +102,7 @@ def load_model_config(env: Mapping[str, str], home: str) -> ModelConfigResult:
     """Read the config file (when there is one) and combine it with ``env``."""
     path = config_file_path(env, home)
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:  # a FIFO or a device would hang every command
             data = handle.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         return parse_model_config(env, None, source=path)
@@ -164,6 +165,8 @@ def _file_section(text: str | None, source: str) -> tuple[Mapping[str, object], 
         return {}, [f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})"]
     except RecursionError:
         return {}, [f"{source}: not valid JSON (nested too deeply)"]
+    except ValueError as exc:  # a number with more digits than Python converts
+        return {}, [f"{source}: not valid JSON ({exc})"]
     section = data.get("llm", {}) if isinstance(data, dict) else None
     if not isinstance(section, dict):
         return {}, [f'{source}: "llm" must be a JSON object']

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from qmem_git.errors import QmemError, UsageError
+from qmem_git.regularfile import read_regular
 
 Agent = Literal["qwen", "claude"]
 Scope = Literal["user", "project"]
@@ -28,6 +29,7 @@ AGENTS: tuple[Agent, ...] = ("qwen", "claude")
 HOOK_NAME = "qmem-git"
 HOOK_DESCRIPTION = "qmem-git managed auto-memory (added by qmem-git install-hooks)"
 DEFAULT_COMMAND = "qmem-git"
+MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # an agent settings file is a few KB; never read 4 GB
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,8 @@ def parse_jsonc(text: str, where: str) -> object:
         raise QmemError(
             f"{where}: not valid JSON (nested too deeply)", "fix the file by hand"
         ) from None
+    except ValueError as exc:  # a number with more digits than Python converts
+        raise QmemError(f"{where}: not valid JSON ({exc})", "fix the file by hand") from None
 
 
 def has_comments(text: str) -> bool:
@@ -298,8 +302,7 @@ def read_settings(path: str) -> tuple[dict[str, Any], str | None]:
     from it is byte-identical. Unreadable, non-UTF-8 or non-JSON files raise QmemError.
     """
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        raw = read_regular(path, MAX_SETTINGS_BYTES)  # never a FIFO, a device or 4 GB
     except FileNotFoundError:
         return {}, None
     except OSError as exc:

@@ -25,6 +25,7 @@ from typing import IO, Any
 from qmem_git.core.extract import Message, Role, is_memory_write, messages_from_history
 from qmem_git.core.text import normalize_space
 from qmem_git.errors import UsageError
+from qmem_git.regularfile import open_regular
 
 RECALL_MARKER = "[qmem-git recall]"
 MAX_JSON_LIST_BYTES = 50 * 1024 * 1024
@@ -73,7 +74,7 @@ def cut_recall(text: str) -> str:
 def read_transcript(path: str, memory_roots: Sequence[str] = ()) -> Transcript:
     """Read a Qwen Code / Claude Code JSONL transcript or a JSON history file."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:  # a FIFO or /dev/zero would never end
             if _first_byte(handle) == b"[":
                 return _read_json_list(handle, path, memory_roots)
             return _read_jsonl(handle, memory_roots)
@@ -202,11 +203,14 @@ class _JsonlReader:
             return
         try:
             record = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than json can go
             self.bad_lines += 1
             return
         if isinstance(record, dict):
-            self.feed(record)
+            try:
+                self.feed(record)
+            except (TypeError, ValueError, AttributeError, RecursionError):
+                self.bad_lines += 1  # a record of an unexpected shape: skipped and counted
 
     def feed(self, record: dict[str, Any]) -> None:
         uuid = record.get("uuid")
@@ -256,9 +260,9 @@ class _JsonlReader:
             body = response.get("response")
             if isinstance(call_id, str) and isinstance(body, Mapping) and "error" in body:
                 self.failed_calls.add(call_id)
-        if isinstance(result, Mapping) and result.get("status") in _FAILED_STATUSES:
-            call_id = result.get("callId")
-            if isinstance(call_id, str):
+        if isinstance(result, Mapping):
+            status, call_id = result.get("status"), result.get("callId")
+            if isinstance(status, str) and status in _FAILED_STATUSES and isinstance(call_id, str):
                 self.failed_calls.add(call_id)
 
     def feed_claude(self, kind: str, message: Mapping[str, Any], cwd: str | None) -> None:

@@ -794,3 +794,19 @@ def test_the_session_end_dream_counts_the_agents_own_transcripts(tmp_path: Path)
         [*base, "--transcripts-dir", str(transcripts)], capture_output=True, text=True, check=True
     )
     assert json.loads(counted.stdout)["status"] != "skipped", counted.stdout
+
+
+def test_an_endless_payload_is_read_only_up_to_its_cap(tmp_path: Path) -> None:
+    """``</dev/zero`` on stdin: the hook stops at 16 MiB and exits 0 quietly, never filling RAM."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_REPORTER, "hook", "--agent", "claude", "prompt"],
+        stdin=open("/dev/zero", "rb"),  # noqa: SIM115 - closed with the process
+        capture_output=True,
+        env={**os.environ},
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    peak = [line for line in done.stderr.decode().splitlines() if line.startswith("peak-kib=")]
+    assert done.returncode == 0 and done.stdout == b""
+    assert int(peak[-1].split("=")[1]) < 200 * 1024  # KiB: the cap, not the stream

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -465,6 +466,23 @@ def test_deeply_nested_settings_are_refused_not_crashed_on(tmp_path: Path) -> No
     path.write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(QmemError, match="nested too deeply"):
         install("claude", tmp_path, tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "long-number"])
+def test_a_settings_file_that_never_ends_or_cannot_convert_is_refused(
+    tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / ".qwen" / "settings.json"
+    path.parent.mkdir()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.write_text('{"a": ' + "9" * 5000 + "}")
+    problem = "not valid JSON" if kind == "long-number" else "cannot read (not a regular file)"
+    with pytest.raises(QmemError, match=re.escape(problem)):
+        hs.read_settings(str(path))
 
 
 def test_the_backup_of_a_symlinked_private_file_is_private(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
 import time
 from collections.abc import Iterator
@@ -339,6 +340,19 @@ def test_unreadable_config_file_is_a_problem_not_a_crash(tmp_path: Path) -> None
     assert result.config is None and result.problems
 
 
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_a_config_file_that_is_a_fifo_or_device_is_a_problem_not_a_hang(
+    tmp_path: Path, kind: str
+) -> None:
+    path = kind
+    if kind == "fifo":
+        path = str(tmp_path / "config.json")
+        os.mkfifo(path)
+    result = load_model_config({"QMEM_CONFIG": path}, str(tmp_path))
+    assert result.config is None
+    assert result.problems == (f"{path}: not a regular file",)
+
+
 def test_api_key_cannot_leak_through_repr_json_or_pickle(server: ModelServer) -> None:
     config = server.config()
     no_key(repr(config), str(config), repr(config.api_key), f"{config.api_key}")
@@ -484,8 +498,9 @@ def test_a_bad_qmem_llm_timeout_falls_back_to_the_file(raw: str) -> None:
         (b'{"llm": {"base_url": "http://h/v1", "model": "caf\xe9"}}', "not UTF-8 (byte 0xe9"),
         (b'{"llm": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
         (b" " * (2 * 1024 * 1024), "larger than"),
+        (b'{"llm": {"timeout": ' + b"9" * 5000 + b"}}", "not valid JSON (Exceeds the limit"),
     ],
-    ids=["latin-1", "deep", "huge"],
+    ids=["latin-1", "deep", "huge", "long-number"],
 )
 def test_an_unreadable_config_file_is_no_model_and_a_problem(
     tmp_path: Path, data: bytes, problem: str

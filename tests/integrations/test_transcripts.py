@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 import tracemalloc
 from pathlib import Path
@@ -129,6 +130,31 @@ def test_non_dict_and_unknown_records_are_ignored_not_bad(tmp_path: Path) -> Non
     transcript = read_transcript(path)
     assert transcript.bad_lines == 0
     assert transcript.messages == [Message(0, "user", "I prefer terse responses.")]
+
+
+def test_a_line_nested_deeper_than_json_can_parse_is_skipped_and_counted(tmp_path: Path) -> None:
+    path = jsonl(tmp_path, qwen_user("u1", "I prefer terse responses."), "[" * 200_000)
+    transcript = read_transcript(path)
+    assert transcript.bad_lines == 1
+    assert [m.text for m in transcript.messages] == ["I prefer terse responses."]
+
+
+def test_a_tool_result_status_of_the_wrong_type_is_not_a_crash(tmp_path: Path) -> None:
+    result = {"type": "tool_result", "toolCallResult": {"callId": "c1", "status": ["error"]}}
+    result["message"] = {"role": "user", "parts": [{"functionResponse": {"id": "c1"}}]}
+    path = jsonl(tmp_path, result, qwen_user("u1", "I prefer terse responses."))
+    transcript = read_transcript(path)
+    assert [m.text for m in transcript.messages] == ["I prefer terse responses."]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_a_fifo_or_a_device_is_refused_not_read_forever(tmp_path: Path, kind: str) -> None:
+    path = kind
+    if kind == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    with pytest.raises(UsageError, match="cannot read transcript \\(not a regular file\\)"):
+        read_transcript(path)
 
 
 def test_invalid_utf8_is_replaced(tmp_path: Path) -> None:
