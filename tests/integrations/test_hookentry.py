@@ -810,3 +810,16 @@ def test_an_endless_payload_is_read_only_up_to_its_cap(tmp_path: Path) -> None:
     peak = [line for line in done.stderr.decode().splitlines() if line.startswith("peak-kib=")]
     assert done.returncode == 0 and done.stdout == b""
     assert int(peak[-1].split("=")[1]) < 200 * 1024  # KiB: the cap, not the stream
+
+
+@pytest.mark.parametrize("event", ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"])
+def test_a_project_folder_that_does_not_exist_gets_no_store(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, spawned: list[list[str]], event: str
+) -> None:
+    gone = tmp_path / "removed-project"
+    data = payload(gone, event, prompt="how do canary deploys roll out?")
+    assert run(capsys, ["--agent", "claude", event], data) is None
+    assert spawned == []  # no background extract, snapshot or dream for it
+    root, _ = layout(gone)
+    assert not root.exists()
+    assert "does not exist" in log_text(gone)
