@@ -321,3 +321,26 @@ def test_recall_from_a_removed_folder_or_through_a_link_loop_is_one_error(
     result = qmem(loop, "recall", "x")
     assert result.code == 1
     assert "Too many levels of symbolic links" in one_error_line(result.err)
+
+
+def test_a_forgotten_memory_stays_forgotten_when_two_sessions_take_turns(
+    memory: Path, tmp_path: Path
+) -> None:
+    """extract-cursor.json holds one session; reading session A again after B must not start
+    over and bring back what was forgotten in between."""
+    helm = "We always deploy the services with helm charts"
+    a_path = qwen_transcript(tmp_path / "a.jsonl", "sess-a", [helm])
+    b_path = qwen_transcript(tmp_path / "b.jsonl", "sess-b", ["I prefer terse responses."])
+    assert qmem(memory, "extract", "--transcript", str(a_path)).code == 0
+    assert qmem(memory, "forget", "helm").code == 0
+    assert qmem(memory, "extract", "--transcript", str(b_path)).code == 0
+    qwen_transcript(
+        a_path, "sess-a", [helm, "The latency dashboard is https://grafana.internal/d/x"]
+    )
+    result = qmem(memory, "--json", "extract", "--transcript", str(a_path))
+    assert result.code == 0, result.err
+    texts = "".join(p.read_text() for p in memory.rglob("*.md") if p.name != "MEMORY.md")
+    assert "helm" not in texts and "grafana.internal" in texts
+    cursor = json.loads((memory.parent / "extract-cursor.json").read_text())
+    assert cursor["sessionId"] == "sess-a" and cursor["processedOffset"] == 4
+    assert_clean_repo(memory)

@@ -145,16 +145,17 @@ def _extract_once(
     layout = settings.layout
     model = model_for(request.planner, settings.model)
     transcript = read_transcript(request.transcript, (layout.memory_root,))
+    session = request.session_id or transcript.session_id
     planner = extract_planner(model, lambda: scan_documents(layout.memory_root))
     if model is not None:  # ask the model before taking the writer lock
-        warm_extract(planner, transcript, request.session_id, state.read_cursor(layout))
+        warm_extract(planner, transcript, request.session_id, state.session_cursor(layout, session))
     extract_plan, outcome = plan_and_execute(
         settings,
         lambda: plan_extract(
             layout.memory_root,
             transcript,
             request.session_id,
-            state.read_cursor(layout),
+            state.session_cursor(layout, session),
             now,
             planner=planner,
         ),
@@ -168,6 +169,7 @@ def _extract_once(
         status = "completed"
         if not dry_run:
             state.write_cursor(layout, extract_plan.cursor)
+            state.record_session(layout, extract_plan.cursor)
             state.update_meta(layout, extract_plan.meta_updates, now)
             _remember_own_stamps(settings)
     if not dry_run:

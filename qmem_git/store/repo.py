@@ -55,6 +55,7 @@ MEMORY_EXCLUDES = ("*" + TEMP_MARKER + "*", "*.lock")
 STATE_FILES = (
     META_NAME,
     CURSOR_NAME,
+    "extract-sessions.json",
     "consolidation.lock",
     "telemetry.jsonl",
     "hook.log",

@@ -99,3 +99,46 @@ def read_cursor(layout: Layout) -> dict[str, Any]:
 
 def write_cursor(layout: Layout, cursor: dict[str, Any]) -> None:
     atomic_write(layout.state_file(CURSOR), dumps_state(cursor).encode("utf-8"))
+
+
+# --- where each recent session was read up to -------------------------------------------------
+
+SESSIONS = "extract-sessions.json"
+SESSIONS_KEPT = 64
+
+
+def session_cursor(layout: Layout, session_id: str | None) -> dict[str, Any]:
+    """The cursor to extract ``session_id`` from.
+
+    extract-cursor.json holds one session (spec §7.2, shared with Qwen Code), so a session read
+    before another one would restart from its first message, and a memory forgotten in between
+    would come back. ``extract-sessions.json`` (ours) remembers the offset of the last
+    ``SESSIONS_KEPT`` sessions; a session it knows resumes there.
+    """
+    cursor = read_cursor(layout)
+    if session_id is None or cursor.get("sessionId") == session_id:
+        return cursor
+    known = _read_sessions(layout).get(session_id)
+    if isinstance(known, dict) and type(known.get("processedOffset")) is int:
+        return {"sessionId": session_id, "processedOffset": known["processedOffset"]}
+    return cursor
+
+
+def record_session(layout: Layout, cursor: dict[str, Any]) -> None:
+    """Add the cursor just written to ``extract-sessions.json`` (best effort: it is a cache)."""
+    session, offset = cursor.get("sessionId"), cursor.get("processedOffset")
+    if not isinstance(session, str) or type(offset) is not int:
+        return
+    sessions = _read_sessions(layout)
+    sessions.pop(session, None)
+    sessions[session] = {"processedOffset": offset, "updatedAt": cursor.get("updatedAt")}
+    kept = dict(list(sessions.items())[-SESSIONS_KEPT:])  # insertion order: oldest first
+    data = dumps_state({"version": 1, "sessions": kept}).encode("utf-8")
+    with contextlib.suppress(OSError):
+        atomic_write(layout.state_file(SESSIONS), data)
+
+
+def _read_sessions(layout: Layout) -> dict[str, Any]:
+    data = read_json_object(layout.state_file(SESSIONS))
+    sessions = data.get("sessions") if data is not None and data.get("version") == 1 else None
+    return dict(sessions) if isinstance(sessions, dict) else {}

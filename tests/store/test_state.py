@@ -14,6 +14,8 @@ from qmem_git.store.state import (
     ensure_scaffold,
     read_cursor,
     read_meta,
+    record_session,
+    session_cursor,
     update_meta,
     write_cursor,
 )
@@ -91,3 +93,31 @@ def test_malformed_cursor_is_an_error_with_a_hint(tmp_path: Path) -> None:
     with pytest.raises(InvalidMemoryFile) as caught:
         read_cursor(where)
     assert "delete the file" in caught.value.hint
+
+
+def test_a_session_read_before_another_resumes_where_it_stopped(tmp_path: Path) -> None:
+    lay = layout(tmp_path)
+    ensure_scaffold(lay, NOW)
+    for session, offset in (("a", 4), ("b", 2)):
+        cursor = {"sessionId": session, "processedOffset": offset, "updatedAt": "t"}
+        write_cursor(lay, cursor)
+        record_session(lay, cursor)
+    assert session_cursor(lay, "b") == read_cursor(lay)  # the spec cursor's own session
+    assert session_cursor(lay, "a") == {"sessionId": "a", "processedOffset": 4}
+    assert session_cursor(lay, "new") == read_cursor(lay)  # unknown: spec §7.2, from 0
+    assert session_cursor(lay, None) == read_cursor(lay)
+
+
+def test_the_session_record_keeps_the_newest_64_and_survives_damage(tmp_path: Path) -> None:
+    lay = layout(tmp_path)
+    ensure_scaffold(lay, NOW)
+    for n in range(70):
+        record_session(lay, {"sessionId": f"s{n}", "processedOffset": n})
+    record_session(lay, {"sessionId": "s10", "processedOffset": 99})  # seen again: newest
+    kept = json.loads(Path(lay.state_file("extract-sessions.json")).read_text())["sessions"]
+    assert len(kept) == 64 and "s5" not in kept and list(kept)[-1] == "s10"
+    assert session_cursor(lay, "s10")["processedOffset"] == 99
+    Path(lay.state_file("extract-sessions.json")).write_text("{not json")
+    assert session_cursor(lay, "s10") == read_cursor(lay)
+    record_session(lay, {"sessionId": "s10", "processedOffset": 5})  # rewritten whole
+    assert session_cursor(lay, "s10")["processedOffset"] == 5
