@@ -216,6 +216,9 @@ def _tree(folder: Path) -> dict[str, bytes]:
         ("index",),
         ("snapshot",),
         ("clone", "/nowhere/memory.git"),
+        ("sync",),
+        ("undo",),
+        ("remote", "add", "origin", "/nowhere/memory.git"),
     ],
 )
 def test_a_project_folder_is_refused_as_memory_dir_and_left_alone(

@@ -15,6 +15,7 @@ from qmem_git.ops.runner import execute
 from qmem_git.settings import Settings
 from qmem_git.store.repo import head_commit, init_repo
 from qmem_git.store.state import ensure_scaffold
+from qmem_git.store.walk import check_memory_folder
 from qmem_git.store.workdir import index_path, iter_memory_files, read_text, render_index
 
 
@@ -147,7 +148,9 @@ def ensure_repository(settings: Settings, now: datetime, *, dry_run: bool = Fals
 
 
 def require_repository(settings: Settings) -> None:
+    """An existing store, in a folder that holds nothing but memories."""
     _require(settings, "")
+    check_memory_folder(settings.layout.memory_root)
 
 
 def _require(settings: Settings, why: str) -> None:

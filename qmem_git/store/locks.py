@@ -30,6 +30,7 @@ import time
 
 from qmem_git.core.limits import WRITER_LOCK_NAME
 from qmem_git.errors import QmemError, RepoLocked
+from qmem_git.store.walk import check_memory_folder
 
 TYPE_CHECKING = False  # typing is not imported before the lock is taken
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ class writer_lock:  # used like the function it replaced: `with writer_lock(...)
                 f"{layout.memory_root} is not a qmem-git memory repository",
                 hint="run `qmem-git init` first",
             )
+        check_memory_folder(layout.memory_root)  # never a lock (or a writer) in a project's repo
         path = lock_path(layout)
         if os.name == "nt":  # pragma: no cover - no fcntl on Windows
             self._fallback = _filelock(layout, path, self.timeout)

@@ -8,7 +8,7 @@ recovery code and the plan's own modules load while the child scans (``store.sur
 
 from __future__ import annotations
 
-from qmem_git.store import locks, survey, walk
+from qmem_git.store import locks, survey
 
 TYPE_CHECKING = False  # typing, datetime and collections.abc load after the fork
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ class WriterStart:
         self._overlap = overlap
 
     def __enter__(self) -> WriterStart:
-        walk.check_memory_folder(self.layout.memory_root)  # before the lock file is made
         lock_fd = self._tenure.__enter__()
         if self._overlap:
             try:

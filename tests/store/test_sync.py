@@ -357,7 +357,7 @@ def test_hostile_history_is_refused_naming_the_path_and_nothing_changes(
     ("rel", "text", "problem"),
     [
         (".obsidian/x.md", DOC.format(n="Kept in a dot folder"), "dot-file or dot-folder"),
-        ("notes/x.md", DOC.format(n="Kept outside the type folders"), "only the folders"),
+        ("notes/x.md", DOC.format(n="Kept outside the type folders"), "it holds notes"),
         ("user/key.md", DOC.format(n="Deploy key AKIAIOSFODNN7EXAMPLE for the bucket"), "secret"),
     ],
 )
@@ -375,11 +375,14 @@ def test_a_hand_made_commit_other_machines_would_refuse_is_not_pushed(
     git_in(a.root, "add", "-A")
     git_in(a.root, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "by hand")
     before = a.head()
-    with pytest.raises(UnsafePath) as caught:
+    with pytest.raises((UnsafePath, UsageError)) as caught:
         a.sync()
     message = caught.value.message
     named = rel if rel.startswith("user/") else rel.split("/")[0] + "/"  # folders: the folder
-    assert message.startswith(f"refusing to push: {named}: ") and problem in message
+    if rel.startswith("notes/"):  # a folder beside the type folders: not a memory folder at all
+        assert message == f"{a.root} is not a memory folder: {problem}"
+    else:
+        assert message.startswith(f"refusing to push: {named}: ") and problem in message
     assert caught.value.hint
     assert git_in(remote, "rev-parse", "main") == remote_before
     assert a.head() == before  # refused before merging: nothing changed here
