@@ -522,12 +522,12 @@ def relative_to_root(settings: Settings, path: str) -> str:
 @pass_options
 def undo(opts: Options, rev: str | None, force: bool, dry_run: bool) -> None:
     """Revert one operation (default: the last) as a new commit."""
-    from qmem_git.ops.lifecycle import require_repository
+    from qmem_git.ops.lifecycle import require_store
     from qmem_git.ops.runner import execute
     from qmem_git.ops.undo import plan_undo, undo_target
 
     settings = opts.settings()
-    require_repository(settings)
+    require_store(settings)
     root = settings.layout.memory_root
     # before the writer's recovery can commit hand edits: REV means what the user saw
     target = undo_target(root, rev)

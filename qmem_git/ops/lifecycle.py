@@ -15,7 +15,7 @@ from qmem_git.ops.runner import execute
 from qmem_git.settings import Settings
 from qmem_git.store.repo import head_commit, init_repo
 from qmem_git.store.state import ensure_scaffold
-from qmem_git.store.walk import check_memory_folder
+from qmem_git.store.walk import check_store
 from qmem_git.store.workdir import index_path, iter_memory_files, read_text, render_index
 
 
@@ -82,7 +82,7 @@ def has_commits(root: str) -> bool:
 
 def rebuild_index(settings: Settings, now: datetime) -> Committed:
     """Regenerate MEMORY.md; commits only when it changed."""
-    require_repository(settings)
+    require_store(settings)
     outcome = execute(settings, lambda: ChangeSet("index", "rebuild MEMORY.md"), now)
     dropped = outcome.applied.index_dropped if outcome.applied else ()
     recovery = outcome.recovery
@@ -139,8 +139,9 @@ def ensure_repository(settings: Settings, now: datetime, *, dry_run: bool = Fals
 
     A ``--dry-run`` writes nothing, so it needs an existing store (usage error otherwise).
     """
-    if dry_run:
+    if dry_run:  # as the real run would: writers refuse a folder that is not a memory folder
         _require(settings, "--dry-run writes nothing, not even a new store")
+        check_store(settings.layout)
     elif not os.path.isdir(os.path.join(settings.layout.memory_root, ".git")):
         init_memory(settings, hook_command(), now)
     else:
@@ -148,9 +149,14 @@ def ensure_repository(settings: Settings, now: datetime, *, dry_run: bool = Fals
 
 
 def require_repository(settings: Settings) -> None:
-    """An existing store, in a folder that holds nothing but memories."""
     _require(settings, "")
-    check_memory_folder(settings.layout.memory_root)
+
+
+def require_store(settings: Settings) -> None:
+    """:func:`require_repository` for a command that writes: the folder must also be a memory
+    folder (``walk.check_store``); reading commands work on any store."""
+    _require(settings, "")
+    check_store(settings.layout)
 
 
 def _require(settings: Settings, why: str) -> None:

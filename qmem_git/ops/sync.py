@@ -16,7 +16,7 @@ from typing import Any
 
 from qmem_git.core.model import INDEX_NAME
 from qmem_git.errors import QmemError
-from qmem_git.ops.lifecycle import commit_existing, hook_command, require_repository
+from qmem_git.ops.lifecycle import commit_existing, hook_command, require_store
 from qmem_git.ops.runner import identity_for
 from qmem_git.settings import Settings
 from qmem_git.store import remotes
@@ -32,7 +32,7 @@ from qmem_git.store.sync import (
     sync_locked,
     tree_has_memories,
 )
-from qmem_git.store.walk import check_memory_folder
+from qmem_git.store.walk import check_store
 from qmem_git.store.workdir import iter_memory_files
 
 Progress = Callable[[str], None]
@@ -111,13 +111,13 @@ def _transport_factory(settings: Settings, remote: Remote) -> Callable[[bool], T
 
 def add_remote(settings: Settings, name: str, url: str) -> Remote:
     """``remote add``: local paths are stored absolute; the URL is not contacted."""
-    require_repository(settings)
+    require_store(settings)  # never a remote in a project's own .git/config
     normalized = remotes.normalize_url(url, settings.cwd)
     return remotes.add_remote(_git_dir(settings), name, normalized)
 
 
 def remove_remote(settings: Settings, name: str) -> Remote:
-    require_repository(settings)
+    require_store(settings)
     return remotes.remove_remote(_git_dir(settings), name)
 
 
@@ -142,7 +142,7 @@ def run_sync(
     progress: Progress | None = None,
 ) -> SyncOutcome:
     """Fetch, fast-forward or merge, push; one merge commit at most (exit 5 on network errors)."""
-    require_repository(settings)
+    require_store(settings)
     git_dir = _git_dir(settings)
     chosen = remotes.get_remote(git_dir, remote) if remote else remotes.default_remote(git_dir)
     options = SyncOptions(dry_run=dry_run, push=push, force=force, timeout=timeout_for(settings))
@@ -199,7 +199,7 @@ def run_clone(
 ) -> CloneOutcome:
     """Create this project's memory from a remote; an existing store needs ``merge=True``."""
     layout = settings.layout
-    check_memory_folder(layout.memory_root)  # a project or notes folder is never cloned into
+    check_store(layout, adopting=True)  # a project or notes folder is never cloned into
     if _has_local_memories(settings) and not merge:
         raise QmemError(
             f"{layout.memory_root} already holds memories",

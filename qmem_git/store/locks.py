@@ -30,7 +30,7 @@ import time
 
 from qmem_git.core.limits import WRITER_LOCK_NAME
 from qmem_git.errors import QmemError, RepoLocked
-from qmem_git.store.walk import check_memory_folder
+from qmem_git.store.walk import check_store
 
 TYPE_CHECKING = False  # typing is not imported before the lock is taken
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class writer_lock:  # used like the function it replaced: `with writer_lock(...)
                 f"{layout.memory_root} is not a qmem-git memory repository",
                 hint="run `qmem-git init` first",
             )
-        check_memory_folder(layout.memory_root)  # never a lock (or a writer) in a project's repo
+        check_store(layout)  # never a lock (or a writer) in a project's repository
         path = lock_path(layout)
         if os.name == "nt":  # pragma: no cover - no fcntl on Windows
             self._fallback = _filelock(layout, path, self.timeout)

@@ -13,7 +13,7 @@ from qmem_git.core.limits import CURSOR_NAME, META_NAME
 from qmem_git.core.paths import Layout
 from qmem_git.core.statefile import EPOCH_ISO, dumps_state, initial_cursor, initial_meta, iso_ms
 from qmem_git.errors import InvalidMemoryFile
-from qmem_git.store.walk import check_memory_folder
+from qmem_git.store.walk import check_store
 from qmem_git.store.workdir import atomic_write, index_path
 
 META = META_NAME
@@ -23,9 +23,11 @@ CURSOR = CURSOR_NAME
 def ensure_scaffold(layout: Layout, now: datetime) -> list[str]:
     """Create the memory root, an empty MEMORY.md, meta.json and the cursor; never overwrite.
 
-    A folder that holds other things is refused first (``walk.check_memory_folder``)."""
-    check_memory_folder(layout.memory_root)
-    os.makedirs(layout.memory_root, exist_ok=True)
+    A folder that holds other things is refused first (``walk.check_store``)."""
+    root = layout.memory_root
+    adopting = not (os.path.isdir(os.path.join(root, ".git")) and os.path.exists(index_path(root)))
+    check_store(layout, adopting=adopting)
+    os.makedirs(root, exist_ok=True)
     created = []
     files = {
         index_path(layout.memory_root): build_index([]).text,
@@ -113,7 +115,8 @@ def session_cursor(layout: Layout, session_id: str | None) -> dict[str, Any]:
     extract-cursor.json holds one session (spec §7.2, shared with Qwen Code), so a session read
     before another one would restart from its first message, and a memory forgotten in between
     would come back. ``extract-sessions.json`` (ours) remembers the offset of the last
-    ``SESSIONS_KEPT`` sessions; a session it knows resumes there.
+    ``SESSIONS_KEPT`` sessions; a session it knows resumes there. This departs from §7.2 (and
+    checklist 31) for those sessions only; one it does not know starts from 0 as there.
     """
     cursor = read_cursor(layout)
     if session_id is None or cursor.get("sessionId") == session_id:

@@ -26,6 +26,9 @@ def append_line(state_dir: str, line: str) -> None:
     append_rotating(os.path.join(state_dir, TELEMETRY_FILE), (line + "\n").encode(), ROTATE_BYTES)
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
 def append_rotating(path: str, data: bytes, cap: int) -> None:
     """Append ``data``; past ``cap`` bytes the file first moves to ``<path>.1``. Never raises."""
     try:
@@ -35,7 +38,8 @@ def append_rotating(path: str, data: bytes, cap: int) -> None:
     except OSError:
         pass
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # never through a symlink: a project's .qwen/hook.log -> ~/.bashrc must not be appended to
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o644)
     except OSError:
         return
     try:

@@ -19,6 +19,8 @@ _ANY_SIZE = 1 << 62  # larger than any file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from qmem_git.core.paths import Layout
+
     # sorting these gives scan order: (-mtime in float ms, basename, rel path, mtime_ns, size)
     Found = tuple[float, str, str, int, int]
 
@@ -56,28 +58,47 @@ def is_memory_path(rel: str) -> bool:
 _MEMORY_ENTRIES = frozenset({INDEX_NAME, *TYPE_NAMES, *(f"{kind}.md" for kind in TYPE_NAMES)})
 
 
-def foreign_entries(root: str) -> list[str]:
-    """Names at the top of ``root`` that no memory folder holds: folders other than the type
-    folders, ``*.md`` files other than MEMORY.md and the legacy topic files. Dot-entries and
-    other files are never scanned, so they do not count."""
+def foreign_entries(root: str, *, strict: bool = True) -> list[str]:
+    """Names at the top of ``root`` that no memory folder holds: anything but MEMORY.md, the
+    type folders, the legacy topic files and dot-entries (such as ``.git``). ``strict=False``
+    counts only folders and ``*.md`` files, what writers scan: a store may keep other files
+    someone committed by hand (``notes.txt``)."""
     try:
         names = os.listdir(root)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    foreign = []
-    for name in names:
-        if name[0] == "." or name in _MEMORY_ENTRIES:
-            continue
-        if name.endswith(".md") or os.path.isdir(os.path.join(root, name)):
-            foreign.append(name)
+    foreign = [name for name in names if name[0] != "." and name not in _MEMORY_ENTRIES]
+    if not strict:
+        foreign = [n for n in foreign if n.endswith(".md") or os.path.isdir(os.path.join(root, n))]
     return sorted(foreign)
 
 
-def check_memory_folder(root: str) -> None:
+def check_store(layout: Layout, *, adopting: bool = False) -> None:
+    """:func:`check_memory_folder` for the memory root, and the state dir must not be a
+    symlink either (a cloned project's ``.qwen`` pointing at the home folder would get the
+    state files, quarantine and store written there). ``adopting``: the folder is about to
+    become a store, so any file but a memory counts against it (a flat project: main.py)."""
+    state = layout.state_dir.rstrip("/") or "/"
+    if os.path.islink(state):
+        raise UsageError(
+            f"{state} is a symlink; qmem-git only writes a state folder it holds itself",
+            hint="give qmem-git the real folder (the one the link points at)",
+        )
+    check_memory_folder(layout.memory_root, strict=adopting)
+
+
+def check_memory_folder(root: str, *, strict: bool = True) -> None:
     """Refuse to make or write a memory store in a folder that holds other things (a project,
     a home folder, a folder of notes): writers commit or quarantine every memory file they
-    find, and would take those files for memories."""
-    foreign = foreign_entries(root)
+    find, and would take those files for memories. A memory folder, or its ``.git``, that is
+    a symlink is refused too: its commits would land in whatever repository it points at."""
+    for path in (root.rstrip("/") or "/", os.path.join(root, ".git")):
+        if os.path.islink(path):
+            raise UsageError(
+                f"{path} is a symlink; qmem-git only writes a memory folder it holds itself",
+                hint="give qmem-git the real folder (the one the link points at)",
+            )
+    foreign = foreign_entries(root, strict=strict)
     if foreign:
         more = len(foreign) - 5
         shown = ", ".join(foreign[:5]) + (f" and {more} more" if more > 0 else "")

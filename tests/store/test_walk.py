@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from qmem_git.core.paths import Layout
 from qmem_git.errors import UsageError
-from qmem_git.store.walk import check_memory_folder, foreign_entries
+from qmem_git.store.walk import check_memory_folder, check_store, foreign_entries
 
 
 def test_a_memory_folder_holds_nothing_foreign(tmp_path: Path) -> None:
@@ -19,23 +20,50 @@ def test_a_memory_folder_holds_nothing_foreign(tmp_path: Path) -> None:
     (tmp_path / "MEMORY.md").write_text("")
     (tmp_path / ".git").mkdir()
     (tmp_path / ".notes").mkdir()
-    (tmp_path / ".draft.md").write_text("dot-files are never scanned")
-    (tmp_path / "Makefile").write_text("other files are never scanned")
+    (tmp_path / ".draft.md").write_text("dot-entries are never scanned")
     assert foreign_entries(str(tmp_path)) == []
     check_memory_folder(str(tmp_path))
     assert foreign_entries(str(tmp_path / "missing")) == []
 
 
-def test_other_folders_and_markdown_files_are_foreign(tmp_path: Path) -> None:
+def test_anything_else_at_the_top_is_foreign(tmp_path: Path) -> None:
+    """A flat project (main.py, Makefile) is no memory folder either."""
     (tmp_path / "user").mkdir()
-    for name in ("src", "docs", "tmp", "quarantine", "User"):
+    for name in ("src", "docs", "quarantine", "User"):
         (tmp_path / name).mkdir()
-    for name in ("README.md", "notes.md", "user.md.bak.md"):
+    for name in ("README.md", "notes.md", "main.py", "Makefile"):
         (tmp_path / name).write_text("x")
-    (tmp_path / "project").write_text("a file where a type folder goes is not scanned")
-    expected = ["README.md", "User", "docs", "notes.md", "quarantine", "src", "tmp"]
-    assert foreign_entries(str(tmp_path)) == sorted([*expected, "user.md.bak.md"])
-    shown = "it holds README.md, User, docs, notes.md, quarantine and 3 more (hint"
+    expected = ["Makefile", "README.md", "User", "docs", "main.py", "notes.md", "quarantine", "src"]
+    assert foreign_entries(str(tmp_path)) == expected
+    shown = "it holds Makefile, README.md, User, docs, main.py and 3 more (hint"
     with pytest.raises(UsageError, match=re.escape(shown)) as caught:
         check_memory_folder(str(tmp_path))
     assert caught.value.exit_code == 2
+
+
+def test_a_symlinked_memory_folder_or_git_folder_is_refused(tmp_path: Path) -> None:
+    """Either would make qmem-git commit into whatever repository the link points at."""
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / ".git").symlink_to(project / ".git")
+    with pytest.raises(UsageError, match=r"\.git is a symlink"):
+        check_memory_folder(str(store))
+    (tmp_path / "link").symlink_to(project)
+    with pytest.raises(UsageError, match="link is a symlink") as caught:
+        check_memory_folder(str(tmp_path / "link") + "/")
+    assert "the real folder" in caught.value.hint
+
+
+def test_a_symlinked_state_folder_is_refused(tmp_path: Path) -> None:
+    """Local mode: a cloned project's .qwen -> ~ would get the state files and the store."""
+    home = tmp_path / "home"
+    (home / "memory").mkdir(parents=True)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".qwen").symlink_to(home)
+    layout = Layout(str(project / ".qwen" / "memory"), str(project / ".qwen"), "local", "")
+    with pytest.raises(UsageError, match=r"\.qwen is a symlink"):
+        check_store(layout)
+    check_store(Layout(str(home / "memory"), str(home), "explicit", ""))
