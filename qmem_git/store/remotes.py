@@ -337,7 +337,8 @@ def _local_transport(url: str, for_push: bool, env: Mapping[str, str], timeout: 
     path = urlsplit(url).path if url.startswith("file://") else url
     try:
         with Repo(path) as repo:
-            bare = repo.bare
+            # dulwich calls the .git folder of a checkout bare; its config says otherwise
+            bare = repo.bare and repo.get_config().get_boolean(b"core", b"bare", True)
     except (NotGitRepository, OSError) as exc:
         raise RemoteError(
             f"no git repository at {redact(url)}",

@@ -17,7 +17,7 @@ import os
 import posixpath
 import stat
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple, TypeVar
 
@@ -608,6 +608,33 @@ def check_content(repo: Repository, rel: str, text: str) -> None:
         )
 
 
+def check_writable(root: str, writes: Collection[str], deletes: Collection[str]) -> None:
+    """Refuse, before anything changes, writes the work tree blocks with something that
+    ``deletes`` (done first) does not remove: see :func:`check_unblocked`."""
+    gone = set(deletes)
+    for path in writes:
+        blocker = blocked_by(root, path)
+        if blocker is None or blocker in gone:
+            continue
+        if blocker == path and _holds_only(root, path, gone):
+            continue  # a folder of tracked files, all deleted (and pruned) first
+        check_unblocked(root, path)
+
+
+def _holds_only(root: str, folder: str, paths: set[str]) -> bool:
+    """True when every entry under ``folder`` is a file listed in ``paths`` (an empty or
+    linked folder in it would survive the deletes and keep blocking)."""
+    for directory, subdirs, files in os.walk(os.path.join(root, folder)):
+        rel = os.path.relpath(directory, root).replace(os.sep, "/")
+        if not files and not subdirs:
+            return False
+        if any(os.path.islink(os.path.join(directory, d)) for d in subdirs):
+            return False
+        if any(f"{rel}/{name}" not in paths for name in files):
+            return False
+    return True
+
+
 def check_unblocked(root: str, rel: str) -> None:
     """Refuse (before anything is written) a path the work tree blocks: a file or link where
     one of its folders should be, or a folder where the file goes. Never removed for the
@@ -656,10 +683,9 @@ def apply_changeset(
     """
     for rel in cs.writes:
         check_memory_path(rel)
-        check_unblocked(layout.memory_root, rel)
     for rel in cs.deletes:  # a name C git committed may be deleted even if we would not write it
         check_memory_path(rel, writing=False)
-    check_unblocked(layout.memory_root, INDEX_NAME)
+    check_writable(layout.memory_root, [*cs.writes, INDEX_NAME], cs.deletes)
     with Repository(layout.memory_root) as repo:
         for rel, text in cs.writes.items():
             check_content(repo, rel, text)
@@ -708,6 +734,14 @@ def _write_files(
 ) -> dict[str, str | None]:
     """Apply writes/deletes to the work tree; returns path -> new blob id (None = deleted)."""
     touched: dict[str, str | None] = {}
+    for rel in cs.deletes:  # first: a file may make way for a folder of the same name
+        touched[rel] = None
+        if blocked_by(repo.root, rel) is None:  # else it is gone already (a folder took its place)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(repo.root, rel))
+        prune_dirs(repo.root, rel)
+        if state.files is not None:
+            state.files.pop(rel, None)
     for rel, text in sorted(cs.writes.items()):
         data = text.encode("utf-8")
         sha = touched[rel] = blob_id(data)
@@ -718,14 +752,6 @@ def _write_files(
         file_ns = mtime_ns if own is None else own * 1_000_000_000
         atomic_write(path, data, file_ns, mode=FILE_MODE_BITS)
         _note_file(state, rel, file_ns, len(data))
-    for rel in cs.deletes:
-        touched[rel] = None
-        if blocked_by(repo.root, rel) is None:  # else it is gone already (a folder took its place)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(repo.root, rel))
-        prune_dirs(repo.root, rel)
-        if state.files is not None:
-            state.files.pop(rel, None)
     return touched
 
 
@@ -849,6 +875,7 @@ __all__ = [
     "blob_id",
     "blocked_by",
     "check_unblocked",
+    "check_writable",
     "free_name",
     "head_commit",
     "identity_from_git_config",

@@ -67,7 +67,7 @@ from qmem_git.store.repo import (
     Repository,
     blob_id,
     blocked_by,
-    check_unblocked,
+    check_writable,
     prune_dirs,
     same_content,
     update_index,
@@ -858,7 +858,7 @@ def checkout(
     Returns the touched paths -> blob id (None = deleted), for the git index.
     """
     leaving = sorted(set(old) - set(new))
-    _check_unblocked(repo.root, new, leaving)
+    check_writable(repo.root, new, leaving)
     touched: dict[str, str | None] = {}
     for path in leaving:  # first: a file may make way for a folder of the same name
         if blocked_by(repo.root, path) is None:
@@ -880,29 +880,6 @@ def checkout(
     for directory in sorted(dirs):
         fsync_dir(directory)
     return touched
-
-
-def _check_unblocked(root: str, new: Collection[str], leaving: list[str]) -> None:
-    """Refuse the checkout before it changes anything when the work tree blocks a file it
-    writes with something the checkout does not remove itself (see ``check_unblocked``)."""
-    gone = set(leaving)
-    for path in new:
-        blocker = blocked_by(root, path)
-        if blocker is None or blocker in gone:
-            continue
-        if blocker == path and _holds_only(root, path, gone):
-            continue  # a folder of tracked files, all deleted (and pruned) first
-        check_unblocked(root, path)
-
-
-def _holds_only(root: str, folder: str, paths: set[str]) -> bool:
-    """True when every entry under ``folder`` is a file listed in ``paths``."""
-    for directory, subdirs, files in os.walk(os.path.join(root, folder)):
-        rel = os.path.relpath(directory, root).replace(os.sep, "/")
-        links = [d for d in subdirs if os.path.islink(os.path.join(directory, d))]
-        if links or any(f"{rel}/{name}" not in paths for name in files):
-            return False
-    return True
 
 
 def _replace_file(path: str, data: bytes, mtime_ns: int | None) -> str:

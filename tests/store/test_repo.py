@@ -516,6 +516,15 @@ def test_a_file_validate_would_reject_is_never_written(
     assert git(layout.memory_root, "status", "--porcelain") == ""
 
 
+def test_a_changeset_may_turn_a_folder_into_a_file_of_the_same_name(layout: Layout) -> None:
+    """What undo does after a folder took a memory's name: deletes go first."""
+    apply(layout, writes={"user/x.md/inner.md": doc("inner")})
+    result = apply(layout, writes={"user/x.md": doc("x")}, deletes=["user/x.md/inner.md"])
+    assert result.commit is not None
+    assert Path(layout.memory_root, "user", "x.md").is_file()
+    assert_clean(layout.memory_root)
+
+
 def test_a_rewritten_memory_file_is_0644_whatever_it_was(layout: Layout) -> None:
     """git records 100644 for every memory file; an executable bit left on disk would make the
     index (which follows lstat) disagree with the tree."""

@@ -188,11 +188,13 @@ def test_missing_local_remote_is_a_remote_error(tmp_path: Path) -> None:
         )
 
 
-def test_push_to_a_local_repo_with_a_work_tree_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("target", ["work", "work/.git"])
+def test_push_to_a_local_repo_with_a_work_tree_is_refused(tmp_path: Path, target: str) -> None:
+    """Its .git folder too: C git's denyCurrentBranch would refuse, and its checkout would move."""
     subprocess.run(["git", "init", "-q", str(tmp_path / "work")], check=True)
     with pytest.raises(RemoteError, match="bare"):
         remotes.open_transport(
-            str(tmp_path / "work"), credentials=Credentials(), env={}, timeout=1, for_push=True
+            str(tmp_path / target), credentials=Credentials(), env={}, timeout=1, for_push=True
         )
 
 
@@ -727,15 +729,19 @@ def test_fast_forward_replaces_a_folder_by_a_file_of_the_same_name(
     assert git_in(b.root, "status", "--porcelain") == ""
 
 
+@pytest.mark.parametrize("untracked", ["draft.txt", "empty-folder/"])
 def test_a_folder_holding_untracked_work_blocks_the_checkout_and_nothing_changes(
-    remote: Path, pair: tuple[Machine, Machine]
+    remote: Path, pair: tuple[Machine, Machine], untracked: str
 ) -> None:
     a, b = pair
     rel = _one_memory(b)
     _turn_into_folder(b, rel)
     b.sync()
     a.sync()
-    (a.root / rel / "draft.txt").write_text("not a memory yet", encoding="utf-8")
+    if untracked.endswith("/"):
+        (a.root / rel / untracked).mkdir()
+    else:
+        (a.root / rel / untracked).write_text("not a memory yet", encoding="utf-8")
     (b.root / rel / "inner.md").unlink()
     (b.root / rel).rmdir()
     (b.root / rel).write_text(DOC.format(n="back"), encoding="utf-8")
@@ -745,5 +751,5 @@ def test_a_folder_holding_untracked_work_blocks_the_checkout_and_nothing_changes
     with pytest.raises(UnsafePath, match=f"cannot write {rel}: {rel} in the memory folder is a"):
         a.sync()
     assert a.head() == head and (a.root / rel / "inner.md").is_file()
-    assert (a.root / rel / "draft.txt").read_text(encoding="utf-8") == "not a memory yet"
+    assert (a.root / rel / untracked).exists()
     fsck_strict(a.root)
