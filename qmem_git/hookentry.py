@@ -144,9 +144,8 @@ def prepare(argv: list[str], stdin: bytes | None, env: Mapping[str, str]) -> Hoo
         reason = problem or ("unreadable or empty payload" if payload is None else "unknown event")
         hook.log(f"ignored: {reason} (argv: {' '.join(argv)[:200]})")
         return None
-    if memory_dir is None and not os.path.isdir(project):  # never a store for a folder that
-        hook.log(f"ignored: the project folder {project} does not exist")  # is not there
-        return None
+    if memory_dir is None and not os.path.isdir(project):
+        return None  # no folder, no store: not even a hook.log (it would make the state dir)
     return hook
 
 

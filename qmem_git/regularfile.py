@@ -22,7 +22,8 @@ class NotRegularFile(OSError):
 def open_regular(path: str) -> BinaryIO:
     """``open(path, "rb")`` for a regular file (symlinks followed); else NotRegularFile, or
     the OSError of the open."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

@@ -297,6 +297,8 @@ def test_extract_of_half_an_emoji_saves_the_memory_cleanly(memory: Path, tmp_pat
     path.write_text(line + "\n")
     result = qmem(memory, "extract", "--transcript", str(path), "--session-id", "s")
     assert result.code == 0, result.err
+    saved = [p.read_text() for p in memory.rglob("*.md") if p.name != "MEMORY.md"]
+    assert any("We always use the \ufffd tool here" in text for text in saved)
     assert qmem(memory, "validate").code == 0
     assert_clean_repo(memory)
 
@@ -346,4 +348,43 @@ def test_a_forgotten_memory_stays_forgotten_when_two_sessions_take_turns(
     assert "helm" not in texts and "grafana.internal" in texts
     cursor = json.loads((memory.parent / "extract-cursor.json").read_text())
     assert cursor["sessionId"] == "sess-a" and cursor["processedOffset"] == 4
+    assert_clean_repo(memory)
+
+
+def test_a_flat_project_is_not_adopted_but_a_store_may_keep_other_files(
+    memory: Path, tmp_path: Path
+) -> None:
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "main.py").write_text("print('hi')\n")
+    subprocess.run(["git", "init", "-q", str(flat)], check=True)
+    before = _tree(flat)
+    result = qmem(flat, "remember", "The build uses gradle eight")
+    assert result.code == 2 and "it holds main.py" in one_error_line(result.err)
+    assert _tree(flat) == before
+    (memory / "notes.txt").write_text("kept by hand\n")  # an existing store keeps working
+    assert qmem(memory, "remember", "The build uses gradle eight").code == 0
+
+
+def test_a_dry_run_refuses_what_the_real_run_refuses(memory: Path) -> None:
+    (memory / "drafts").mkdir()
+    for args in (("remember", "The deploy runs on fridays"), ("forget", "deploy")):
+        result = qmem(memory, *args, "--dry-run")
+        assert result.code == 2 and "it holds drafts" in one_error_line(result.err)
+    assert qmem(memory, "log", "-n", "1").code == 0  # reading is still fine
+
+
+def test_a_hostile_session_id_is_cleaned_in_the_commit_and_the_cursor(
+    memory: Path, tmp_path: Path
+) -> None:
+    path = qwen_transcript(tmp_path / "t.jsonl", "unused", ["I prefer terse responses."])
+    session = "s\x1b]0;pwned\x07-\udcff"  # ESC sequence and an undecodable argv byte
+    result = qmem(memory, "extract", "--transcript", str(path), "--session-id", session)
+    assert result.code == 0, result.err
+    message = subprocess.run(
+        ["git", "-C", str(memory), "log", "-1", "--format=%B"], capture_output=True, text=True
+    ).stdout
+    assert "Qmem-Session: s]0;pwned-\ufffd" in message and "\x1b" not in message
+    cursor = json.loads((memory.parent / "extract-cursor.json").read_text(encoding="utf-8"))
+    assert cursor["sessionId"] == "s]0;pwned-\ufffd"
     assert_clean_repo(memory)

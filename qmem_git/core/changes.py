@@ -6,6 +6,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from qmem_git.core.text import clean_text
+
 OPS = (
     "extract",
     "dream",
@@ -165,7 +167,8 @@ def _paragraphs(lines: list[str]) -> list[list[str]]:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """Subject and trailer text: one line, no control characters, no half characters."""
+    return " ".join(clean_text(text).split())
 
 
 def _path_line(path: str) -> str:

@@ -306,9 +306,8 @@ def read_settings(path: str) -> tuple[dict[str, Any], str | None]:
     except FileNotFoundError:
         return {}, None
     except OSError as exc:
-        raise QmemError(
-            f"{path}: cannot read ({exc.strerror or exc})", "check its permissions"
-        ) from None
+        hint = "check its permissions" if exc.errno else "make it a regular JSON file"
+        raise QmemError(f"{path}: cannot read ({exc.strerror or exc})", hint) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

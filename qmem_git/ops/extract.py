@@ -25,6 +25,7 @@ from qmem_git.core.extract import (
 )
 from qmem_git.core.patches import Patch, PatchPlan, drop_secret_patches, normalize_patches
 from qmem_git.core.planner import plan_heuristic
+from qmem_git.core.text import clean_text
 from qmem_git.integrations.transcripts import Transcript
 from qmem_git.ops.models import PlannedPatches, Strategy
 from qmem_git.ops.remember import patch_notes, plan_patches_on_disk
@@ -63,6 +64,11 @@ class ExtractSlice:
     all_wrote_memory: bool
 
 
+def clean_session(session: str | None) -> str | None:
+    """A session id as recorded (cursor, trailer): no control or half characters."""
+    return clean_text(session) if session else session
+
+
 def extract_slice(
     transcript: Transcript, session_id: str | None, cursor: Mapping[str, Any]
 ) -> ExtractSlice:
@@ -71,7 +77,7 @@ def extract_slice(
     ``plan_extract`` and ``ops.models.warm_extract`` (the model asked before the writer lock)
     both slice here, so the early answer matches the question asked under the lock.
     """
-    session = session_id or transcript.session_id
+    session = clean_session(session_id or transcript.session_id)
     selected, next_offset = slice_messages(transcript.messages, cursor, session)
     eligible, all_wrote_memory = drop_memory_turns(selected)
     return ExtractSlice(session, eligible, next_offset, all_wrote_memory)

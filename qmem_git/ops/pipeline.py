@@ -20,7 +20,7 @@ from qmem_git.core.dreamgate import DISABLED
 from qmem_git.core.statefile import iso_ms
 from qmem_git.errors import NothingToDo
 from qmem_git.ops.dream import DreamOpPlan, gate_dream, plan_dream_op
-from qmem_git.ops.extract import ExtractPlan, plan_extract
+from qmem_git.ops.extract import ExtractPlan, clean_session, plan_extract
 from qmem_git.ops.forget import ForgetOpPlan, plan_forget_op
 from qmem_git.ops.lifecycle import ensure_repository
 from qmem_git.ops.models import Strategy
@@ -145,7 +145,7 @@ def _extract_once(
     layout = settings.layout
     model = model_for(request.planner, settings.model)
     transcript = read_transcript(request.transcript, (layout.memory_root,))
-    session = request.session_id or transcript.session_id
+    session = clean_session(request.session_id or transcript.session_id)
     planner = extract_planner(model, lambda: scan_documents(layout.memory_root))
     if model is not None:  # ask the model before taking the writer lock
         warm_extract(planner, transcript, request.session_id, state.session_cursor(layout, session))

@@ -14,7 +14,12 @@ from qmem_git.core.changes import (
     parse_commit_message,
     render_commit_message,
 )
-from qmem_git.core.text import normalize_space
+from qmem_git.core.text import clean_text, normalize_space
+
+
+def one_line(text: str) -> str:
+    """What a subject or trailer value becomes: controls dropped, whitespace folded."""
+    return normalize_space(clean_text(text))
 
 
 def test_render_exact_message() -> None:
@@ -174,15 +179,15 @@ def test_render_parse_round_trip(
     )
     text = render_commit_message(cs, host, changes)
     info = parse_commit_message(text)
-    assert info.subject == f"{op}: {normalize_space(subject)}".rstrip()
+    assert info.subject == f"{op}: {one_line(subject)}".rstrip()
     assert info.op == op
-    assert info.session == (normalize_space(session or "") or None)
-    assert info.host == normalize_space(host)
+    assert info.session == (one_line(session or "") or None)
+    assert info.host == one_line(host)
     assert info.topics == tuple(topic_list)
     assert (info.added, info.removed) == (added, removed)
     assert info.changes == tuple(changes)
     assert info.trailers[len(info.trailers) - len(extra) :] == tuple(
-        (key, normalize_space(value)) for key, value in extra
+        (key, one_line(value)) for key, value in extra
     )
     assert text.endswith("\n") and not text.endswith("\n\n")
     assert all(line == line.rstrip() for line in text.split("\n"))

@@ -820,6 +820,5 @@ def test_a_project_folder_that_does_not_exist_gets_no_store(
     data = payload(gone, event, prompt="how do canary deploys roll out?")
     assert run(capsys, ["--agent", "claude", event], data) is None
     assert spawned == []  # no background extract, snapshot or dream for it
-    root, _ = layout(gone)
-    assert not root.exists()
-    assert "does not exist" in log_text(gone)
+    root, state = layout(gone)
+    assert not root.exists() and not state.exists()  # not even a hook.log
