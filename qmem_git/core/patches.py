@@ -15,7 +15,7 @@ from qmem_git.core.limits import MAX_FACT_CHARS
 from qmem_git.core.model import MEMORY_TYPES, Document, Entry, MemoryType
 from qmem_git.core.names import is_allowed_memory_path
 from qmem_git.core.secrets import scan_for_secrets
-from qmem_git.core.text import CONFLICT_LINE, clean_text, normalize_space
+from qmem_git.core.text import CONFLICT_LINE, clean_text, content_problem, normalize_space
 
 MIN_SUMMARY_CHARS = 12
 MAX_SLUG_CHARS = 80
@@ -206,8 +206,8 @@ class _Planner:
         if old_text is None:
             old_text = self.read_text(rel)
         new_text = replace_body(old_text, record.body, new_body)  # §4.4, below the frontmatter
-        if new_text == old_text:
-            return
+        if new_text == old_text or content_problem(new_text) is not None:
+            return  # unchanged, or the file would break a limit validate enforces: left as is
         record.body, record.entries = new_body, entries
         self.plan.writes[rel] = new_text
         if rel not in self.plan.created and rel not in self.plan.updated:

@@ -153,6 +153,18 @@ def test_a_fact_longer_than_16k_characters_is_dropped() -> None:
     assert normalize_patches([fits, too_long]) == [fits]
 
 
+def test_a_merge_that_would_pass_256_kib_leaves_that_file_and_plans_the_rest() -> None:
+    """One fact must not fail a whole extraction (and every Stop hook after it)."""
+    filler = "".join(f"- Filler fact number {n} " + "x" * 180 + "\n" for n in range(1268))
+    big = memory_file("Big store fact", body="Big store fact\n" + filler)
+    assert 255 * 1024 < len(big.encode()) < 256 * 1024
+    result = plan(
+        {"user/big.md": big},
+        [Patch("user", "Big store fact", why="w" * 2_000), Patch("user", "Another durable fact")],
+    )
+    assert list(result.writes) == ["user/another-durable-fact.md"]
+
+
 def test_unknown_topic_is_dropped() -> None:
     assert normalize_patches([Patch("misc", "A perfectly durable fact")]) == []  # type: ignore[arg-type]
 
