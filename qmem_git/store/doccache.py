@@ -150,6 +150,8 @@ def save_cache(path: str, root: str, entries: dict[str, Entry]) -> bool:
     No fsync: a cache lost in a crash is rebuilt on the next scan, and fsync on every changed
     prompt would cost more than the parse it saves.
     """
+    if os.path.islink(os.path.dirname(path)):  # a project's .qwen/cache -> elsewhere: no cache
+        return False
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)

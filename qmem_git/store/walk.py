@@ -55,6 +55,7 @@ def is_memory_path(rel: str) -> bool:
     )
 
 
+_STATE_FOLDERS = ("quarantine", "cache", "hooks")  # what writers and hooks create in a state dir
 _MEMORY_ENTRIES = frozenset({INDEX_NAME, *TYPE_NAMES, *(f"{kind}.md" for kind in TYPE_NAMES)})
 
 
@@ -79,11 +80,12 @@ def check_store(layout: Layout, *, adopting: bool = False) -> None:
     state files, quarantine and store written there). ``adopting``: the folder is about to
     become a store, so any file but a memory counts against it (a flat project: main.py)."""
     state = layout.state_dir.rstrip("/") or "/"
-    if os.path.islink(state):
-        raise UsageError(
-            f"{state} is a symlink; qmem-git only writes a state folder it holds itself",
-            hint="give qmem-git the real folder (the one the link points at)",
-        )
+    for path in (state, *(os.path.join(state, name) for name in _STATE_FOLDERS)):
+        if os.path.islink(path):  # quarantine -> a public folder would publish what it holds
+            raise UsageError(
+                f"{path} is a symlink; qmem-git only writes a state folder it holds itself",
+                hint="replace the link with a real folder",
+            )
     check_memory_folder(layout.memory_root, strict=adopting)
 
 

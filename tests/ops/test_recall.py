@@ -230,6 +230,17 @@ def test_failed_replace_leaves_no_temp_file(
     assert os.listdir(state / "cache") == []
 
 
+def test_a_symlinked_cache_folder_is_never_written_through(
+    store: tuple[Path, Path], tmp_path: Path
+) -> None:
+    root, state = store
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (state / "cache").symlink_to(elsewhere)
+    assert recall(str(root), str(state), "deploy", NOW_MS).selected
+    assert os.listdir(elsewhere) == []
+
+
 def test_without_state_dir_nothing_is_written(store: tuple[Path, Path]) -> None:
     root, state = store
     assert recall(str(root), None, "deploy", NOW_MS).selected

@@ -67,3 +67,15 @@ def test_a_symlinked_state_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"\.qwen is a symlink"):
         check_store(layout)
     check_store(Layout(str(home / "memory"), str(home), "explicit", ""))
+
+
+@pytest.mark.parametrize("name", ["quarantine", "cache", "hooks"])
+def test_a_symlinked_state_subfolder_is_refused(tmp_path: Path, name: str) -> None:
+    """A cloned project's .qwen/quarantine -> a published folder would publish what writers
+    quarantine (secrets among it)."""
+    state = tmp_path / "state"
+    (state / "memory").mkdir(parents=True)
+    (tmp_path / "public").mkdir()
+    (state / name).symlink_to(tmp_path / "public")
+    with pytest.raises(UsageError, match=f"{name} is a symlink"):
+        check_store(Layout(str(state / "memory"), str(state), "local", ""))
