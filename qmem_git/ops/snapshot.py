@@ -18,7 +18,7 @@ from qmem_git.core.changes import ChangeSet
 from qmem_git.core.statefile import dumps_state, parse_iso
 from qmem_git.ops.history import entry_delta, memory_type, topics_of
 from qmem_git.store.history import WorkChange, open_history
-from qmem_git.store.recovery import case_collisions, utf8_problem
+from qmem_git.store.recovery import SYMLINK_PROBLEM, case_collisions, utf8_problem
 from qmem_git.store.state import load_meta, read_json_object
 from qmem_git.store.walk import memory_paths
 from qmem_git.store.workdir import atomic_write
@@ -81,7 +81,10 @@ def plan_snapshot(
     deletes: list[str] = []
     quarantine: dict[str, str] = {}
     for change in changes:
-        if change.data is None:
+        link = linked_folder(memory_root, change.path) if change.data is None else None
+        if link is not None:  # a dry run sees what the writer would first quarantine
+            quarantine[link] = SYMLINK_PROBLEM
+        elif change.data is None:
             deletes.append(change.path)
         elif problem := problem_of(change.path, change.data) or utf8_problem(change.data):
             quarantine[change.path] = problem
@@ -99,6 +102,17 @@ def plan_snapshot(
     changeset = _changeset(chosen, kept, writes, deletes, meta)
     changeset = replace(changeset, mtimes=_file_times(memory_root, writes))
     return SnapshotPlan(changeset, quarantine, snapshot)
+
+
+def linked_folder(memory_root: str, rel: str) -> str | None:
+    """The folder on ``rel``'s path that is a symlink, or None. Writers move such a link to
+    quarantine and put HEAD's files back, so what lies behind it is not deleted."""
+    parts = rel.split("/")
+    for depth in range(1, len(parts)):
+        folder = "/".join(parts[:depth])
+        if os.path.islink(os.path.join(memory_root, folder)):
+            return folder
+    return None
 
 
 def _file_times(memory_root: str, paths: Iterable[str]) -> dict[str, int]:

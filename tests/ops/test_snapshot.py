@@ -201,6 +201,24 @@ def test_cli_snapshot_quarantines_what_validate_and_sync_refuse(tmp_path: Path) 
     assert_clean_repo(memory)
 
 
+def test_cli_snapshot_dry_run_of_a_symlinked_type_folder_predicts_the_real_run(
+    tmp_path: Path,
+) -> None:
+    """The writer quarantines the link and puts HEAD's files back: nothing is deleted."""
+    memory = tmp_path / "memory"
+    assert qmem(memory, "remember", "The staging cluster deploys from branch rel-1").code == 0
+    (memory / "user").rename(tmp_path / "elsewhere")
+    (memory / "user").symlink_to(tmp_path / "elsewhere")
+    before = head(memory)
+    dry = qmem(memory, "--json", "snapshot", "--dry-run")
+    assert dry.code == 0 and dry.json()["deletes"] == []
+    assert "user: symlink" in dry.err and "would be moved to quarantine" in dry.err
+    run = qmem(memory, "--json", "snapshot")
+    assert run.code == 0 and run.json()["deletes"] == []
+    assert head(memory) == before and (memory / "user").is_dir()
+    assert_clean_repo(memory)
+
+
 def test_cli_snapshot_op_is_one_of_the_known_operations(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
     assert qmem(memory, "init").code == 0
