@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from qmem_git.core.paths import Layout, chats_dir, layout_for
-from qmem_git.core.text import clean_text
 from qmem_git.envvalues import DEFAULT_LOCK_TIMEOUT, current_dir, lock_timeout
 from qmem_git.modelconfig import ModelConfig, load_model_config
 
@@ -47,15 +46,14 @@ def build_settings(
     layout = layout_for(project, memory_dir, env, home, cwd, os.path.lexists)
     return Settings(
         layout=layout,
-        host=clean_text(env.get("QMEM_HOST") or _hostname() or "localhost"),
+        host=env.get("QMEM_HOST") or _hostname() or "localhost",
         home=home,
         cwd=cwd,
         env=dict(env),
         telemetry=env.get("QMEM_TELEMETRY", "1") != "0",
         lock_timeout=lock_timeout(env),
-        # undecodable bytes in the environment must not fail a commit half-way
-        author_name=clean_text(env.get("GIT_AUTHOR_NAME", "")),
-        author_email=clean_text(env.get("GIT_AUTHOR_EMAIL", "")),
+        author_name=env.get("GIT_AUTHOR_NAME", ""),
+        author_email=env.get("GIT_AUTHOR_EMAIL", ""),
         model=load_model_config(env, home).config,
         auto_dream=env.get("QMEM_AUTO_DREAM", "1") != "0",
     )

@@ -235,9 +235,6 @@ def check_index(
 # ---------------------------------------------------------------------------------------------
 # content checks shared with the pre-commit hooks
 
-_CONFLICT = CONFLICT_LINE
-
-
 def check_conflict_markers(rel_path: str, text: str) -> list[Finding]:
     """A finding for every git conflict marker line (they must never be committed)."""
     lines = _Lines(text)
@@ -245,7 +242,7 @@ def check_conflict_markers(rel_path: str, text: str) -> list[Finding]:
         _error(
             rel_path, *lines.position(m.start()), _conflict_message(m.group()), "conflict-marker"
         )
-        for m in _CONFLICT.finditer(text)
+        for m in CONFLICT_LINE.finditer(text)
     )
     return _capped(found)
 

@@ -30,7 +30,7 @@ from qmem_git.core.index import IndexResult, build_index
 from qmem_git.core.limits import CURSOR_NAME, META_NAME
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES
 from qmem_git.core.paths import Layout
-from qmem_git.core.text import content_problem
+from qmem_git.core.text import clean_text, content_problem
 from qmem_git.errors import InvalidMemoryFile, QmemError, RepoCorrupt, RepoLocked, UnsafePath
 from qmem_git.store import gitindex
 from qmem_git.store.gitindex import GitIndex
@@ -156,7 +156,7 @@ def _config_value(config: object, name: bytes) -> str:
 
 
 def _clean_ident(text: str) -> str:
-    return " ".join(text.replace("<", "").replace(">", "").split())
+    return " ".join(clean_text(text).replace("<", "").replace(">", "").split())
 
 
 # --- init -----------------------------------------------------------------------------------
