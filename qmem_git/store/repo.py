@@ -27,7 +27,7 @@ from dulwich.refs import HEADREF, DiskRefsContainer, Ref
 
 from qmem_git.core.changes import ChangeSet, FileChange, render_commit_message
 from qmem_git.core.index import IndexResult, build_index
-from qmem_git.core.limits import CURSOR_NAME, META_NAME
+from qmem_git.core.limits import CURSOR_NAME, META_NAME, SESSIONS_NAME, STATE_DIR_NAMES
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES
 from qmem_git.core.paths import Layout
 from qmem_git.core.text import clean_text, content_problem
@@ -55,7 +55,7 @@ MEMORY_EXCLUDES = ("*" + TEMP_MARKER + "*", "*.lock")
 STATE_FILES = (
     META_NAME,
     CURSOR_NAME,
-    "extract-sessions.json",
+    SESSIONS_NAME,
     "consolidation.lock",
     "telemetry.jsonl",
     "hook.log",
@@ -64,7 +64,6 @@ STATE_FILES = (
     "snapshot-meta.json",
     "dream-scan.json",
 )
-STATE_DIRS = ("quarantine", "cache", "hooks")
 CAS_ATTEMPTS = 5
 # C git >= 2.36 prints a deprecation warning on every command in a repo that sets
 # core.fsyncObjectFiles; core.fsync=committed is its replacement (objects fsynced before a ref
@@ -258,7 +257,7 @@ def _exclude_in_project(layout: Layout) -> tuple[str, ...]:
     if state.startswith("..") or memory.startswith(".."):
         return ()
     names = [memory + "/", *(f"{state}/{name}" for name in STATE_FILES)]
-    names += [f"{state}/{name}/" for name in STATE_DIRS]
+    names += [f"{state}/{name}/" for name in STATE_DIR_NAMES]
     return _add_lines(os.path.join(project_git, "info", "exclude"), names)
 
 

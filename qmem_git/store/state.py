@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from qmem_git.core.index import build_index
-from qmem_git.core.limits import CURSOR_NAME, META_NAME
+from qmem_git.core.limits import CURSOR_NAME, META_NAME, SESSIONS_NAME
 from qmem_git.core.paths import Layout
 from qmem_git.core.statefile import EPOCH_ISO, dumps_state, initial_cursor, initial_meta, iso_ms
 from qmem_git.errors import InvalidMemoryFile
@@ -105,7 +105,7 @@ def write_cursor(layout: Layout, cursor: dict[str, Any]) -> None:
 
 # --- where each recent session was read up to -------------------------------------------------
 
-SESSIONS = "extract-sessions.json"
+SESSIONS = SESSIONS_NAME
 SESSIONS_KEPT = 64
 
 

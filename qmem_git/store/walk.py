@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import stat
 
-from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, TYPE_NAMES
+from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, STATE_DIR_NAMES, TYPE_NAMES
 from qmem_git.errors import UsageError
 
 _ANY_SIZE = 1 << 62  # larger than any file
@@ -55,7 +55,6 @@ def is_memory_path(rel: str) -> bool:
     )
 
 
-_STATE_FOLDERS = ("quarantine", "cache", "hooks")  # what writers and hooks create in a state dir
 _MEMORY_ENTRIES = frozenset({INDEX_NAME, *TYPE_NAMES, *(f"{kind}.md" for kind in TYPE_NAMES)})
 
 
@@ -80,12 +79,8 @@ def check_store(layout: Layout, *, adopting: bool = False) -> None:
     state files, quarantine and store written there). ``adopting``: the folder is about to
     become a store, so any file but a memory counts against it (a flat project: main.py)."""
     state = layout.state_dir.rstrip("/") or "/"
-    for path in (state, *(os.path.join(state, name) for name in _STATE_FOLDERS)):
-        if os.path.islink(path):  # quarantine -> a public folder would publish what it holds
-            raise UsageError(
-                f"{path} is a symlink; qmem-git only writes a state folder it holds itself",
-                hint="replace the link with a real folder",
-            )
+    # quarantine -> a public folder would publish what it holds
+    _refuse_links([state, *(os.path.join(state, name) for name in STATE_DIR_NAMES)])
     check_memory_folder(layout.memory_root, strict=adopting)
 
 
@@ -94,12 +89,7 @@ def check_memory_folder(root: str, *, strict: bool = True) -> None:
     a home folder, a folder of notes): writers commit or quarantine every memory file they
     find, and would take those files for memories. A memory folder, or its ``.git``, that is
     a symlink is refused too: its commits would land in whatever repository it points at."""
-    for path in (root.rstrip("/") or "/", os.path.join(root, ".git")):
-        if os.path.islink(path):
-            raise UsageError(
-                f"{path} is a symlink; qmem-git only writes a memory folder it holds itself",
-                hint="give qmem-git the real folder (the one the link points at)",
-            )
+    _refuse_links([root.rstrip("/") or "/", os.path.join(root, ".git")])
     foreign = foreign_entries(root, strict=strict)
     if foreign:
         more = len(foreign) - 5
@@ -109,6 +99,15 @@ def check_memory_folder(root: str, *, strict: bool = True) -> None:
             hint="a memory folder holds only MEMORY.md and user/, feedback/, project/, "
             "reference/; give qmem-git a folder of its own, or move those out",
         )
+
+
+def _refuse_links(paths: list[str]) -> None:
+    for path in paths:
+        if os.path.islink(path):
+            raise UsageError(
+                f"{path} is a symlink; qmem-git only writes folders it holds itself",
+                hint="give qmem-git the real folder (the one the link points at)",
+            )
 
 
 def _visit(
