@@ -19,6 +19,7 @@ from qmem_git.core.statefile import dumps_state, parse_iso
 from qmem_git.ops.history import entry_delta, memory_type, topics_of
 from qmem_git.store.history import WorkChange, open_history
 from qmem_git.store.recovery import SYMLINK_PROBLEM, case_collisions, utf8_problem
+from qmem_git.store.repo import blocked_by
 from qmem_git.store.state import load_meta, read_json_object
 from qmem_git.store.walk import memory_paths
 from qmem_git.store.workdir import atomic_write
@@ -107,12 +108,10 @@ def plan_snapshot(
 def linked_folder(memory_root: str, rel: str) -> str | None:
     """The folder on ``rel``'s path that is a symlink, or None. Writers move such a link to
     quarantine and put HEAD's files back, so what lies behind it is not deleted."""
-    parts = rel.split("/")
-    for depth in range(1, len(parts)):
-        folder = "/".join(parts[:depth])
-        if os.path.islink(os.path.join(memory_root, folder)):
-            return folder
-    return None
+    blocker = blocked_by(memory_root, rel)
+    if blocker is None or blocker == rel:
+        return None
+    return blocker if os.path.islink(os.path.join(memory_root, blocker)) else None
 
 
 def _file_times(memory_root: str, paths: Iterable[str]) -> dict[str, int]:

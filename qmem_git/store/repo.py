@@ -735,10 +735,7 @@ def _write_files(
     touched: dict[str, str | None] = {}
     for rel in cs.deletes:  # first: a file may make way for a folder of the same name
         touched[rel] = None
-        if blocked_by(repo.root, rel) is None:  # else it is gone already (a folder took its place)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(repo.root, rel))
-        prune_dirs(repo.root, rel)
+        remove_file(repo.root, rel)
         if state.files is not None:
             state.files.pop(rel, None)
     for rel, text in sorted(cs.writes.items()):
@@ -771,6 +768,15 @@ def _note_file(state: WorkState, rel: str, mtime_ns: int, size: int) -> None:
         state.files[rel] = (mtime_ns, size)
     else:
         state.files.pop(rel, None)
+
+
+def remove_file(root: str, rel: str) -> None:
+    """Delete ``rel`` from the work tree (gone already, or a folder now in its place, is fine)
+    and the folders that leaves empty."""
+    if blocked_by(root, rel) is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(root, rel))
+    prune_dirs(root, rel)
 
 
 def prune_dirs(root: str, rel: str) -> None:
@@ -880,6 +886,7 @@ __all__ = [
     "identity_from_git_config",
     "init_repo",
     "prune_dirs",
+    "remove_file",
     "same_content",
     "update_index",
 ]

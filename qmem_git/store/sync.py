@@ -66,9 +66,8 @@ from qmem_git.store.repo import (
     Identity,
     Repository,
     blob_id,
-    blocked_by,
     check_writable,
-    prune_dirs,
+    remove_file,
     same_content,
     update_index,
 )
@@ -861,10 +860,7 @@ def checkout(
     check_writable(repo.root, new, leaving)
     touched: dict[str, str | None] = {}
     for path in leaving:  # first: a file may make way for a folder of the same name
-        if blocked_by(repo.root, path) is None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(repo.root, path))
-        prune_dirs(repo.root, path)
+        remove_file(repo.root, path)
         touched[path] = None
     dirs: set[str] = set()
     for path, sha in sorted(new.items()):
