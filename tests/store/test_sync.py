@@ -692,6 +692,24 @@ def _turn_into_folder(machine: Machine, rel: str) -> None:
     machine.remember(f"Folder switch noted on machine {machine.name}")
 
 
+def _turn_back_into_a_file(machine: Machine, rel: str) -> None:
+    """Undo :func:`_turn_into_folder` by hand and commit it."""
+    (machine.root / rel / "inner.md").unlink()
+    (machine.root / rel).rmdir()
+    (machine.root / rel).write_text(DOC.format(n="back"), encoding="utf-8")
+    machine.remember("A file is back where the folder was")
+
+
+def _shared_folder(pair: tuple[Machine, Machine]) -> str:
+    """b turned a memory into a folder of the same name; both machines now have the folder."""
+    a, b = pair
+    rel = _one_memory(b)
+    _turn_into_folder(b, rel)
+    b.sync()
+    a.sync()
+    return rel
+
+
 def _one_memory(machine: Machine) -> str:
     rel = machine.path_of("The release train leaves every Tuesday")
     assert rel is not None
@@ -715,14 +733,8 @@ def test_fast_forward_replaces_a_folder_by_a_file_of_the_same_name(
     remote: Path, pair: tuple[Machine, Machine]
 ) -> None:
     a, b = pair
-    rel = _one_memory(b)
-    _turn_into_folder(b, rel)
-    b.sync()
-    a.sync()
-    (a.root / rel / "inner.md").unlink()
-    (a.root / rel).rmdir()
-    (a.root / rel).write_text(DOC.format(n="back"), encoding="utf-8")
-    a.remember("A file is back where the folder was")
+    rel = _shared_folder(pair)
+    _turn_back_into_a_file(a, rel)
     a.sync()
     assert b.sync().action == "fast-forward"
     assert (b.root / rel).is_file() and "back" in (b.root / rel).read_text(encoding="utf-8")
@@ -734,18 +746,12 @@ def test_a_folder_holding_untracked_work_blocks_the_checkout_and_nothing_changes
     remote: Path, pair: tuple[Machine, Machine], untracked: str
 ) -> None:
     a, b = pair
-    rel = _one_memory(b)
-    _turn_into_folder(b, rel)
-    b.sync()
-    a.sync()
+    rel = _shared_folder(pair)
     if untracked.endswith("/"):
         (a.root / rel / untracked).mkdir()
     else:
         (a.root / rel / untracked).write_text("not a memory yet", encoding="utf-8")
-    (b.root / rel / "inner.md").unlink()
-    (b.root / rel).rmdir()
-    (b.root / rel).write_text(DOC.format(n="back"), encoding="utf-8")
-    b.remember("A file is back where the folder was")
+    _turn_back_into_a_file(b, rel)
     b.sync()
     head = a.head()
     with pytest.raises(UnsafePath, match=f"cannot write {rel}: {rel} in the memory folder is a"):
