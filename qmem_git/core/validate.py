@@ -235,6 +235,7 @@ def check_index(
 # ---------------------------------------------------------------------------------------------
 # content checks shared with the pre-commit hooks
 
+
 def check_conflict_markers(rel_path: str, text: str) -> list[Finding]:
     """A finding for every git conflict marker line (they must never be committed)."""
     lines = _Lines(text)
