@@ -67,8 +67,13 @@ def render_file_diff(
 
 
 def split_lines(text: str) -> list[str]:
-    """Lines with their ``\\n`` kept, so a missing final newline stays visible."""
-    return text.splitlines(keepends=True) if text else []
+    """Lines with their ``\\n`` kept, so a missing final newline stays visible. Only ``\\n``
+    ends a line, as in git (``str.splitlines`` would also split at CR, FF, U+2028...)."""
+    if not text:
+        return []
+    lines = [line + "\n" for line in text.split("\n")]
+    last = lines.pop()
+    return [*lines, last[:-1]] if last != "\n" else lines
 
 
 def _header(path: str, added: bool, deleted: bool, old_id: str, new_id: str) -> list[str]:

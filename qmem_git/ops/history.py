@@ -14,6 +14,7 @@ from qmem_git.core.changes import OPS
 from qmem_git.core.codec import parse_document
 from qmem_git.core.entries import parse_entries
 from qmem_git.core.model import MEMORY_TYPES, Entry
+from qmem_git.core.unidiff import split_lines
 from qmem_git.errors import UsageError
 from qmem_git.store.history import (
     DiffResult,
@@ -78,8 +79,8 @@ def commit_stats(memory_root: str, commit: str) -> list[FileStat]:
 
 
 def file_stat(diff_: FileDiff) -> FileStat:
-    old = (diff_.old_text or "").splitlines()
-    new = (diff_.new_text or "").splitlines()
+    old = split_lines(diff_.old_text or "")
+    new = split_lines(diff_.new_text or "")
     shared = _common_lines(old, new)
     return FileStat(diff_.path, diff_.status, len(new) - shared, len(old) - shared)
 

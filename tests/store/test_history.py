@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -245,6 +246,23 @@ def test_show_matches_git_show_patch(repo: GitRepo) -> None:
     assert result.diff_text == repo.git("show", "--format=", "--no-color", "HEAD~1")
     root = show_commit(repo.path, git_log(repo)[-1])
     assert {f.path for f in root.files} == {"MEMORY.md", "user/pnpm.md"}
+
+
+@pytest.mark.parametrize("separator", ["\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x85", "\u2028"])
+def test_only_newline_ends_a_line_as_in_git(tmp_path: Path, git_exe: str, separator: str) -> None:
+    r = GitRepo(tmp_path / "m")
+    base = memory_text("user", "crlf", "one")
+    r.plain("base", {"user/crlf.md": base})
+    r.plain("edit", {"user/crlf.md": base + f"two{separator}three\nfour{separator}"})
+    shown = subprocess.run(  # bytes: text mode would read CR as a line end
+        ["git", "-C", r.path, "show", "--format=", "--no-color"], capture_output=True, check=True
+    )
+    assert show_commit(r.path, "HEAD").diff_text == shown.stdout.decode("utf-8")
+    from qmem_git.ops.history import commit_stats
+
+    stats = [(s.insertions, s.deletions) for s in commit_stats(r.path, "HEAD")]
+    numstat = r.git("show", "--numstat", "--format=", "HEAD").split("\t")
+    assert stats == [(int(numstat[0]), int(numstat[1]))]
 
 
 def test_colorize_marks_headers_hunks_and_lines() -> None:
