@@ -19,7 +19,7 @@ import click
 from qmem_git import __version__
 from qmem_git.core.limits import TYPE_NAMES
 from qmem_git.errors import QmemError, UsageError
-from qmem_git.fastpath import failure
+from qmem_git.fastpath import failure, for_terminal
 from qmem_git.settings import Settings, build_settings
 
 if TYPE_CHECKING:
@@ -53,18 +53,27 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def emit(opts: Options, text: str = "", data: object = None) -> None:
-    """Print ``data`` as JSON under ``--json``, else ``text`` unless ``-q``."""
+def emit(opts: Options, text: str = "", data: object = None, *, diff: bool = False) -> None:
+    """Print ``data`` as JSON under ``--json``, else ``text`` unless ``-q``.
+
+    On a terminal, control characters in ``text`` are spelled out, and with ``diff`` its diff
+    lines are coloured (unless ``NO_COLOR``); piped, ``text`` is written exactly.
+    """
     if opts.json:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
     elif text and not opts.quiet:
-        click.echo(text)
+        shown = for_terminal(sys.stdout, text)
+        if diff and sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+            from qmem_git.core.unidiff import colorize
+
+            shown = colorize(shown)
+        click.echo(shown, color=True)  # click would strip escapes it takes for colour
 
 
 def note(opts: Options, text: str) -> None:
     """A side remark on stderr (recovery actions, warnings); silenced by ``-q``."""
     if not opts.quiet:
-        click.echo(text, err=True)
+        click.echo(for_terminal(sys.stderr, text), err=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -125,7 +134,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 def fail(message: str, code: int, show_traceback: bool = False) -> int:
     if show_traceback:
         traceback.print_exc()
-    click.echo(f"Error: {message}", err=True)
+    click.echo(for_terminal(sys.stderr, f"Error: {message}"), err=True)
     return code
 
 
@@ -430,12 +439,6 @@ def no_operations(op: str | None, path: str | None) -> str:
     return f"{what}." if op else "No operations yet."
 
 
-def colored(text: str) -> str:
-    from qmem_git.core.unidiff import colorize
-
-    return colorize(text) if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else text
-
-
 @main.command()
 @click.argument("rev", required=False, default="HEAD")
 @pass_options
@@ -453,8 +456,9 @@ def show(opts: Options, rev: str) -> None:
     body = "\n".join("    " + line for line in result.message.rstrip("\n").split("\n"))
     emit(
         opts,
-        header + "\n" + body + "\n\n" + colored(result.diff_text),
+        header + "\n" + body + "\n\n" + result.diff_text,
         {**log_entry_json(entry), "message": result.message, "diff": result.diff_text},
+        diff=True,
     )
 
 
@@ -479,8 +483,9 @@ def diff(opts: Options, revs: tuple[str, ...]) -> None:
     files = [{"path": f.path, "status": f.status} for f in result.files]
     emit(
         opts,
-        colored(result.text) if result.text else "No changes.",
+        result.text or "No changes.",
         {"files": files, "diff": result.text},
+        diff=True,
     )
 
 
@@ -1008,7 +1013,7 @@ def sync_progress(opts: Options) -> Callable[[str], None] | None:
     """Progress lines on stderr, only when stderr is a terminal (and not under -q/--json)."""
     if opts.quiet or opts.json or not sys.stderr.isatty():
         return None
-    return lambda text: click.echo(f"qmem-git: {text}", err=True)
+    return lambda text: click.echo(for_terminal(sys.stderr, f"qmem-git: {text}"), err=True)
 
 
 @main.group()

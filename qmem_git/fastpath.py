@@ -141,7 +141,7 @@ def run_recall(
         )
     except (Exception, KeyboardInterrupt) as exc:  # one Error: line, as in remember
         message, code, _ = failure(exc)
-        sys.stderr.write(f"Error: {message}\n")
+        sys.stderr.write(for_terminal(sys.stderr, f"Error: {message}\n"))
         return code
     record_recall(env, layout.state_dir, query, result, started)
     if as_json:
@@ -149,8 +149,20 @@ def run_recall(
 
         sys.stdout.write(json.dumps(result_to_json(result), ensure_ascii=False, indent=2) + "\n")
     else:
-        sys.stdout.write(result.prompt)
+        sys.stdout.write(for_terminal(sys.stdout, result.prompt))
     return 0
+
+
+def for_terminal(stream: object, text: str) -> str:
+    """``text`` with its control characters spelled out when ``stream`` is a terminal (a
+    hand-written memory or another machine's commit may hold escape sequences); exact when
+    piped. Shared with the click commands."""
+    isatty = getattr(stream, "isatty", None)
+    if isatty is None or not isatty():
+        return text
+    from qmem_git.core.text import visible_controls
+
+    return visible_controls(text)
 
 
 def configured_model(env: Mapping[str, str], home: str) -> ModelConfig | None:
@@ -243,12 +255,12 @@ def fast_remember(opts: dict[str, object]) -> int | None:
             import traceback
 
             traceback.print_exception(exc)
-        sys.stderr.write(f"Error: {message}\n")
+        sys.stderr.write(for_terminal(sys.stderr, f"Error: {message}\n"))
         return code
     text, data = describe_outcome(outcome, False, {})
     if not opts.get("quiet"):
         notes = outcome_notes(outcome, bool(opts.get("verbose")))
-        sys.stderr.write("".join(f"{line}\n" for line in notes))
+        sys.stderr.write(for_terminal(sys.stderr, "".join(f"{line}\n" for line in notes)))
     _emit(opts, text, data)
     return 0
 
@@ -338,7 +350,7 @@ def _emit(opts: dict[str, object], text: str, data: object) -> None:
 
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
     elif text and not opts.get("quiet"):
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(for_terminal(sys.stdout, text + "\n"))
 
 
 def _str(value: object) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -39,6 +40,32 @@ def qmem(
         cwd=cwd,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def qmem_on_tty(memory: Path, *args: str, env: dict[str, str] | None = None) -> Run:
+    """Run ``qmem-git`` with stdout and stderr on a pseudo-terminal, as a person sees it;
+    ``out`` holds both streams (the terminal's CR LF read back as LF)."""
+    leader, follower = pty.openpty()
+    with subprocess.Popen(
+        [sys.executable, "-m", "qmem_git", "--memory-dir", str(memory), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, **(env or {})},
+    ) as proc:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the process closed its side of the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(leader)
+        code = proc.wait(timeout=120)
+    return Run(code, b"".join(chunks).decode("utf-8").replace("\r\n", "\n"), "")
 
 
 def git(repo: Path, *args: str) -> str:

@@ -10,6 +10,7 @@ from qmem_git.core.limits import MAX_FILE_BYTES
 # terminal would act on (ESC sequences) or git tools treat as binary (NUL)
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")  # half a character (JSON "\ud83d", undecodable argv)
+_SHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # every control but tab and newline
 CONFLICT_LINE = re.compile(r"^(?:<{7}|>{7}|\|{7})(?: .*)?$|^={7}$", re.MULTILINE)
 
 
@@ -24,6 +25,22 @@ def clean_text(text: str) -> str:
     if text.isprintable():  # the common case, one C call
         return text
     return _CONTROL.sub("", _SURROGATE.sub("\ufffd", text))
+
+
+def visible_controls(text: str) -> str:
+    """``text`` as a terminal may show it: every control character but tab and newline spelled
+    out (ESC as ``^[``, CR as ``^M``, DEL as ``^?``, C1 as ``\\x9b``), so text from a hand-written
+    file or another machine's commit cannot move the cursor, retitle or clear the screen."""
+    if text.isprintable():
+        return text
+    return _SHOWN.sub(_spell_control, text)
+
+
+def _spell_control(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return "^" + chr(code + 0x40)
+    return "^?" if code == 0x7F else f"\\x{code:02x}"
 
 
 def clip(text: str, limit: int) -> str:

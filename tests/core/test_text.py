@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from qmem_git.core.limits import MAX_FILE_BYTES
-from qmem_git.core.text import clean_text, clip, content_problem, normalize_space
+from qmem_git.core.text import (
+    clean_text,
+    clip,
+    content_problem,
+    normalize_space,
+    visible_controls,
+)
 
 
 def test_normalize_space_collapses_and_trims() -> None:
@@ -61,3 +67,18 @@ def test_content_problem_names_what_validate_would_reject(text: str, problem: st
     found = content_problem(text)
     assert (found is None) == (problem is None)
     assert problem is None or (found is not None and problem in found)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain text, é and 😀", "plain text, é and 😀"),
+        ("tab\tand\nnewline stay", "tab\tand\nnewline stay"),
+        ("\x1b]0;title\x07", "^[]0;title^G"),
+        ("over\rwrite", "over^Mwrite"),
+        ("nul\x00 del\x7f", "nul^@ del^?"),
+        ("csi\x9b2J next\x85line", "csi\\x9b2J next\\x85line"),
+    ],
+)
+def test_visible_controls_spells_out_what_a_terminal_would_act_on(text: str, shown: str) -> None:
+    assert visible_controls(text) == shown
