@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from dulwich.client import GeneratePackDataFunc, GitClient, SendPackResult
+    from dulwich.client import DetermineWantsFunc, GeneratePackDataFunc, GitClient, SendPackResult
+    from dulwich.object_store import GraphWalker, PackBasedObjectStore
     from dulwich.objects import ObjectID
     from dulwich.refs import Ref
     from dulwich.repo import Repo
@@ -56,9 +57,37 @@ def local_client(env: Mapping[str, str], timeout: float) -> GitClient:
     Plain LocalGitClient writes the target's refs directly, so its ``pre-receive`` and
     ``update`` hooks never run and a push C git would refuse gets in.
     """
-    from dulwich.client import LocalGitClient
+    from dulwich.client import FetchPackResult, LocalGitClient
 
     class ReceivingLocalGitClient(LocalGitClient):
+        def fetch_pack(
+            self,
+            path: str | bytes,
+            determine_wants: DetermineWantsFunc,
+            graph_walker: GraphWalker,
+            pack_data: Callable[[bytes], int],
+            progress: Callable[[bytes], None] | None = None,
+            depth: int | None = None,
+            ref_prefix: Sequence[bytes] | None = None,
+            filter_spec: bytes | None = None,
+            protocol_version: int | None = None,
+            shallow_since: str | None = None,
+            shallow_exclude: list[str] | None = None,
+        ) -> FetchPackResult:
+            """The pack for ``determine_wants``, made of what :func:`objects_to_send` picks:
+            dulwich's own reads every object of the source for every fetch, new or not."""
+            # qmem-git fetches main whole: no depth, filter or ref prefix is ever asked for
+            del progress, depth, ref_prefix, filter_spec, protocol_version
+            del shallow_since, shallow_exclude
+            with self._open_repo(path) as source:
+                refs = source.get_refs()
+                wants = determine_wants(refs, None)
+                if wants:
+                    store = source.object_store
+                    _write_pack(store, wants, store.find_common_revisions(graph_walker), pack_data)
+                found: dict[Ref, ObjectID | None] = dict(refs)
+                return FetchPackResult(found, source.refs.get_symrefs(), agent=None)
+
         def send_pack(
             self,
             path: str | bytes,
@@ -73,6 +102,23 @@ def local_client(env: Mapping[str, str], timeout: float) -> GitClient:
             return receiver.receive(update_refs, generate_pack_data)
 
     return ReceivingLocalGitClient()
+
+
+def _write_pack(
+    store: PackBasedObjectStore,
+    wants: list[ObjectID],
+    haves: list[ObjectID],
+    write: Callable[[bytes], int],
+) -> None:
+    from dulwich.pack import generate_unpacked_objects, write_pack_data
+
+    from qmem_git.store.revwalk import objects_to_send
+
+    ids = objects_to_send(store, wants, haves)
+    records = generate_unpacked_objects(store, [(sha, None) for sha in ids], reuse_deltas=False)
+    write_pack_data(
+        lambda data: write(bytes(data)), records, store.object_format, num_records=len(ids)
+    )
 
 
 class LocalReceiver:

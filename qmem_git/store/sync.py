@@ -71,6 +71,7 @@ from qmem_git.store.repo import (
     same_content,
     update_index,
 )
+from qmem_git.store.revwalk import CommitInfo, objects_to_send, only_in
 from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, fsync_dir, render_index
 
 if TYPE_CHECKING:
@@ -490,30 +491,36 @@ def check_incoming(
 class OutgoingCheck:
     """What a push would give the remote passes the checks the remote's other clones make when
     they fetch it: a commit made by hand with ``--no-verify`` must not reach the remote, where it
-    would stop every other machine's sync. Everything in the remote's history counts as known,
-    and so does every entry of its tip tree (what is unchanged is not read again); both are
-    read once, for the checks before and after a merge."""
+    would stop every other machine's sync. What the remote's history holds counts as known: the
+    commits the remote reaches (walked only as far as the commits it lacks go, ``revwalk``) and
+    every entry of its tip tree (what is unchanged is not read again), read once for the checks
+    before and after a merge."""
 
     def __init__(self, objects: Objects, remote: str | None) -> None:
         self.objects = objects
+        self.remote = remote
         self.known: set[ObjectID] = set()
         self.settled: Settled = {}
         if remote is not None:
-            _remote_commits(objects, remote, self.known)
             _tree_objects(objects, _hex(objects.commit(remote).tree), "", self.known, self.settled)
 
     def check(self, tip: str) -> None:
         """Raise UnsafePath (``refusing to push: ...``) for what the remote would refuse."""
-        check_incoming(self.objects, self.known, tip, _refuse_push, self.settled)
+        known = set(self.known)
+        if self.remote is not None:
+            span = only_in(objects_info(self.objects), [tip], [self.remote])
+            known.update(_oid(sha) for sha in span.boundary)
+        check_incoming(self.objects, known, tip, _refuse_push, self.settled)
 
 
-def _remote_commits(objects: Objects, head: str, known: set[ObjectID]) -> None:
-    stack = [head]
-    while stack:
-        sha = stack.pop()
-        if _oid(sha) not in known:
-            known.add(_oid(sha))
-            stack.extend(_hex(parent) for parent in objects.commit(sha).parents)
+def objects_info(objects: Objects) -> CommitInfo:
+    """``revwalk``'s view of a commit: its committer time and parents."""
+
+    def info(sha: str) -> tuple[int, list[str]]:
+        commit = objects.commit(sha)
+        return commit.commit_time, [_hex(parent) for parent in commit.parents]
+
+    return info
 
 
 def _tree_objects(
@@ -1029,8 +1036,16 @@ def push(
         ofs_delta: bool = True,
         progress: Callable[..., None] | None = None,
     ) -> tuple[int, Iterator[UnpackedObject]]:
-        haves = [sha for sha in have if sha in store]
-        return store.generate_pack_data(haves, want, ofs_delta=ofs_delta, progress=progress)
+        # not store.generate_pack_data: it walks every commit the remote has and reads every
+        # packed object looking for deltas to reuse, on each push
+        from dulwich.pack import generate_unpacked_objects
+
+        ids = objects_to_send(store, want, [sha for sha in have if sha in store])
+        objects = [(sha, None) for sha in ids]
+        packed = generate_unpacked_objects(
+            store, objects, reuse_deltas=False, ofs_delta=ofs_delta, progress=progress
+        )
+        return len(ids), packed
 
     with _network(transport, "pushing to", timeout):
         result = transport.client.send_pack(

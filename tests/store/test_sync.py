@@ -759,3 +759,34 @@ def test_a_folder_holding_untracked_work_blocks_the_checkout_and_nothing_changes
     assert a.head() == head and (a.root / rel / "inner.md").is_file()
     assert (a.root / rel / untracked).exists()
     fsck_strict(a.root)
+
+
+def _newest_pack_objects(repo: Path) -> int:
+    packs = sorted((repo / "objects" / "pack").glob("*.idx"), key=lambda p: p.stat().st_mtime_ns)
+    shown = subprocess.run(
+        ["git", "show-index"], stdin=packs[-1].open("rb"), capture_output=True, check=True
+    )
+    return len(shown.stdout.splitlines())
+
+
+def test_a_push_sends_only_what_the_remote_lacks_and_what_it_dropped(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """A memory forgotten and saved again is pushed whole: its blob is no longer in the
+    remote's tip tree (only further back), and what is sent is that commit's, not history."""
+    a, b = pair
+    for n in range(30):  # a longer history the push must not walk or resend
+        a.remember(f"The build cache lives in bucket artifacts-{n:02d} for team {n}")
+    a.sync()
+    rel = next(p for p in a.files() if "pnpm" in p)
+    text = a.files()[rel]
+    a.forget_path(rel)
+    a.sync()
+    a.remember("Use pnpm for every install in this repo")
+    assert a.files()[rel] == text  # the very blob the remote had three commits ago
+    assert a.sync().action == "pushed"
+    assert _newest_pack_objects(remote) <= 5  # commit, root and user trees, the blob, MEMORY.md
+    fsck_strict(remote)
+    assert b.sync().action == "fast-forward"
+    assert b.files()[rel] == text
+    fsck_strict(b.root)
