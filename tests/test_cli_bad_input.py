@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clihelpers import assert_clean_repo, head, one_error_line, qmem, qwen_transcript
+from clihelpers import assert_clean_repo, git, head, one_error_line, qmem, qwen_transcript
 
 
 @pytest.fixture
@@ -388,3 +388,31 @@ def test_a_hostile_session_id_is_cleaned_in_the_commit_and_the_cursor(
     cursor = json.loads((memory.parent / "extract-cursor.json").read_text(encoding="utf-8"))
     assert cursor["sessionId"] == "s]0;pwned-\ufffd"
     assert_clean_repo(memory)
+
+
+@pytest.mark.parametrize("checkout", [["switch", "-q", "-c", "exp"], ["switch", "-q", "--detach"]])
+@pytest.mark.parametrize(
+    "command",
+    [["remember", "I prefer dark mode everywhere"], ["undo"], ["forget", "terse"], ["snapshot"]],
+)
+def test_writers_refuse_a_work_tree_not_on_main(
+    memory: Path, checkout: list[str], command: list[str]
+) -> None:
+    """On another branch or a detached HEAD, a writer would commit that checkout onto main."""
+    assert qmem(memory, "remember", "I prefer terse responses").code == 0
+    git(memory, *checkout)
+    (memory / "user" / "by-hand.md").write_text(
+        "---\nname: by hand\ndescription: by hand\ntype: user\n---\n\nBy hand.\n"
+    )
+    main_before, head_before = git(memory, "rev-parse", "main"), git(memory, "rev-parse", "HEAD")
+    run = qmem(memory, *command)
+    assert run.code == 1
+    where = "on branch 'exp', not" if "-c" in checkout else "at a detached HEAD ("
+    line = one_error_line(run.err)
+    assert f"memory is {where}" in line and "not on main: qmem-git commits only to main" in line
+    assert git(memory, "rev-parse", "main") == main_before
+    assert git(memory, "rev-parse", "HEAD") == head_before
+    assert (memory / "user" / "by-hand.md").exists()  # not committed, not quarantined
+    git(memory, "switch", "-q", "main")
+    assert qmem(memory, *command).code in (0, 1)  # back on main, the writer runs
+    assert "not on main" not in qmem(memory, "remember", "I prefer dark mode everywhere").err

@@ -30,7 +30,7 @@ import time
 
 from qmem_git.core.limits import WRITER_LOCK_NAME
 from qmem_git.errors import QmemError, RepoLocked
-from qmem_git.store.walk import check_store
+from qmem_git.store.walk import check_on_main, check_store
 
 TYPE_CHECKING = False  # typing is not imported before the lock is taken
 if TYPE_CHECKING:
@@ -97,6 +97,7 @@ class writer_lock:  # used like the function it replaced: `with writer_lock(...)
                 hint="run `qmem-git init` first",
             )
         check_store(layout)  # never a lock (or a writer) in a project's repository
+        check_on_main(layout.memory_root)
         path = lock_path(layout)
         if os.name == "nt":  # pragma: no cover - no fcntl on Windows
             self._fallback = _filelock(layout, path, self.timeout)

@@ -13,7 +13,7 @@ import os
 import stat
 
 from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, STATE_DIR_NAMES, TYPE_NAMES
-from qmem_git.errors import UsageError
+from qmem_git.errors import QmemError, UsageError
 
 _ANY_SIZE = 1 << 62  # larger than any file
 
@@ -82,6 +82,31 @@ def check_store(layout: Layout, *, adopting: bool = False) -> None:
     # quarantine -> a public folder would publish what it holds
     _refuse_links([state, *(os.path.join(state, name) for name in STATE_DIR_NAMES)])
     check_memory_folder(layout.memory_root, strict=adopting)
+
+
+def check_on_main(root: str) -> None:
+    """Writers commit to ``main`` and recover the work tree against it: on another branch, or
+    with HEAD detached (an old commit checked out, a rebase under way), they would commit the
+    files of that checkout onto ``main``. Refuse instead, naming where HEAD is."""
+    try:
+        with open(os.path.join(root, ".git", "HEAD"), "rb") as handle:
+            head = handle.read(4096).strip()
+    except OSError:
+        return  # no HEAD: not set up yet, or broken (reading the repository reports that)
+    if head == b"ref: refs/heads/main":
+        return
+    text = head.decode("utf-8", "replace")
+    if text.startswith("ref: refs/heads/"):
+        where = f"on branch {text[len('ref: refs/heads/') :]!r}"
+    elif text.startswith("ref: "):
+        where = f"on {text[len('ref: ') :]!r}"
+    else:
+        where = f"at a detached HEAD ({text[:12]})"
+    raise QmemError(
+        f"{root} is {where}, not on main: qmem-git commits only to main",
+        hint=f"finish what you do there, then run `git -C {root} switch main`; commits on "
+        "another branch stay there until you merge them",
+    )
 
 
 def check_memory_folder(root: str, *, strict: bool = True) -> None:
