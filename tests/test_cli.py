@@ -621,3 +621,37 @@ def test_undo_of_an_operation_a_later_one_already_reverted_names_it(memory: Path
     assert undone.code == 0 and head(memory) == forgot
     assert "Nothing to change." in undone.out
     assert f"already as before {added[:7]}: changed by {forgot[:7]}" in undone.err
+
+
+def test_new_names_never_merge_with_another_spelling_on_a_case_insensitive_disk(
+    memory: Path,
+) -> None:
+    """A memory renamed by hand to other capitals keeps its name; remember, restore and undo
+    never add a second spelling of it (every other machine's sync would refuse the history)."""
+    assert qmem(memory, "remember", "I prefer terse responses").code == 0
+    (memory / "user" / "i-prefer-terse-responses.md").rename(memory / "user" / "Notes.md")
+    assert qmem(memory, "snapshot").code == 0
+    assert qmem(memory, "forget", "--id", "user/Notes.md").code == 0
+    forgot = head(memory)
+    assert qmem(memory, "remember", "I prefer light themes everywhere").code == 0
+    (memory / "user" / "i-prefer-light-themes-everywhere.md").rename(memory / "user" / "notes.md")
+    assert qmem(memory, "snapshot").code == 0
+
+    restored = qmem(memory, "restore", "terse")
+    assert restored.code == 0, restored.err
+    assert (memory / "user" / "Notes-2.md").exists()  # not user/Notes.md beside user/notes.md
+    assert qmem(memory, "remember", "I prefer dark mode").code == 0
+    (memory / "user" / "i-prefer-dark-mode.md").rename(memory / "user" / "I-Prefer-Dark-Mode.md")
+    assert qmem(memory, "snapshot").code == 0
+    assert qmem(memory, "remember", "I prefer dark mode, always").code == 0  # same slug
+    assert (memory / "user" / "i-prefer-dark-mode-always.md").exists()
+    assert qmem(memory, "remember", "I prefer dark-mode!").code == 0  # same slug
+    assert (memory / "user" / "i-prefer-dark-mode-2.md").exists()
+    names = sorted(p.name for p in (memory / "user").iterdir())
+    assert len({name.lower() for name in names}) == len(names), names
+
+    undone = qmem(memory, "undo", forgot)  # would write user/Notes.md back
+    assert undone.code == 1
+    assert "'user/Notes.md' and 'user/notes.md' are one path" in one_error_line(undone.err)
+    assert qmem(memory, "validate").code == 0
+    assert_clean_repo(memory)

@@ -13,7 +13,7 @@ from qmem_git.core.codec import render_document, replace_body
 from qmem_git.core.entries import merge_entries, parse_entries, render_entries
 from qmem_git.core.limits import MAX_FACT_CHARS
 from qmem_git.core.model import MEMORY_TYPES, Document, Entry, MemoryType
-from qmem_git.core.names import is_allowed_memory_path
+from qmem_git.core.names import fold_name, is_allowed_memory_path
 from qmem_git.core.secrets import scan_for_secrets
 from qmem_git.core.text import CONFLICT_LINE, clean_text, content_problem, normalize_space
 
@@ -169,7 +169,7 @@ class _Planner:
         self.records = [
             _Record(d.type, d.relative_path, d.body, parse_entries(d.body)) for d in docs
         ]
-        self.used = {d.relative_path for d in docs}
+        self.used = {fold_name(d.relative_path) for d in docs}  # as a case-insensitive disk
         self.read_text = read_text
         self.path_taken = path_taken
         self.now_ms = now_ms
@@ -219,7 +219,7 @@ class _Planner:
         body = render_entries([patch.entry()])
         text = render_document(title_for(patch.summary), patch.summary, patch.topic, body)
         self.records.append(_Record(patch.topic, rel, body, [patch.entry()]))
-        self.used.add(rel)
+        self.used.add(fold_name(rel))
         self.plan.writes[rel] = text
         self.plan.created.append(rel)
         self.touch(patch.topic)
@@ -237,8 +237,9 @@ class _Planner:
         return f"{topic}/{slug}-{stamp}.md"
 
     def is_taken(self, rel: str) -> bool:
-        """Used by a scanned doc, this plan or a file on disk; unsafe names (``con.md``) too."""
-        if rel in self.used or rel in self.plan.writes or not is_allowed_memory_path(rel):
+        """Used by a scanned doc, this plan or a file on disk, under any spelling a
+        case-insensitive disk would take for it; unsafe names (``con.md``) too."""
+        if fold_name(rel) in self.used or not is_allowed_memory_path(rel):
             return True
         return self.path_taken(rel)
 

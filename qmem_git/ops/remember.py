@@ -21,7 +21,7 @@ from qmem_git.core.patches import (
 )
 from qmem_git.core.planner import classify_topic
 from qmem_git.errors import QmemError, SecretDetected, UsageError
-from qmem_git.store.workdir import read_text, scan_documents
+from qmem_git.store.workdir import TakenPaths, read_text, scan_documents
 
 
 class MemoryRejected(QmemError):
@@ -70,7 +70,7 @@ def plan_patches_on_disk(memory_root: str, patches: Iterable[Patch], now: dateti
         scan_documents(memory_root),
         patches,
         read_text=lambda rel: read_text(os.path.join(memory_root, rel)) or "",
-        path_taken=lambda rel: os.path.lexists(os.path.join(memory_root, rel)),
+        path_taken=TakenPaths(memory_root),
         now_ms=int(now.timestamp() * 1000),
     )
 

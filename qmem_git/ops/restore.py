@@ -16,11 +16,12 @@ from qmem_git.core.codec import parse_document, replace_body
 from qmem_git.core.entries import entry_search_text, parse_entries, render_entries
 from qmem_git.core.forget import list_candidates
 from qmem_git.core.model import INDEX_NAME, Entry
+from qmem_git.core.names import fold_name
 from qmem_git.core.text import clip, normalize_space
 from qmem_git.errors import NothingToDo, UsageError
 from qmem_git.ops.history import entries_of, memory_type, topics_of
 from qmem_git.store.history import History, LogEntry, open_history
-from qmem_git.store.workdir import iter_memory_files, load_document, read_text
+from qmem_git.store.workdir import TakenPaths, iter_memory_files, load_document, read_text
 
 RESTORED_FROM_TRAILER = "Qmem-Restored-From"
 MAX_SUFFIX = 100
@@ -238,12 +239,11 @@ def _restore_group(
     current = planned.get(first.path)
     if current is None:
         current = read_text(os.path.join(memory_root, first.path))
-    if current is None:
-        planned[first.path] = _old_file(group)
-        return first.path
-    doc = parse_document(current, first.path, 0)
-    if first.file_deleted or doc is None:
-        target = _free_path(memory_root, first, planned)
+    doc = None if current is None else parse_document(current, first.path, 0)
+    if current is None or first.file_deleted or doc is None:
+        target = first.path
+        if current is not None or _taken(memory_root, first.path, planned):
+            target = _free_path(memory_root, first, planned)
         planned[target] = _old_file(group)
         return target
     entries = parse_entries(doc.body)
@@ -272,9 +272,15 @@ def _free_path(memory_root: str, candidate: RestoreCandidate, planned: dict[str,
     stem = candidate.path[: -len(".md")]
     for number in range(2, MAX_SUFFIX + 1):
         path = f"{stem}-{number}.md"
-        if path not in planned and not os.path.lexists(os.path.join(memory_root, path)):
+        if not _taken(memory_root, path, planned):
             return path
     return f"{stem}-{candidate.time * 1000}.md"
+
+
+def _taken(memory_root: str, rel: str, planned: dict[str, str]) -> bool:
+    """On disk or in this plan, under any spelling a case-insensitive disk would merge."""
+    folded = fold_name(rel)
+    return any(fold_name(path) == folded for path in planned) or TakenPaths(memory_root)(rel)
 
 
 def _changeset(

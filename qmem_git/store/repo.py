@@ -29,6 +29,7 @@ from qmem_git.core.changes import ChangeSet, FileChange, render_commit_message
 from qmem_git.core.index import IndexResult, build_index
 from qmem_git.core.limits import CURSOR_NAME, META_NAME, SESSIONS_NAME, STATE_DIR_NAMES
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES
+from qmem_git.core.names import collision_message, fold_name, path_prefixes
 from qmem_git.core.paths import Layout
 from qmem_git.core.text import clean_text, content_problem
 from qmem_git.errors import InvalidMemoryFile, QmemError, RepoCorrupt, RepoLocked, UnsafePath
@@ -688,7 +689,57 @@ def apply_changeset(
     with Repository(layout.memory_root) as repo:
         for rel, text in cs.writes.items():
             check_content(repo, rel, text)
+        check_new_names(repo, repo.tree_of(repo.head()[1]), cs)
         return _apply(repo, cs, identity, host, now, state or WorkState())
+
+
+def check_new_names(repo: Repository, base: str | None, cs: ChangeSet) -> None:
+    """Refuse a new path that a case-insensitive disk would take for another path of the
+    commit (``user/Notes.md`` beside ``user/notes.md``): every other machine's sync, and the
+    pre-commit hook, refuse such a history. Reads only the folders along the new paths."""
+    new = sorted(rel for rel in cs.writes if repo.lookup(base, rel) is None)
+    spellings: dict[str, str] = {}
+    for rel in new:
+        for prefix in path_prefixes(rel):
+            other = spellings.setdefault(fold_name(prefix), prefix)
+            if other != prefix:
+                raise UnsafePath(collision_message(prefix, other), _COLLISION_HINT)
+        clash = _existing_spelling(repo, base, rel, set(cs.deletes))
+        if clash is not None:
+            raise UnsafePath(collision_message(rel, clash), _COLLISION_HINT)
+
+
+_COLLISION_HINT = "nothing was written; rename or forget the memory that is there first"
+
+
+def _existing_spelling(
+    repo: Repository, base: str | None, rel: str, deleted: set[str]
+) -> str | None:
+    """A path of ``base``, still there once ``deleted`` are gone, that differs from a prefix
+    of ``rel`` only by case (or normalisation)."""
+    tree, prefix = base, ""
+    for name in rel.split("/"):
+        if tree is None:
+            return None
+        key, step = fold_name(name), None
+        for entry, mode, sha in repo.load_tree(tree).iteritems():
+            spelled = entry.decode("utf-8", "surrogateescape")
+            if spelled == name:
+                step = sha.decode("ascii") if stat.S_ISDIR(mode) else None
+            elif fold_name(spelled) == key and _survives(
+                repo, prefix + spelled, mode, sha, deleted
+            ):
+                return prefix + spelled
+        tree, prefix = step, prefix + name + "/"
+    return None
+
+
+def _survives(repo: Repository, rel: str, mode: int, sha: bytes, deleted: set[str]) -> bool:
+    """Whether the file or folder ``rel`` is still there once ``deleted`` are gone."""
+    if not stat.S_ISDIR(mode):
+        return rel not in deleted
+    under = (rel + "/").encode("utf-8", "surrogateescape")
+    return any(path not in deleted for path in repo.flatten_entries(sha.decode("ascii"), under))
 
 
 def _apply(

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from qmem_git.core.codec import parse_document
 from qmem_git.core.index import IndexResult, build_index, order_documents
 from qmem_git.core.model import INDEX_NAME, MAX_SCANNED_DOCUMENTS, Document
-from qmem_git.core.names import is_printable_path
+from qmem_git.core.names import fold_name, is_printable_path
 from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.walk import read_text as read_text  # re-exported: ops read through here
 from qmem_git.store.walk import walk
@@ -278,3 +278,26 @@ def render_index(root: str) -> IndexResult:
 
 def index_path(root: str) -> str:
     return os.path.join(root, INDEX_NAME)
+
+
+class TakenPaths:
+    """``taken(rel)``: whether the memory folder holds ``rel``, under its own spelling or one a
+    case-insensitive disk would take for it (``user/Notes.md`` takes ``user/notes.md``). Each
+    folder is listed once."""
+
+    def __init__(self, memory_root: str) -> None:
+        self.memory_root = memory_root
+        self._folders: dict[str, set[str]] = {}
+
+    def __call__(self, rel: str) -> bool:
+        if os.path.lexists(os.path.join(self.memory_root, rel)):
+            return True
+        folder, _, name = rel.rpartition("/")
+        names = self._folders.get(folder)
+        if names is None:
+            try:
+                listed = os.listdir(os.path.join(self.memory_root, folder))
+            except OSError:
+                listed = []
+            names = self._folders[folder] = {fold_name(other) for other in listed}
+        return fold_name(name) in names

@@ -254,6 +254,12 @@ def test_taken_slug_gets_numbered_suffix() -> None:  # checklist 40
     assert result.created == ["user/use-pnpm-for-installs-2.md"]
 
 
+def test_a_slug_taken_under_other_capitals_counts_as_taken() -> None:
+    docs = {"user/Use-Pnpm-For-Installs.md": memory_file("Something else entirely")}
+    result = plan(docs, [Patch("user", "Use pnpm for installs")])
+    assert result.created == ["user/use-pnpm-for-installs-2.md"]
+
+
 def test_path_taken_by_unscanned_file_counts() -> None:
     taken = frozenset({"user/use-pnpm-for-installs.md", "user/use-pnpm-for-installs-2.md"})
     result = plan({}, [Patch("user", "Use pnpm for installs")], taken)

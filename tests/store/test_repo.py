@@ -534,3 +534,39 @@ def test_a_rewritten_memory_file_is_0644_whatever_it_was(layout: Layout) -> None
     apply(layout, writes={"user/a.md": doc("a", body="changed")})
     assert (root / "user" / "a.md").stat().st_mode & 0o777 == 0o644
     assert_clean(layout.memory_root)
+
+
+@pytest.mark.parametrize(
+    ("existing", "new", "clash"),
+    [
+        (["user/Notes.md"], {"user/notes.md": "notes"}, "'user/notes.md' and 'user/Notes.md'"),
+        (["user/Team/a.md"], {"user/team/b.md": "b"}, "'user/team/b.md' and 'user/Team'"),
+        ([], {"user/Notes.md": "n", "user/notes.md": "n"}, "'user/notes.md' and 'user/Notes.md'"),
+        ([], {"user/Team/a.md": "a", "user/team/b.md": "b"}, "'user/team' and 'user/Team'"),
+        (["user/café.md"], {"user/cafe\u0301.md": "nfd"}, "are one path"),  # NFC vs NFD
+    ],
+)
+def test_a_new_name_two_spellings_of_one_path_is_refused(
+    layout: Layout, existing: list[str], new: dict[str, str], clash: str
+) -> None:
+    if existing:
+        apply(layout, writes={rel: doc(rel.split("/")[-1]) for rel in existing})
+    before = git(layout.memory_root, "rev-parse", "-q", "--verify", "HEAD", check=False)
+    with pytest.raises(UnsafePath) as caught:
+        apply(layout, writes={rel: doc(name) for rel, name in new.items()})
+    assert clash in caught.value.message and "case-insensitive" in caught.value.message
+    assert git(layout.memory_root, "rev-parse", "-q", "--verify", "HEAD", check=False) == before
+    assert not any((Path(layout.memory_root) / rel).exists() for rel in new if rel not in existing)
+    assert git(layout.memory_root, "status", "--porcelain") == ""
+
+
+def test_renaming_by_case_in_one_changeset_is_allowed(layout: Layout) -> None:
+    apply(layout, writes={"user/Notes.md": doc("notes"), "user/Team/a.md": doc("a")})
+    apply(
+        layout,
+        writes={"user/notes.md": doc("notes"), "user/team/a.md": doc("a")},
+        deletes=["user/Notes.md", "user/Team/a.md"],
+    )
+    files = git(layout.memory_root, "ls-files").split()
+    assert "user/notes.md" in files and "user/team/a.md" in files
+    assert "user/Notes.md" not in files and "user/Team/a.md" not in files

@@ -14,6 +14,7 @@ from qmem_git.core.model import MAX_FILE_BYTES
 from qmem_git.store import workdir
 from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.workdir import (
+    TakenPaths,
     atomic_write,
     index_path,
     iter_memory_files,
@@ -377,3 +378,15 @@ def test_names_the_index_cannot_link_are_left_out(tmp_path: Path) -> None:
     text = render_index(str(root)).text
     assert "user/good.md" in text and "odd" not in text
     assert [d.relative_path for d in scan_documents(str(root))] == ["user/good.md"]
+
+
+def test_taken_paths_see_every_spelling_a_case_insensitive_disk_would_merge(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "Notes.md").write_text("x")
+    (tmp_path / "user" / "caf\u00e9.md").write_text("x")  # NFC on disk
+    taken = TakenPaths(str(tmp_path))
+    assert taken("user/Notes.md") and taken("user/notes.md") and taken("user/NOTES.md")
+    assert taken("user/cafe\u0301.md")  # the NFD spelling of the same name
+    assert not taken("user/notes-2.md") and not taken("project/notes.md")
