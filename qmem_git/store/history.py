@@ -757,10 +757,13 @@ def _trusted(commit: Commit, info: CommitInfo) -> bool:
     Our writer stamps one identity and one time as both author and committer. An amend,
     rebase or cherry-pick keeps our message but sets a new committer time (or committer),
     so a commit whose two signatures differ may have a tree its file lines do not describe.
-    Not proof (an amend in the same second passes), but free: no tree is read.
+    Not proof (an amend in the same second passes), but free: no tree is read. Our commits
+    always list their files (never an empty commit), so a ``Qmem-Op`` trailer without file
+    lines was written by hand.
     """
     return (
         info.op is not None
+        and bool(info.changes)
         and commit.author == commit.committer
         and commit.author_time == commit.commit_time
         and commit.author_timezone == commit.commit_timezone

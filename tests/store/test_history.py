@@ -557,3 +557,19 @@ def test_a_full_id_that_is_not_a_commit_is_unknown(repo: GitRepo) -> None:
         with pytest.raises(UsageError) as info:
             resolve_rev(repo.path, rev)
         assert info.value.exit_code == 2 and "unknown revision" in info.value.message
+
+
+def test_a_hand_made_commit_with_our_trailer_but_no_file_lines_is_diffed(
+    tmp_path: Path, git_exe: str
+) -> None:
+    """Our commits always list their files; one that carries ``Qmem-Op`` and lists none was
+    written by hand, and its tree says what it changed."""
+    r = GitRepo(tmp_path / "m")
+    r.plain("base", {"user/pnpm.md": PNPM, "project/ci.md": CI})
+    r.stage({}, ["project/ci.md"])
+    commit = r.commit_message("forget: drop CI fact\n\nQmem-Op: forget\n")
+    entry = read_log(r.path, limit=1)[0]
+    assert entry.commit == commit and entry.op == "forget"
+    assert [(c.status, c.path) for c in entry.info.changes] == [("D", "project/ci.md")]
+    assert read_log(r.path, path="project/ci.md")[0].commit == commit
+    assert file_history(r.path, "project/ci.md")[0].commit == commit
