@@ -315,7 +315,7 @@ def describe_outcome(
         "removed": cs.removed,
         **extra,
     }
-    if cs.is_empty:
+    if cs.is_empty and outcome.commit is None:
         text = "Nothing to change."
     elif dry_run:
         lines = [f"Would commit: {cs.op}: {cs.subject}"]

@@ -655,3 +655,21 @@ def test_new_names_never_merge_with_another_spelling_on_a_case_insensitive_disk(
     assert "'user/Notes.md' and 'user/notes.md' are one path" in one_error_line(undone.err)
     assert qmem(memory, "validate").code == 0
     assert_clean_repo(memory)
+
+
+@pytest.mark.parametrize("command", [["snapshot"], ["undo"]])
+def test_a_stale_index_committed_by_hand_is_rebuilt_as_an_index_commit(
+    memory: Path, command: list[str]
+) -> None:
+    """A command with nothing of its own to change still regenerates MEMORY.md; when that
+    makes a commit, it is an ``index`` commit and the output says so."""
+    assert qmem(memory, "remember", "I prefer terse responses").code == 0
+    with (memory / "MEMORY.md").open("a") as handle:
+        handle.write("\n- stray line\n")
+    git(memory, "commit", "-q", "--no-verify", "-am", "hand: edit index")
+    run = qmem(memory, *command)
+    assert run.code == 0, run.err
+    assert re.fullmatch(r"\[[0-9a-f]{12}\] index: rebuild MEMORY\.md\n", run.out), run.out
+    assert git(memory, "log", "-1", "--format=%s").strip() == "index: rebuild MEMORY.md"
+    assert "stray" not in (memory / "MEMORY.md").read_text()
+    assert_clean_repo(memory)

@@ -742,6 +742,15 @@ def _survives(repo: Repository, rel: str, mode: int, sha: bytes, deleted: set[st
     return any(path not in deleted for path in repo.flatten_entries(sha.decode("ascii"), under))
 
 
+def rebuild_only(cs: ChangeSet) -> ChangeSet:
+    """What an empty ChangeSet commits when MEMORY.md alone differs from HEAD (edited or
+    committed by hand): an ``index`` commit that says so, not "<op>: nothing to change".
+    ``index`` and ``recover`` ChangeSets are planned as such a rebuild and keep their words."""
+    if not cs.is_empty or cs.op in ("index", "recover"):
+        return cs
+    return ChangeSet("index", "rebuild MEMORY.md", session=cs.session)
+
+
 def _apply(
     repo: Repository,
     cs: ChangeSet,
@@ -750,6 +759,7 @@ def _apply(
     now: datetime,
     state: WorkState,
 ) -> ApplyResult:
+    cs = rebuild_only(cs)
     branch, parent = repo.head()
     base = repo.tree_of(parent)
     seconds = int(now.timestamp())

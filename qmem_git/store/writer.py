@@ -110,7 +110,7 @@ def _write(
     import contextlib
 
     from qmem_git.store import recovery
-    from qmem_git.store.repo import apply_changeset
+    from qmem_git.store.repo import apply_changeset, rebuild_only
     from qmem_git.store.workdir import shared_scan
 
     who = identity() if callable(identity) else identity  # while the survey runs
@@ -128,4 +128,6 @@ def _write(
     with scope or contextlib.nullcontext():
         changeset = plan()
         applied = apply_changeset(layout, changeset, identity=who, host=host, now=now, state=state)
+    if applied.commit is not None:
+        changeset = rebuild_only(changeset)  # what was committed, as its message says
     return WriteResult(report, changeset, applied)
