@@ -673,3 +673,10 @@ def test_a_stale_index_committed_by_hand_is_rebuilt_as_an_index_commit(
     assert git(memory, "log", "-1", "--format=%s").strip() == "index: rebuild MEMORY.md"
     assert "stray" not in (memory / "MEMORY.md").read_text()
     assert_clean_repo(memory)
+
+
+@pytest.mark.parametrize("path", ["", "/", ".", "user/.."])
+def test_history_of_the_memory_root_itself_is_a_usage_error(memory: Path, path: str) -> None:
+    run = qmem(memory, "history", path, cwd=memory)
+    assert run.code == 2
+    assert "history needs a memory file path" in one_error_line(run.err)

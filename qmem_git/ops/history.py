@@ -67,7 +67,7 @@ def diff(memory_root: str, revs: Iterable[str] = ()) -> DiffResult:
 
 
 def history(memory_root: str, path: str) -> list[LogEntry]:
-    if not path.strip("/"):
+    if path.strip("/") in ("", "."):  # "." is the memory root itself, as `cli` passes it
         raise UsageError("history needs a memory file path", "e.g. `qmem-git history user/x.md`")
     return file_history(memory_root, path)
 

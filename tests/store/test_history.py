@@ -392,8 +392,9 @@ def test_ops_history_facade_validates_and_delegates(repo: GitRepo) -> None:
         ops_history.log(repo.path, limit=-1)
     with pytest.raises(UsageError):
         ops_history.diff(repo.path, ["HEAD~3", "HEAD~2", "HEAD"])
-    with pytest.raises(UsageError):
-        ops_history.history(repo.path, "/")
+    for root in ("/", ".", "./", ""):
+        with pytest.raises(UsageError):
+            ops_history.history(repo.path, root)
     assert [e.op for e in ops_history.log(repo.path, op="forget", limit=5)] == ["forget"]
     assert ops_history.show(repo.path).entry.op == "forget"
     assert ops_history.diff(repo.path, ["HEAD~1"]).files[0].path == "user/pnpm.md"
