@@ -452,7 +452,7 @@ class History:
         for entry in self.walk([head]):
             if op is not None and entry.info.op != op:
                 continue
-            if path is not None and not touches(entry.info, path):
+            if path is not None and not self._touches(entry, path):
                 continue
             entries.append(entry)
             if limit is not None and len(entries) >= limit:
@@ -471,6 +471,30 @@ class History:
         if head is None:
             return []
         return [entry for entry in self.walk([head]) if self._touched(entry, path)]
+
+    def _touches(self, entry: LogEntry, path: str) -> bool:
+        """:meth:`_touched` for a file or a folder (``log --path``): a merge not known to be
+        ours counts only when what it holds at ``path`` differs from what every parent held,
+        as git's history simplification sees it."""
+        if not touches(entry.info, path):
+            return False
+        commit = self._commit(entry.commit.encode("ascii"))
+        if not entry.is_merge or _trusted(commit, entry.info):
+            return True
+        prefix = path.strip("/")
+        if prefix in ("", "."):
+            return True
+        mine = self._object_at(bytes(commit.tree), prefix)
+        parents = [bytes(self._commit(bytes(p)).tree) for p in commit.parents]
+        return all(mine != self._object_at(tree, prefix) for tree in parents)
+
+    def _object_at(self, tree: bytes, path: str) -> bytes | None:
+        """The id of the file or folder at ``path`` in ``tree``; None when absent."""
+        try:
+            _, sha = tree_lookup_path(self._store.__getitem__, ObjectID(tree), path.encode())
+        except (KeyError, NotTreeError):
+            return None
+        return bytes(sha)
 
     def _touched(self, entry: LogEntry, path: str) -> bool:
         """File lines answer for a plain commit (ours, trusted; or the tree diff ``_entry``

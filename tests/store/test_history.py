@@ -146,11 +146,10 @@ def test_log_walks_merged_history_like_git(repo: GitRepo) -> None:
     assert [e.commit for e in entries] == git_log(repo)
     assert entries[0].commit == merge and entries[0].is_merge
     assert entries[0].parents[0] != base  # main moved on before the merge
-    # a merge lists what it brought into main (diff against its first parent)
-    assert [e.subject for e in read_log(repo.path, path="user/side.md")] == [
-        "merge side",
-        "remember: side",
-    ]
+    # a merge lists what it brought into main (diff against its first parent), but it did
+    # not change user/side.md: it kept the side's version (git log -- user/side.md agrees)
+    assert [c.path for c in entries[0].info.changes] == ["user/side.md"]
+    assert [e.subject for e in read_log(repo.path, path="user/side.md")] == ["remember: side"]
     assert [e.subject for e in read_log(repo.path, path="user/main.md")] == ["remember: main"]
 
 
@@ -574,3 +573,27 @@ def test_a_hand_made_commit_with_our_trailer_but_no_file_lines_is_diffed(
     assert [(c.status, c.path) for c in entry.info.changes] == [("D", "project/ci.md")]
     assert read_log(r.path, path="project/ci.md")[0].commit == commit
     assert file_history(r.path, "project/ci.md")[0].commit == commit
+
+
+def test_log_path_and_history_agree_on_a_merge_made_with_c_git(
+    tmp_path: Path, git_exe: str
+) -> None:
+    """A merge that kept one side's version of a file did not change it (git's history
+    simplification); one that resolved a file to a new version did. Files and folders alike."""
+    r = GitRepo(tmp_path / "m")
+    r.plain("base", {"user/pnpm.md": PNPM})
+    r.branch("side")
+    r.checkout("side")
+    side = r.plain("side adds s", {"reference/s.md": CI})
+    r.checkout("main")
+    main = r.plain("main adds m", {"reference/m.md": PNPM_2})
+    merge = r.merge("side", "merge side")
+    for path in ("reference/s.md", "reference/m.md", "reference"):
+        logged = [e.commit for e in read_log(r.path, path=path)]
+        theirs = r.git("log", "--format=%H", "--", path).split()
+        assert logged == theirs, path
+        if path.endswith(".md"):
+            assert [e.commit for e in file_history(r.path, path)] == theirs
+    assert merge not in [e.commit for e in read_log(r.path, path="reference/s.md")]
+    assert merge in [e.commit for e in read_log(r.path, path="reference")]  # a new folder
+    assert {side, main} <= {e.commit for e in read_log(r.path, path="reference")}
