@@ -680,3 +680,22 @@ def test_history_of_the_memory_root_itself_is_a_usage_error(memory: Path, path: 
     run = qmem(memory, "history", path, cwd=memory)
     assert run.code == 2
     assert "history needs a memory file path" in one_error_line(run.err)
+
+
+def test_restore_dry_run_predicts_a_memory_deleted_by_hand(memory: Path) -> None:
+    """The real run first commits the deletion (recovery), then restores it: the dry run,
+    which plans without recovery, must see the same memory."""
+    assert qmem(memory, "remember", "I prefer terse responses").code == 0
+    assert qmem(memory, "remember", "--type", "project", "The CI runs on GitHub Actions").code == 0
+    rel = "project/the-ci-runs-on-github-actions.md"
+    (memory / rel).unlink()
+    before = head(memory)
+    predicted = qmem(memory, "restore", "GitHub", "--dry-run")
+    assert predicted.code == 0, predicted.err
+    assert f"  write  {rel}" in predicted.out and "from the work tree" in predicted.out
+    assert head(memory) == before and not (memory / rel).exists()
+    real = qmem(memory, "restore", "GitHub")
+    assert real.code == 0, real.err
+    assert (memory / rel).exists()
+    assert git(memory, "log", "-2", "--format=%s").split("\n")[1].startswith("recover: ")
+    assert_clean_repo(memory)

@@ -355,7 +355,7 @@ def run_restore(
     root = settings.layout.memory_root
     candidates, outcome = plan_and_execute(
         settings,
-        lambda: find_restorable(root, query, ids, from_rev),
+        lambda: find_restorable(root, query, ids, from_rev, pending=dry_run),
         lambda found: plan_restore(root, found),
         now,
         dry_run=dry_run,

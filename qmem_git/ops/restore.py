@@ -7,6 +7,7 @@ multi-entry file can be undone long after the fact, without undoing the rest of 
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -74,11 +75,15 @@ def find_restorable(
     query: str | None,
     ids: Sequence[str],
     from_rev: str | None = None,
+    *,
+    pending: bool = False,
 ) -> list[RestoreCandidate]:
     """Removed memories matching ``query`` (substring of entry text or path) or ``ids``.
 
     Newest removal first; each memory once (its most recent removal); memories present in the
-    work tree again (same type, same summary ignoring case) are skipped.
+    work tree again (same type, same summary ignoring case) are skipped. ``pending``: also the
+    memory files deleted from the work tree and not committed yet, which a real run's crash
+    recovery commits before it plans (a dry run plans without it).
     """
     needle = normalize_space(query or "").lower()
     wanted = {i.strip().strip("/") for i in ids if i.strip()}
@@ -89,7 +94,8 @@ def find_restorable(
     seen: set[tuple[str | None, str]] = set()
     still_there = False  # a match was removed once, but the same memory is in the folder now
     with open_history(memory_root) as repo:
-        for candidate in _removed(repo, from_rev):
+        uncommitted = _pending(repo, memory_root) if pending and from_rev is None else iter(())
+        for candidate in itertools.chain(uncommitted, _removed(repo, from_rev)):
             key = _key(candidate)
             if key in seen or not _matches(candidate, needle, wanted):
                 continue
@@ -140,6 +146,45 @@ def _removed(repo: History, from_rev: str | None) -> Iterator[RestoreCandidate]:
         for change in entry.info.changes:
             if change.status in ("D", "M") and _is_memory(change.path):
                 yield from _removed_in(repo, entry, change.path)
+
+
+def _pending(repo: History, memory_root: str) -> Iterator[RestoreCandidate]:
+    """Memory files of HEAD missing from the work tree, as a removal the work tree made."""
+    head = repo.head()
+    if head is None:
+        return
+    time = repo.entry(head).time
+    for path in sorted(repo.tree_files(head)):
+        if not _is_memory(path) or os.path.lexists(os.path.join(memory_root, path)):
+            continue
+        data = repo.blob(head, path)
+        if data is None or repo.is_symlink(head, path):
+            continue
+        text = data.decode("utf-8", "replace")
+        doc = parse_document(text, path, 0)
+        if doc is None:
+            yield _uncommitted(path, text, time, path, None, 0)
+            continue
+        for old in list_candidates([doc]):
+            yield _uncommitted(path, text, time, old.id, old.entry, old.index)
+
+
+def _uncommitted(
+    path: str, old_text: str, time: int, cid: str, item: Entry | None, index: int
+) -> RestoreCandidate:
+    return RestoreCandidate(
+        id=cid,
+        path=path,
+        commit="",  # the recover commit a real run makes first
+        subject="deleted in the work tree, not committed yet",
+        op=None,
+        time=time,
+        type=memory_type(path, old_text),
+        entry=item,
+        index=index,
+        file_deleted=True,
+        old_text=old_text,
+    )
 
 
 def _removed_in(repo: History, commit: LogEntry, path: str) -> Iterator[RestoreCandidate]:
@@ -289,7 +334,7 @@ def _changeset(
     commits = list(dict.fromkeys(c.commit for c in restored))
     count = len(restored)
     noun = "memory" if count == 1 else "memories"
-    shorts = ", ".join(c[:7] for c in commits)
+    shorts = ", ".join(c[:7] if c else "the work tree" for c in commits)
     subject = "nothing"
     if restored:
         first = clip(restored[0].summary, SUBJECT_SUMMARY_CHARS)
