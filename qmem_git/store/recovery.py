@@ -34,7 +34,7 @@ from qmem_git.store.repo import (
     free_name,
 )
 from qmem_git.store.walk import is_memory_path
-from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, without_exec_bits
+from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, fsync_dir, without_exec_bits
 
 Validator = Callable[[str, bytes], "str | None"]  # why a file may not be committed, or None
 INDEX_REWRITTEN = (
@@ -362,13 +362,19 @@ def _quarantine_all(
     state: WorkState,
     now: datetime,
 ) -> list[tuple[str, str]]:
-    """Move invalid files to ``<state>/quarantine/<stamp>/`` and put HEAD's version back."""
+    """Move invalid files to ``<state>/quarantine/<stamp>/`` and put HEAD's version back.
+
+    Where HEAD has a version, the file is copied to quarantine and HEAD's version then
+    replaces it in one rename: killed in between, the invalid file is still there (and is
+    quarantined again), never missing, which the next writer would commit as deleted.
+    """
     moved: list[tuple[str, str]] = []
     for rel in found.invalid:
-        moved.append((rel, _move_to_quarantine(repo, layout, rel, now)))
+        head_sha = repo.lookup(head_tree, rel)
+        keep = head_sha is not None
+        moved.append((rel, _move_to_quarantine(repo, layout, rel, now, copy=keep)))
         if state.files is not None:
             state.files.pop(rel, None)
-        head_sha = repo.lookup(head_tree, rel)
         if head_sha is None:
             index.remove(rel)
         else:
@@ -376,14 +382,24 @@ def _quarantine_all(
     return moved
 
 
-def _move_to_quarantine(repo: Repository, layout: Layout, rel: str, now: datetime) -> str:
-    """Move ``rel`` (a file, or a symlink itself) to ``<state>/quarantine/<stamp>/rel``."""
+def _move_to_quarantine(
+    repo: Repository, layout: Layout, rel: str, now: datetime, *, copy: bool = False
+) -> str:
+    """Move ``rel`` (a file, or a symlink itself) to ``<state>/quarantine/<stamp>/rel``;
+    ``copy``: copy the file there (durably) and leave it, for HEAD's version to replace."""
     import shutil  # only when something is quarantined: ~3 ms to import (bz2, lzma)
 
     stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     dest = free_name(os.path.join(layout.state_dir, "quarantine", stamp, rel))
     os.makedirs(os.path.dirname(dest), exist_ok=True)
-    shutil.move(os.path.join(repo.root, rel), dest)
+    source = os.path.join(repo.root, rel)
+    if copy and not os.path.islink(source):
+        shutil.copy2(source, dest)
+        with open(dest, "rb") as handle:
+            os.fsync(handle.fileno())
+        fsync_dir(os.path.dirname(dest))
+    else:
+        shutil.move(source, dest)
     return dest
 
 

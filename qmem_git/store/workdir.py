@@ -52,12 +52,16 @@ def shared_scan(root: str, files: Mapping[str, tuple[int, int]]) -> Iterator[Non
 
 
 def _forget_parsed(path: str) -> None:
-    """A file was rewritten: parse it again even if its mtime and size look the same."""
+    """A file was rewritten: parse it again even if its mtime and size look the same, and
+    note the stat of a file the scan knew (HEAD's version put back over a quarantined one)."""
     if _shared:
         path = os.path.abspath(path)
         for scope in _shared:
             rel = os.path.relpath(path, scope.root).replace(os.sep, "/")
             scope.docs = {key: doc for key, doc in scope.docs.items() if key[0] != rel}
+            if rel in scope.files and isinstance(scope.files, dict):
+                st = os.lstat(path)
+                scope.files[rel] = (st.st_mtime_ns, st.st_size)
 
 
 def _shared_for(root: str) -> _SharedScan | None:

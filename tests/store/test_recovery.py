@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -556,3 +557,36 @@ def test_a_write_the_work_tree_blocks_is_refused_before_anything_changes(
     assert "remember: x" not in git(root, "log", "--format=%s").splitlines()
     assert [p.name for p in root.rglob("*qmem-tmp*")] == []
     git(root, "fsck", "--strict")
+
+
+KILLED_BEFORE_RESTORE = """
+import os, signal, sys
+from qmem_git.store import recovery
+recovery._restore = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
+from qmem_git.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_killed_while_quarantining_a_tracked_file_it_is_never_committed_as_deleted(
+    layout: Layout,
+) -> None:
+    """kill -9 right before HEAD's version is put back: the damaged file must still be in its
+    place, so the next writer quarantines it again instead of committing a deletion."""
+    root = Path(layout.memory_root)
+    damaged = root / "user" / "b.md"
+    damaged.write_text("<<<<<<< HEAD\nhand edit gone wrong\n")
+    env = {**os.environ, "QMEM_TELEMETRY": "0"}
+    argv = ["--memory-dir", str(root), "snapshot"]
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_BEFORE_RESTORE, *argv], env=env, capture_output=True
+    )
+    assert killed.returncode == -9
+    assert damaged.read_text().startswith("<<<<<<<")  # still there, a copy in quarantine
+    again = subprocess.run(
+        [sys.executable, "-m", "qmem_git", *argv], env=env, capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr
+    assert "user/b.md" in git(root, "ls-tree", "-r", "--name-only", "HEAD")
+    assert damaged.read_text() == doc("b")
+    assert_clean(str(root))
