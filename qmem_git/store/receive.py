@@ -352,12 +352,17 @@ def _ref_lines(updates: Sequence[tuple[Ref, ObjectID, ObjectID]]) -> bytes:
 
 def _move_ref(target: Repo, ref: Ref, old: ObjectID, new: ObjectID) -> str | None:
     """Compare-and-swap ``ref`` from ``old`` to ``new`` (zero id: absent); why it failed."""
+    from dulwich.file import FileLocked
     from dulwich.protocol import ZERO_SHA
 
-    if new == ZERO_SHA:
-        moved = target.refs.remove_if_equals(ref, old, message=b"push")
-    else:
-        moved = target.refs.set_if_equals(ref, old, new, message=b"push")
+    try:
+        if new == ZERO_SHA:
+            moved = target.refs.remove_if_equals(ref, old, message=b"push")
+        else:
+            moved = target.refs.set_if_equals(ref, old, new, message=b"push")
+    except FileLocked as exc:  # as C git's receive-pack words it
+        lock = os.fsdecode(exc.lockfilename)
+        return f"cannot lock ref '{ref.decode()}': Unable to create '{lock}': File exists."
     return None if moved else "failed to update ref (it moved meanwhile)"
 
 

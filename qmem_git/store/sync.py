@@ -27,6 +27,7 @@ import heapq
 import os
 import shutil
 import stat
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
 
 QUARANTINE_PREFIX = "qmem-incoming-"
 MAX_PUSH_ATTEMPTS = 4
+LOCKED_PUSH_ATTEMPTS = 5  # ~2.5 s for a concurrent push to let go of the remote's main
 MAX_INCOMING_PACK_BYTES = 256 * 1024 * 1024
 REPACK_THRESHOLD = 16
 Progress = Callable[[str], None]
@@ -1047,21 +1049,32 @@ def push(
         )
         return len(ids), packed
 
-    with _network(transport, "pushing to", timeout):
-        result = transport.client.send_pack(
-            _path_bytes(transport),
-            update_refs,
-            generate_pack_data,
-            progress=_raw_progress(progress),
-        )
-    status = (result.ref_status or {}).get(Ref(BRANCH))
-    if status:
-        if _remote_main(transport, timeout) != expected:
-            raise RemoteMoved()
+    for attempt in range(1, LOCKED_PUSH_ATTEMPTS + 1):
+        with _network(transport, "pushing to", timeout):
+            result = transport.client.send_pack(
+                _path_bytes(transport),
+                update_refs,
+                generate_pack_data,
+                progress=_raw_progress(progress),
+            )
+        status = (result.ref_status or {}).get(Ref(BRANCH))
+        if not status:
+            return
+        if "cannot lock ref" not in status:
+            break
+        time.sleep(0.25 * attempt)  # another push holds the remote's main: let it finish
+    else:
         raise RemoteError(
-            f"the remote refused the push: {status}",
-            "check that the remote accepts pushes to main (receive.denyCurrentBranch, hooks)",
+            f"the remote's main is locked: {status}",
+            "another sync or git push is running there, or one was killed; if none is "
+            "running, delete that .lock file, then sync again",
         )
+    if _remote_main(transport, timeout) != expected:
+        raise RemoteMoved()
+    raise RemoteError(
+        f"the remote refused the push: {status}",
+        "check that the remote accepts pushes to main (receive.denyCurrentBranch, hooks)",
+    )
 
 
 def _path_bytes(transport: Transport) -> bytes:

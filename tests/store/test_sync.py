@@ -790,3 +790,32 @@ def test_a_push_sends_only_what_the_remote_lacks_and_what_it_dropped(
     assert b.sync().action == "fast-forward"
     assert b.files()[rel] == text
     fsck_strict(b.root)
+
+
+def test_a_lock_left_on_the_remote_main_is_named_and_a_brief_one_waited_for(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """A push killed while holding the remote's refs/heads/main.lock leaves it behind: say so
+    (not "the server is unreachable"), change nothing; a push that holds it briefly is waited
+    for."""
+    import threading
+
+    a, _ = pair
+    lock = remote / "refs" / "heads" / "main.lock"
+    lock.write_text("")
+    a.remember("The staging cluster deploys from branch release-7")
+    before = git_in(remote, "rev-parse", "main")
+    with pytest.raises(RemoteError) as caught:
+        a.sync()
+    assert caught.value.message.startswith("the remote's main is locked: cannot lock ref")
+    assert str(lock) in caught.value.message and "delete that .lock file" in caught.value.hint
+    assert git_in(remote, "rev-parse", "main") == before and lock.exists()
+
+    timer = threading.Timer(0.4, lock.unlink)  # another push lets go of it meanwhile
+    timer.start()
+    try:
+        assert a.sync().action == "pushed"
+    finally:
+        timer.join()
+    assert git_in(remote, "rev-parse", "main").strip() == a.head()
+    fsck_strict(remote)
