@@ -22,7 +22,7 @@ from qmem_git.core.changes import ChangeSet, FileChange
 from qmem_git.core.codec import parse_document
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, is_memory_type
 from qmem_git.core.paths import Layout
-from qmem_git.store import gitindex, locks, survey
+from qmem_git.store import gitindex, journal, locks, survey
 from qmem_git.store.gitindex import GitIndex
 from qmem_git.store.repo import (
     Identity,
@@ -32,6 +32,7 @@ from qmem_git.store.repo import (
     blob_id,
     drop_deprecated_config,
     free_name,
+    undo_interrupted,
 )
 from qmem_git.store.walk import is_memory_path
 from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, fsync_dir, without_exec_bits
@@ -170,7 +171,10 @@ def _recover(
         repo.load_tree(head_tree)  # a damaged root tree must stop us before we change anything
     drop_deprecated_config(repo.git_dir)  # git warns about it on every command
     removed_locks = _remove_stale_locks(repo.git_dir)
+    undone = _undo_interrupted(repo, head)
     seen = pending.result() if pending is not None else survey.survey(repo.root)
+    if undone is not None and undone[1]:  # the survey may predate the files put back
+        seen = survey.survey(repo.root)
     moved_links = _quarantine_links(repo, layout, seen.links, head_tree, seen.index, now)
     if moved_links:  # rare: look again at the repaired tree
         seen = survey.survey(repo.root)
@@ -185,6 +189,10 @@ def _recover(
     found.refuse_new(case_collisions(found.new, seen.files))
     state = WorkState(_render_files(seen.files), index)
     warnings = [f"{rel}: {SYMLINK_PROBLEM}; moved to {dest}" for rel, dest in moved_links]
+    if undone is not None:
+        op, paths = undone
+        put_back = f"put back {', '.join(paths)}" if paths else "no file had changed yet"
+        warnings.insert(0, f"an interrupted {op} was undone: {put_back}")
     quarantined: list[tuple[str, str]] = list(moved_links)
     if commit_changes:
         moved = _quarantine_all(repo, layout, found, head_tree, index, state, now)
@@ -207,6 +215,20 @@ def _recover(
         warnings=tuple(warnings),
     )
     return report, state
+
+
+def _undo_interrupted(repo: Repository, head: str | None) -> tuple[str, list[str]] | None:
+    """A ChangeSet a killed writer left half applied (``store.journal``): when the branch
+    never moved, put its files back; when it did, the commit was made. (op, paths put back)."""
+    record = journal.read(repo.git_dir)
+    if record is None:
+        return None
+    if record is False or record.parent != head:
+        journal.end(repo.git_dir)  # unreadable: killed while writing it, before any file
+        return None
+    paths = undo_interrupted(repo, record)
+    journal.end(repo.git_dir)
+    return record.op, paths
 
 
 def _remove_stale_locks(git_dir: str) -> list[str]:

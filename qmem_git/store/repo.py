@@ -33,7 +33,7 @@ from qmem_git.core.names import collision_message, fold_name, path_prefixes
 from qmem_git.core.paths import Layout
 from qmem_git.core.text import clean_text, content_problem
 from qmem_git.errors import InvalidMemoryFile, QmemError, RepoCorrupt, RepoLocked, UnsafePath
-from qmem_git.store import gitindex
+from qmem_git.store import gitindex, journal
 from qmem_git.store.gitindex import GitIndex
 from qmem_git.store.locks import STALE_LOCK_SECONDS
 from qmem_git.store.survey import TEMP_MARKER
@@ -760,13 +760,41 @@ def _apply(
     state: WorkState,
 ) -> ApplyResult:
     cs = rebuild_only(cs)
-    branch, parent = repo.head()
-    base = repo.tree_of(parent)
+    _, parent = repo.head()
     seconds = int(now.timestamp())
     mtime_ns = seconds * 1_000_000_000
     if cs.mtimes:  # only older times are kept: a file dated after the commit gets the commit's
         older = {rel: own for rel, own in cs.mtimes.items() if own < seconds and rel in cs.writes}
         cs = dataclasses.replace(cs, mtimes=older)
+    record = journal.Journal(
+        cs.op,
+        parent,
+        {rel: blob_id(text.encode("utf-8")) for rel, text in cs.writes.items()},
+        list(cs.deletes),
+    )
+    journal.begin(repo.git_dir, record)  # from here a crash is undone, not committed in part
+    try:
+        return _commit_written(repo, cs, identity, host, now, state, record, mtime_ns)
+    except BaseException:
+        with contextlib.suppress(Exception):  # else the next writer's recovery does it
+            if record.parent == repo.head()[1]:  # failed before the branch moved
+                undo_interrupted(repo, record)
+                journal.end(repo.git_dir)
+        raise
+
+
+def _commit_written(
+    repo: Repository,
+    cs: ChangeSet,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    state: WorkState,
+    record: journal.Journal,
+    mtime_ns: int,
+) -> ApplyResult:
+    branch, parent = repo.head()
+    base = repo.tree_of(parent)
     touched = _write_files(repo, cs, base, mtime_ns, state)
     touched[INDEX_NAME], dropped = _write_memory_index(repo.root, mtime_ns, state)
     for _ in range(CAS_ATTEMPTS):
@@ -774,15 +802,19 @@ def _apply(
         message = render_commit_message(cs, host, changes)
         if not changes:
             updated = update_index(repo, touched, parent, state)
+            journal.end(repo.git_dir)
             return ApplyResult(None, [], message, updated, dropped)
         tree = repo.build_tree(base, {c.path: touched[c.path] for c in changes})
         parents = [parent] if parent else []
         commit = repo.write_commit(tree, parents, identity, now, message)
         if repo.move_branch(branch, parent, commit, f"{cs.op}: {cs.subject}"):
             updated = update_index(repo, touched, commit, state)
+            journal.end(repo.git_dir)
             return ApplyResult(commit, changes, message, updated, dropped)
         branch, parent = repo.head()
         base = repo.tree_of(parent)
+        record.parent = parent
+        journal.begin(repo.git_dir, record)
     raise RepoLocked(
         f"{branch.decode()} kept moving while qmem-git tried to commit",
         hint="another program is committing in the memory folder; retry when it is done",
@@ -829,6 +861,55 @@ def _note_file(state: WorkState, rel: str, mtime_ns: int, size: int) -> None:
         state.files[rel] = (mtime_ns, size)
     else:
         state.files.pop(rel, None)
+
+
+def undo_interrupted(repo: Repository, record: journal.Journal) -> list[str]:
+    """Put back, as ``record.parent`` has them, the files an interrupted ChangeSet changed, and
+    MEMORY.md; a file someone changed since (neither what the ChangeSet wrote nor gone) is left
+    alone. Returns the paths put back. The caller checked that the branch is still there."""
+    base = repo.tree_of(record.parent)
+    ours: dict[str, str | None] = dict(record.writes)
+    ours.update({rel: None for rel in record.deletes if rel not in ours})
+    times = _index_times(repo.git_dir)
+    fallback = repo.read_object(record.parent, Commit).commit_time if record.parent else 0
+    removed: list[str] = []
+    restored: list[str] = []
+    for rel in sorted({*ours, INDEX_NAME}):
+        now_there = _blob_on_disk(os.path.join(repo.root, rel))
+        if rel != INDEX_NAME and now_there is not None and now_there != ours.get(rel):
+            continue  # not what the ChangeSet left: someone else's, or never touched
+        head_sha = repo.lookup(base, rel)
+        if head_sha is None and now_there is not None:
+            remove_file(repo.root, rel)
+            removed.append(rel)
+        elif head_sha is not None and now_there != head_sha:
+            restored.append(rel)
+    for rel in restored:  # after the removals: a file may take back an emptied folder's name
+        data = repo.read_blob(repo.lookup(base, rel) or "")
+        mtime_ns = times.get(rel) or fallback * 1_000_000_000
+        atomic_write(os.path.join(repo.root, rel), data, mtime_ns, mode=FILE_MODE_BITS)
+    return sorted(removed + restored)
+
+
+def _blob_on_disk(path: str) -> str | None:
+    """The blob id of the regular file at ``path``; None when there is none."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        with open(path, "rb") as handle:
+            return blob_id(handle.read())
+    except OSError:
+        return None
+
+
+def _index_times(git_dir: str) -> dict[str, int]:
+    """mtime_ns the git index knows per path (the apply never got to update it)."""
+    try:
+        index = gitindex.read_index(git_dir)
+    except gitindex.IndexUnreadable:
+        return {}
+    return {rel: entry.mtime_ns for rel in index.entries if (entry := index.get(rel))}
 
 
 def remove_file(root: str, rel: str) -> None:

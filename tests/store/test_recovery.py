@@ -590,3 +590,100 @@ def test_killed_while_quarantining_a_tracked_file_it_is_never_committed_as_delet
     assert "user/b.md" in git(root, "ls-tree", "-r", "--name-only", "HEAD")
     assert damaged.read_text() == doc("b")
     assert_clean(str(root))
+
+
+KILLED_MID_FORGET = """
+import os, signal, sys
+from qmem_git.store import repo
+real = repo.remove_file
+calls = []
+def remove_then_die(root, rel):
+    calls.append(rel)
+    if len(calls) == 2:  # the first file is gone, the second not yet
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(root, rel)
+repo.remove_file = remove_then_die
+from qmem_git.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def qmem_run(root: Path, *args: str, script: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "QMEM_TELEMETRY": "0"}
+    head = [sys.executable, "-c", script] if script else [sys.executable, "-m", "qmem_git"]
+    return subprocess.run(
+        [*head, "--memory-dir", str(root), *args], env=env, capture_output=True, text=True
+    )
+
+
+def test_a_change_killed_half_applied_is_undone_not_committed_in_part(layout: Layout) -> None:
+    """kill -9 after one of two files a forget deletes: the next writer puts the first back
+    (one operation is one commit or none), then the forget can run whole."""
+    root = Path(layout.memory_root)
+    for text in ("I prefer terse responses", "I prefer terse commit messages"):
+        assert qmem_run(root, "remember", text).returncode == 0
+    head = git(root, "rev-parse", "HEAD")
+    files = sorted(git(root, "ls-tree", "-r", "--name-only", "HEAD").split())
+    assert qmem_run(root, "forget", "terse", script=KILLED_MID_FORGET).returncode == -9
+    assert len(list((root / "user").glob("i-prefer-terse-*.md"))) == 1  # half done on disk
+
+    after = qmem_run(root, "remember", "The staging cluster deploys from branch rel-7")
+    assert after.returncode == 0, after.stderr
+    assert "an interrupted forget was undone: put back user/i-prefer-terse-" in after.stderr
+    assert git(root, "rev-parse", "HEAD~1") == head  # no recover commit of half a forget
+    assert set(files) <= set(git(root, "ls-tree", "-r", "--name-only", "HEAD").split())
+    assert len(list((root / "user").glob("i-prefer-terse-*.md"))) == 2
+    assert_clean(str(root))
+    forgot = qmem_run(root, "forget", "terse")
+    assert forgot.returncode == 0, forgot.stderr
+    assert "D user/i-prefer-terse-commit-messages.md" in git(root, "show", "--name-status", "HEAD")
+    assert not list((root / "user").glob("i-prefer-terse-*.md"))
+    assert not (root / ".git" / "qmem-apply.json").exists()
+    assert_clean(str(root))
+
+
+def test_an_interrupted_change_leaves_what_someone_changed_since_alone(layout: Layout) -> None:
+    from qmem_git.store import journal
+    from qmem_git.store.repo import blob_id
+
+    root = Path(layout.memory_root)
+    head = git(root, "rev-parse", "HEAD").strip()
+    ours, theirs = doc("a", body="rewritten by the killed writer"), doc("p", "project", "mine")
+    record = journal.Journal(
+        "dream",
+        head,
+        {"user/a.md": blob_id(ours.encode()), "project/p.md": blob_id(b"never written")},
+        ["user/b.md"],
+    )
+    journal.begin(str(root / ".git"), record)
+    (root / "user" / "a.md").write_text(ours)  # what it wrote: undone
+    (root / "user" / "b.md").unlink()  # what it deleted: put back
+    (root / "project" / "p.md").write_text(theirs)  # a person's edit since: kept, committed
+    report = run_recover(layout)
+    assert report.warnings[0] == "an interrupted dream was undone: put back user/a.md, user/b.md"
+    assert (root / "user" / "a.md").read_text() == doc("a")
+    assert (root / "user" / "b.md").read_text() == doc("b")
+    assert (root / "project" / "p.md").read_text() == theirs
+    assert report.commit is not None  # the person's edit, as a recover commit
+    assert {c.path for c in report.changes} == {"project/p.md", "MEMORY.md"}
+    assert not (root / ".git" / journal.NAME).exists()
+    assert_clean(str(root))
+
+
+def test_a_record_whose_commit_was_made_is_dropped(layout: Layout) -> None:
+    from qmem_git.store import journal
+
+    root = Path(layout.memory_root)
+    old = git(root, "rev-parse", "HEAD").strip()
+    apply_changeset(
+        layout,
+        ChangeSet(op="remember", subject="x", writes={"user/c.md": doc("c")}),
+        identity=IDENTITY,
+        host="test-host",
+        now=LATER,
+    )
+    journal.begin(str(root / ".git"), journal.Journal("remember", old, {"user/c.md": "0" * 40}, []))
+    report = run_recover(layout)
+    assert not report.warnings and report.commit is None
+    assert (root / "user" / "c.md").read_text() == doc("c")
+    assert not (root / ".git" / journal.NAME).exists()
