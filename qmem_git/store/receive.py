@@ -104,6 +104,21 @@ def local_client(env: Mapping[str, str], timeout: float) -> GitClient:
     return ReceivingLocalGitClient()
 
 
+INCOMING_PREFIX = "tmp_objdir-incoming-"
+STALE_INCOMING_SECONDS = 3600  # a receive running now is younger; one killed is garbage
+
+
+def _remove_stale_incoming(objects_dir: str) -> None:
+    """Quarantines a killed receive left in the target (the pack it was sent): an hour old,
+    no receive is still using one (no lock tells, as C git's receive-pack does not either)."""
+    cutoff = time.time() - STALE_INCOMING_SECONDS
+    with contextlib.suppress(OSError):
+        for name in os.listdir(objects_dir):
+            path = os.path.join(objects_dir, name)
+            if name.startswith(INCOMING_PREFIX) and os.lstat(path).st_mtime < cutoff:
+                shutil.rmtree(path, ignore_errors=True)
+
+
 def _write_pack(
     store: PackBasedObjectStore,
     wants: list[ObjectID],
@@ -202,7 +217,8 @@ class LocalReceiver:
         """Objects into a quarantine, ``pre-receive``, then move them in; why it declined."""
         from dulwich.object_store import DiskObjectStore
 
-        quarantine = os.path.join(self.objects_dir, "tmp_objdir-incoming-" + os.urandom(6).hex())
+        _remove_stale_incoming(self.objects_dir)
+        quarantine = os.path.join(self.objects_dir, INCOMING_PREFIX + os.urandom(6).hex())
         os.makedirs(os.path.join(quarantine, "pack"))
         try:
             store = DiskObjectStore(quarantine, alternates=[self.objects_dir])

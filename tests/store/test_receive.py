@@ -252,3 +252,19 @@ def test_the_hooks_of_one_push_share_one_timeout(tmp_path: Path, remote: Path) -
     (remote / "hooks" / "update").unlink()
     assert m.sync().pushed  # pre-receive alone fits in the budget
     assert main_of(remote) == m.head()
+
+
+def test_a_quarantine_a_killed_receive_left_is_removed_once_stale(
+    machine: Machine, remote: Path
+) -> None:
+    objects = remote / "objects"
+    stale, fresh = objects / "tmp_objdir-incoming-dead", objects / "tmp_objdir-incoming-live"
+    for folder in (stale, fresh):
+        (folder / "pack").mkdir(parents=True)
+        (folder / "pack" / "x.pack").write_bytes(b"PACK")
+    hours_ago = time.time() - 2 * 3600
+    os.utime(stale, (hours_ago, hours_ago))
+    machine.remember("The staging cluster deploys from branch release-7")
+    assert machine.sync().action == "pushed"
+    assert not stale.exists()
+    assert fresh.exists()  # may be another receive's, still running
