@@ -766,12 +766,7 @@ def _apply(
     if cs.mtimes:  # only older times are kept: a file dated after the commit gets the commit's
         older = {rel: own for rel, own in cs.mtimes.items() if own < seconds and rel in cs.writes}
         cs = dataclasses.replace(cs, mtimes=older)
-    record = journal.Journal(
-        cs.op,
-        parent,
-        {rel: blob_id(text.encode("utf-8")) for rel, text in cs.writes.items()},
-        list(cs.deletes),
-    )
+    record = _journal_record(repo, cs, parent)
     journal.begin(repo.git_dir, record)  # from here a crash is undone, not committed in part
     try:
         return _commit_written(repo, cs, identity, host, now, state, record, mtime_ns)
@@ -781,6 +776,27 @@ def _apply(
                 undo_interrupted(repo, record)
                 journal.end(repo.git_dir)
         raise
+
+
+def _journal_record(repo: Repository, cs: ChangeSet, parent: str | None) -> journal.Journal:
+    """The paths ``cs`` will change on disk from what ``parent`` has, the only ones an undo
+    may put back. A write the work tree already holds or a delete of a file already gone (a
+    snapshot or recover commit of what someone did) changes nothing on disk, and a file that
+    differs from ``parent`` is someone's uncommitted work: an undo must not touch either."""
+    base = repo.tree_of(parent)
+    writes = {}
+    for rel, text in cs.writes.items():
+        sha = blob_id(text.encode("utf-8"))
+        before = _blob_on_disk(os.path.join(repo.root, rel))
+        if before != sha and before == repo.lookup(base, rel):
+            writes[rel] = sha
+    deletes = [
+        rel
+        for rel in cs.deletes
+        if (before := _blob_on_disk(os.path.join(repo.root, rel))) is not None
+        and before == repo.lookup(base, rel)
+    ]
+    return journal.Journal(cs.op, parent, writes, deletes)
 
 
 def _commit_written(

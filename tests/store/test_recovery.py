@@ -687,3 +687,31 @@ def test_a_record_whose_commit_was_made_is_dropped(layout: Layout) -> None:
     assert not report.warnings and report.commit is None
     assert (root / "user" / "c.md").read_text() == doc("c")
     assert not (root / ".git" / journal.NAME).exists()
+
+
+KILLED_AFTER_FILES = """
+import os, signal, sys
+from qmem_git.store import repo
+repo._write_memory_index = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
+from qmem_git.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_killed_snapshot_never_undoes_what_a_person_did(layout: Layout) -> None:
+    """A snapshot commits files someone else wrote: killed after its journal is written, the
+    next writer must keep those files (and commit them), not put HEAD's versions back."""
+    root = Path(layout.memory_root)
+    added, edited = root / "project" / "hand.md", root / "user" / "a.md"
+    added.write_text(doc("hand", "project", "Hand added memory about caching"))
+    edited.write_text(doc("a", body="edited by hand"))
+    (root / "user" / "b.md").unlink()
+    assert qmem_run(root, "snapshot", script=KILLED_AFTER_FILES).returncode == -9
+    after = qmem_run(root, "remember", "The staging cluster deploys from branch rel-7")
+    assert after.returncode == 0, after.stderr
+    tree = git(root, "ls-tree", "-r", "--name-only", "HEAD").split()
+    assert "project/hand.md" in tree and "user/b.md" not in tree
+    assert added.exists() and not (root / "user" / "b.md").exists()
+    assert edited.read_text() == doc("a", body="edited by hand")
+    assert git(root, "show", "HEAD:user/a.md") == doc("a", body="edited by hand")
+    assert_clean(str(root))
