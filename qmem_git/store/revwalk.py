@@ -17,7 +17,7 @@ import heapq
 import stat
 from collections.abc import Callable, Collection, Iterable
 
-from dulwich.objects import S_ISGITLINK, Commit, ObjectID, Tree
+from dulwich.objects import S_ISGITLINK, Commit, ObjectID, Tag, Tree
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -88,7 +88,8 @@ def objects_to_send(
     own answer walks every commit it has and reads every packed object on each push.) Something
     it has from further back may be sent again, which is harmless."""
     reader = _Reader(store)
-    span = only_in(reader.info, [_hex(sha) for sha in wants], [_hex(sha) for sha in haves])
+    tips = [sha for sha in map(reader.peel, wants) if sha is not None]
+    span = only_in(reader.info, tips, [sha for sha in map(reader.peel, haves) if sha is not None])
     known: set[ObjectID] = set()
     for sha in span.boundary:
         reader.tree_objects(reader.commit(sha).tree, known, [])
@@ -111,6 +112,18 @@ class _Reader:
             if not isinstance(obj, Commit):
                 raise ValueError(f"{sha} is not a commit")
             found = self.commits[sha] = obj
+        return found
+
+    def peel(self, sha: ObjectID) -> str | None:
+        """The commit ``sha`` stands for (an annotated tag: the commit it tags), else None: a
+        remote advertises tags beside its branches."""
+        obj = self.store[sha]
+        while isinstance(obj, Tag):
+            obj = self.store[obj.object[1]]
+        if not isinstance(obj, Commit):
+            return None
+        found = _hex(obj.id)
+        self.commits.setdefault(found, obj)
         return found
 
     def info(self, sha: str) -> tuple[int, list[str]]:

@@ -819,3 +819,18 @@ def test_a_lock_left_on_the_remote_main_is_named_and_a_brief_one_waited_for(
         timer.join()
     assert git_in(remote, "rev-parse", "main").strip() == a.head()
     fsck_strict(remote)
+
+
+def test_an_annotated_tag_on_the_remote_does_not_stop_a_push(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """A remote advertises its tags beside main; one that points at a commit we have is a
+    tag object, not a commit, among what it has."""
+    a, b = pair
+    git_in(a.root, "tag", "-a", "v1", "-m", "release")
+    git_in(a.root, "push", "-q", str(remote), "v1")
+    a.remember("Prefer pytest over unittest in this repository")
+    assert a.sync().action == "pushed"
+    assert git_in(remote, "rev-parse", "main").strip() == a.head()
+    fsck_strict(remote)
+    assert b.sync().action == "fast-forward"
