@@ -722,7 +722,31 @@ def merge_base(objects: Objects, ours: str, theirs: str) -> str | None:
     from dulwich.graph import find_merge_base
 
     bases = find_merge_base(_Graph(objects.store), [_oid(ours), _oid(theirs)])  # type: ignore[arg-type]
-    return min(_hex(b) for b in bases) if bases else None
+    best = _independent(objects, [_hex(b) for b in bases])
+    return min(best) if best else None
+
+
+def _independent(objects: Objects, bases: list[str]) -> list[str]:
+    """``bases`` without those another of them reaches: dulwich's date-ordered search can
+    answer an older base beside the best one when committer clocks disagree (git removes
+    such redundant bases the same way)."""
+    if len(bases) < 2:
+        return bases
+    return [b for b in bases if not any(o != b and _reaches(objects, o, b) for o in bases)]
+
+
+def _reaches(objects: Objects, start: str, target: str) -> bool:
+    """Whether ``target`` is an ancestor of ``start`` (an exact walk; used only to settle
+    between merge bases, which is rare)."""
+    stack, seen = [start], set()
+    while stack:
+        sha = stack.pop()
+        if sha == target:
+            return True
+        if sha not in seen:
+            seen.add(sha)
+            stack.extend(_hex(parent) for parent in objects.commit(sha).parents)
+    return False
 
 
 def relation(objects: Objects, local: str | None, remote: str | None) -> tuple[str, str | None]:

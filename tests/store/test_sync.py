@@ -834,3 +834,65 @@ def test_an_annotated_tag_on_the_remote_does_not_stop_a_push(
     assert git_in(remote, "rev-parse", "main").strip() == a.head()
     fsck_strict(remote)
     assert b.sync().action == "fast-forward"
+
+
+def test_ancestry_is_exact_when_committer_clocks_disagree(tmp_path: Path) -> None:
+    """B -> X on main; a side branch from B gets Q (dated 2027), main gets P after X (dated
+    2001), and Y merges them. X is an ancestor of Y (git merge-base --is-ancestor agrees), so
+    a sync that last saw X must fast-forward to Y, not call the remote rewound."""
+    from qmem_git.store.sync import is_ancestor, merge_base, relation
+
+    work = tmp_path / "w"
+    git_in(tmp_path, "init", "-q", "-b", "main", str(work))
+
+    def commit(name: str, date: str) -> str:
+        (work / f"{name}.md").write_text(name)
+        git_in(work, "add", f"{name}.md")
+        env_date = f"{date}T00:00:00+0000"
+        subprocess.run(
+            ["git", "-C", str(work), "commit", "-q", "-m", name],
+            env={**os.environ, "GIT_COMMITTER_DATE": env_date, "GIT_AUTHOR_DATE": env_date},
+            check=True,
+        )
+        return git_in(work, "rev-parse", "HEAD").strip()
+
+    b = commit("b", "2026-01-02")
+    x = commit("x", "2026-01-03")
+    git_in(work, "checkout", "-q", "-b", "side", b)
+    commit("q", "2027-01-01")
+    git_in(work, "checkout", "-q", "main")
+    commit("p", "2001-01-01")
+    subprocess.run(
+        ["git", "-C", str(work), "merge", "-q", "--no-edit", "side"],
+        env={**os.environ, "GIT_COMMITTER_DATE": "2027-02-01T00:00:00+0000"},
+        check=True,
+    )
+    y = git_in(work, "rev-parse", "HEAD").strip()
+    assert (
+        subprocess.run(["git", "-C", str(work), "merge-base", "--is-ancestor", x, y]).returncode
+        == 0
+    )
+    with Repository(str(work)) as repo:
+        objects = Objects(repo.objects)
+        assert is_ancestor(objects, x, y)
+        assert merge_base(objects, x, y) == x
+        assert relation(objects, x, y) == ("behind", x)
+
+
+def test_a_merge_base_another_base_reaches_is_dropped(tmp_path: Path) -> None:
+    """Of two bases where one is an ancestor of the other, only the nearer is a merge base."""
+    from qmem_git.store.sync import _independent
+
+    work = tmp_path / "w"
+    git_in(tmp_path, "init", "-q", "-b", "main", str(work))
+    shas = []
+    for name in ("a", "b", "c"):
+        (work / f"{name}.md").write_text(name)
+        git_in(work, "add", f"{name}.md")
+        git_in(work, "commit", "-q", "-m", name)
+        shas.append(git_in(work, "rev-parse", "HEAD").strip())
+    with Repository(str(work)) as repo:
+        objects = Objects(repo.objects)
+        assert _independent(objects, [shas[0], shas[2]]) == [shas[2]]
+        assert _independent(objects, [shas[2], shas[1], shas[0]]) == [shas[2]]
+        assert _independent(objects, [shas[1]]) == [shas[1]]
