@@ -577,12 +577,20 @@ def _refuse_push(path: str, problem: str, commit: str) -> UnsafePath:
     )
 
 
+def _checked_as_folder(tree: Tree) -> bool:
+    """A tree the receiver has, as a folder inside a type folder: the rules there are the same
+    at any depth, so its content need not be walked again. A root tree (it holds MEMORY.md)
+    moved into a type folder must be, and every root tree is (one object per commit)."""
+    return not any(name == INDEX_NAME.encode() for name, _, _ in tree.iteritems())
+
+
 class _IncomingCheck:
     """Layout, modes, names, case collisions and blob sizes of new trees, each checked once.
 
     Trees already in the repository passed these checks when they arrived (or were built
-    here); at the root or directly in a type folder, where the rules are the same wherever
-    they sit, they are not walked again.
+    here); directly in a type folder, where the rules are the same wherever they sit, they are
+    not walked again, unless they were a root tree (``_checked_as_folder``). A root tree is
+    always read: the root has rules of its own.
     """
 
     def __init__(
@@ -609,11 +617,11 @@ class _IncomingCheck:
             return
         self.trees.add((tree, prefix))
         is_new = _oid(tree) not in self.known
-        if not is_new and prefix.count("/") <= 1:
-            return
         if self.settled.get(prefix[:-1]) == (TREE_MODE, tree):
             return  # the very tree the receiver has at this path
         obj = self.objects.tree(tree)
+        if not is_new and prefix.count("/") == 1 and _checked_as_folder(obj):
+            return
         folded: dict[str, str] = {}
         for raw_name, mode, sha in obj.iteritems():
             name = raw_name.decode("utf-8", "surrogateescape")

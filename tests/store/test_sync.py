@@ -896,3 +896,28 @@ def test_a_merge_base_another_base_reaches_is_dropped(tmp_path: Path) -> None:
         assert _independent(objects, [shas[0], shas[2]]) == [shas[2]]
         assert _independent(objects, [shas[2], shas[1], shas[0]]) == [shas[2]]
         assert _independent(objects, [shas[1]]) == [shas[1]]
+
+
+def test_the_remotes_root_tree_moved_into_a_type_folder_is_not_pushed(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """A tree the remote has is not walked again inside a type folder, where the rules are the
+    same at any depth; but its root tree there brings user/MEMORY.md, which every fresh clone
+    refuses."""
+    a, _ = pair
+    root_tree = git_in(a.root, "rev-parse", "HEAD^{tree}").strip()
+    others = [
+        line
+        for line in git_in(a.root, "ls-tree", "HEAD").splitlines()
+        if not line.endswith("\tuser")
+    ]
+    listing = "".join(f"{line}\n" for line in others) + f"040000 tree {root_tree}\tuser\n"
+    tree = git_in(a.root, "mktree", stdin=listing).strip()
+    commit = git_in(a.root, "commit-tree", tree, "-p", "HEAD", stdin="relocate\n").strip()
+    git_in(a.root, "update-ref", "refs/heads/main", commit)
+    git_in(a.root, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "-f", "main")
+    before = git_in(remote, "rev-parse", "main")
+    with pytest.raises(UnsafePath) as caught:
+        a.sync()
+    assert caught.value.message.startswith("refusing to push: user/MEMORY.md: ")
+    assert git_in(remote, "rev-parse", "main") == before
