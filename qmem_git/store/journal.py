@@ -16,6 +16,8 @@ import json
 import os
 from typing import Literal
 
+from qmem_git.store.workdir import fsync_dir
+
 NAME = "qmem-apply.json"
 
 
@@ -47,17 +49,13 @@ def begin(git_dir: str, journal: Journal) -> None:
         "deletes": journal.deletes,
     }
     path = path_in(git_dir)
-    tmp = path + ".tmp"  # one writer at a time: the lock is held
+    tmp = path + ".tmp"  # a fixed name (one writer holds the lock): a kill leaves no litter
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump(data, handle)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
-    fd = os.open(git_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(git_dir)
 
 
 def end(git_dir: str) -> None:

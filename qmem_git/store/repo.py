@@ -17,7 +17,7 @@ import os
 import posixpath
 import stat
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple, TypeVar
 
@@ -760,30 +760,64 @@ def _apply(
     state: WorkState,
 ) -> ApplyResult:
     cs = rebuild_only(cs)
-    _, parent = repo.head()
+    branch, parent = repo.head()
+    base = repo.tree_of(parent)
     seconds = int(now.timestamp())
     mtime_ns = seconds * 1_000_000_000
     if cs.mtimes:  # only older times are kept: a file dated after the commit gets the commit's
         older = {rel: own for rel, own in cs.mtimes.items() if own < seconds and rel in cs.writes}
         cs = dataclasses.replace(cs, mtimes=older)
-    record = _journal_record(repo, cs, parent)
-    journal.begin(repo.git_dir, record)  # from here a crash is undone, not committed in part
+    record = _journal_record(repo, cs, parent, base)
+    with _journaled(repo, record):  # from here a crash is undone, not committed in part
+        touched = _write_files(repo, cs, base, mtime_ns, state)
+        touched[INDEX_NAME], dropped = _write_memory_index(repo.root, mtime_ns, state)
+        for _ in range(CAS_ATTEMPTS):
+            changes = _diff(repo, base, touched)
+            message = render_commit_message(cs, host, changes)
+            if not changes:
+                updated = update_index(repo, touched, parent, state)
+                return ApplyResult(None, [], message, updated, dropped)
+            tree = repo.build_tree(base, {c.path: touched[c.path] for c in changes})
+            parents = [parent] if parent else []
+            commit = repo.write_commit(tree, parents, identity, now, message)
+            if repo.move_branch(branch, parent, commit, f"{cs.op}: {cs.subject}"):
+                updated = update_index(repo, touched, commit, state)
+                return ApplyResult(commit, changes, message, updated, dropped)
+            branch, parent = repo.head()
+            base = repo.tree_of(parent)
+            record.parent = parent
+            journal.begin(repo.git_dir, record)
+        raise RepoLocked(
+            f"{branch.decode()} kept moving while qmem-git tried to commit",
+            hint="another program is committing in the memory folder; retry when it is done",
+        )
+
+
+@contextlib.contextmanager
+def _journaled(repo: Repository, record: journal.Journal) -> Iterator[None]:
+    """Hold ``record`` in the journal for the block (store.journal): removed when the block
+    returns; when it raises before the branch moved, its files are put back at once (else
+    the next writer's recovery does it)."""
+    journal.begin(repo.git_dir, record)
     try:
-        return _commit_written(repo, cs, identity, host, now, state, record, mtime_ns)
+        yield
     except BaseException:
-        with contextlib.suppress(Exception):  # else the next writer's recovery does it
-            if record.parent == repo.head()[1]:  # failed before the branch moved
+        with contextlib.suppress(Exception):
+            if record.parent == repo.head()[1]:
                 undo_interrupted(repo, record)
                 journal.end(repo.git_dir)
         raise
+    journal.end(repo.git_dir)
 
 
-def _journal_record(repo: Repository, cs: ChangeSet, parent: str | None) -> journal.Journal:
-    """The paths ``cs`` will change on disk from what ``parent`` has, the only ones an undo
-    may put back. A write the work tree already holds or a delete of a file already gone (a
-    snapshot or recover commit of what someone did) changes nothing on disk, and a file that
-    differs from ``parent`` is someone's uncommitted work: an undo must not touch either."""
-    base = repo.tree_of(parent)
+def _journal_record(
+    repo: Repository, cs: ChangeSet, parent: str | None, base: str | None
+) -> journal.Journal:
+    """The paths ``cs`` will change on disk from what ``parent`` (tree ``base``) has, the only
+    ones an undo may put back. A write the work tree already holds or a delete of a file
+    already gone (a snapshot or recover commit of what someone did) changes nothing on disk,
+    and a file that differs from ``parent`` is someone's uncommitted work: an undo must not
+    touch either."""
     writes = {}
     for rel, text in cs.writes.items():
         sha = blob_id(text.encode("utf-8"))
@@ -797,44 +831,6 @@ def _journal_record(repo: Repository, cs: ChangeSet, parent: str | None) -> jour
         and before == repo.lookup(base, rel)
     ]
     return journal.Journal(cs.op, parent, writes, deletes)
-
-
-def _commit_written(
-    repo: Repository,
-    cs: ChangeSet,
-    identity: Identity,
-    host: str,
-    now: datetime,
-    state: WorkState,
-    record: journal.Journal,
-    mtime_ns: int,
-) -> ApplyResult:
-    branch, parent = repo.head()
-    base = repo.tree_of(parent)
-    touched = _write_files(repo, cs, base, mtime_ns, state)
-    touched[INDEX_NAME], dropped = _write_memory_index(repo.root, mtime_ns, state)
-    for _ in range(CAS_ATTEMPTS):
-        changes = _diff(repo, base, touched)
-        message = render_commit_message(cs, host, changes)
-        if not changes:
-            updated = update_index(repo, touched, parent, state)
-            journal.end(repo.git_dir)
-            return ApplyResult(None, [], message, updated, dropped)
-        tree = repo.build_tree(base, {c.path: touched[c.path] for c in changes})
-        parents = [parent] if parent else []
-        commit = repo.write_commit(tree, parents, identity, now, message)
-        if repo.move_branch(branch, parent, commit, f"{cs.op}: {cs.subject}"):
-            updated = update_index(repo, touched, commit, state)
-            journal.end(repo.git_dir)
-            return ApplyResult(commit, changes, message, updated, dropped)
-        branch, parent = repo.head()
-        base = repo.tree_of(parent)
-        record.parent = parent
-        journal.begin(repo.git_dir, record)
-    raise RepoLocked(
-        f"{branch.decode()} kept moving while qmem-git tried to commit",
-        hint="another program is committing in the memory folder; retry when it is done",
-    )
 
 
 def _write_files(
