@@ -74,7 +74,7 @@ def local_client(env: Mapping[str, str], timeout: float) -> GitClient:
             shallow_since: str | None = None,
             shallow_exclude: list[str] | None = None,
         ) -> FetchPackResult:
-            """The pack for ``determine_wants``, made of what :func:`objects_to_send` picks:
+            """The pack for ``determine_wants``, as ``sync.pack_records`` makes it (as for a push):
             dulwich's own reads every object of the source for every fetch, new or not."""
             # qmem-git fetches main whole: no depth, filter or ref prefix is ever asked for
             del progress, depth, ref_prefix, filter_spec, protocol_version
@@ -125,14 +125,13 @@ def _write_pack(
     haves: list[ObjectID],
     write: Callable[[bytes], int],
 ) -> None:
-    from dulwich.pack import generate_unpacked_objects, write_pack_data
+    from dulwich.pack import write_pack_data
 
-    from qmem_git.store.revwalk import objects_to_send
+    from qmem_git.store.sync import pack_records
 
-    ids = objects_to_send(store, wants, haves)
-    records = generate_unpacked_objects(store, [(sha, None) for sha in ids], reuse_deltas=False)
+    count, records = pack_records(store, wants, haves)
     write_pack_data(
-        lambda data: write(bytes(data)), records, store.object_format, num_records=len(ids)
+        lambda data: write(bytes(data)), records, store.object_format, num_records=count
     )
 
 

@@ -14,14 +14,7 @@ arrived).
 from __future__ import annotations
 
 import heapq
-import stat
-from collections.abc import Callable, Collection, Iterable
-
-from dulwich.objects import S_ISGITLINK, Commit, ObjectID, Tag, Tree
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from dulwich.object_store import BaseObjectStore
+from collections.abc import Callable, Iterable
 
 # a commit's (committer time, parent ids)
 CommitInfo = Callable[[str], tuple[int, list[str]]]
@@ -78,74 +71,3 @@ class _Walk:
     def _open(self) -> bool:
         """Whether a queued commit may still lead to one the others lack."""
         return any(not self.reached[sha] for _, _, sha in self.queue)
-
-
-def objects_to_send(
-    store: BaseObjectStore, wants: Collection[ObjectID], haves: Collection[ObjectID]
-) -> list[ObjectID]:
-    """What a side that has ``haves`` lacks to have the commits ``wants``: the commits between
-    them, with the trees and blobs the trees of the nearest commits it has do not hold. (dulwich's
-    own answer walks every commit it has and reads every packed object on each push.) Something
-    it has from further back may be sent again, which is harmless."""
-    reader = _Reader(store)
-    tips = [sha for sha in map(reader.peel, wants) if sha is not None]
-    span = only_in(reader.info, tips, [sha for sha in map(reader.peel, haves) if sha is not None])
-    known: set[ObjectID] = set()
-    for sha in span.boundary:
-        reader.tree_objects(reader.commit(sha).tree, known, [])
-    send: list[ObjectID] = []
-    for sha in sorted(span.new):
-        send.append(ObjectID(sha.encode("ascii")))
-        reader.tree_objects(reader.commit(sha).tree, known, send)
-    return send
-
-
-class _Reader:
-    def __init__(self, store: BaseObjectStore) -> None:
-        self.store = store
-        self.commits: dict[str, Commit] = {}
-
-    def commit(self, sha: str) -> Commit:
-        found = self.commits.get(sha)
-        if found is None:
-            obj = self.store[ObjectID(sha.encode("ascii"))]
-            if not isinstance(obj, Commit):
-                raise ValueError(f"{sha} is not a commit")
-            found = self.commits[sha] = obj
-        return found
-
-    def peel(self, sha: ObjectID) -> str | None:
-        """The commit ``sha`` stands for (an annotated tag: the commit it tags), else None: a
-        remote advertises tags beside its branches."""
-        obj = self.store[sha]
-        while isinstance(obj, Tag):
-            obj = self.store[obj.object[1]]
-        if not isinstance(obj, Commit):
-            return None
-        found = _hex(obj.id)
-        self.commits.setdefault(found, obj)
-        return found
-
-    def info(self, sha: str) -> tuple[int, list[str]]:
-        commit = self.commit(sha)
-        return commit.commit_time, [_hex(parent) for parent in commit.parents]
-
-    def tree_objects(self, tree: ObjectID, known: set[ObjectID], out: list[ObjectID]) -> None:
-        """Add ``tree`` and what it holds to ``out`` (and ``known``), skipping what is known."""
-        if tree in known:
-            return
-        known.add(tree)
-        out.append(tree)
-        obj = self.store[tree]
-        if not isinstance(obj, Tree):
-            raise ValueError(f"{_hex(tree)} is not a tree")
-        for _, mode, sha in obj.iteritems():
-            if stat.S_ISDIR(mode):
-                self.tree_objects(sha, known, out)
-            elif not S_ISGITLINK(mode) and sha not in known:
-                known.add(sha)
-                out.append(sha)
-
-
-def _hex(sha: bytes) -> str:
-    return sha.decode("ascii")

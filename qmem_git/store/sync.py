@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
-from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.objects import S_ISGITLINK, Blob, Commit, ObjectID, ShaFile, Tag, Tree
 from dulwich.refs import Ref
 
 from qmem_git.core.changes import (
@@ -72,11 +72,11 @@ from qmem_git.store.repo import (
     same_content,
     update_index,
 )
-from qmem_git.store.revwalk import CommitInfo, objects_to_send, only_in
+from qmem_git.store.revwalk import CommitInfo, only_in
 from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, fsync_dir, render_index
 
 if TYPE_CHECKING:
-    from dulwich.object_store import BaseObjectStore, DiskObjectStore
+    from dulwich.object_store import BaseObjectStore, DiskObjectStore, PackBasedObjectStore
     from dulwich.pack import UnpackedObject
     from dulwich.repo import ParentsProvider
 
@@ -180,6 +180,18 @@ class Objects:
             if not isinstance(obj, Commit):
                 raise UnsafePath(f"{sha} is a {obj.type_name.decode()}, not a commit")
             found = self._commits[sha] = obj
+        return found
+
+    def peel(self, sha: str) -> str | None:
+        """The commit ``sha`` stands for (an annotated tag: the commit it tags), else None: a
+        remote advertises tags beside its branches."""
+        obj = self.get(sha)
+        while isinstance(obj, Tag):
+            obj = self.get(_hex(obj.object[1]))
+        if not isinstance(obj, Commit):
+            return None
+        found = _hex(obj.id)
+        self._commits.setdefault(found, obj)
         return found
 
     def tree(self, sha: str) -> Tree:
@@ -523,6 +535,60 @@ def objects_info(objects: Objects) -> CommitInfo:
         return commit.commit_time, [_hex(parent) for parent in commit.parents]
 
     return info
+
+
+def pack_records(
+    store: PackBasedObjectStore,
+    wants: Collection[ObjectID],
+    haves: Collection[ObjectID],
+    *,
+    ofs_delta: bool = True,
+) -> tuple[int, Iterator[UnpackedObject]]:
+    """The pack a side that has ``haves`` (present in ``store``) needs for ``wants``, as full
+    objects. Not ``store.generate_pack_data``: it walks every commit the other side has and
+    reads every packed object looking for deltas to reuse, on each push and fetch."""
+    from dulwich.pack import generate_unpacked_objects
+
+    objects = Objects(store)
+    ids = objects_to_send(objects, [_hex(s) for s in wants], [_hex(s) for s in haves])
+    records = generate_unpacked_objects(
+        store,
+        [(sha, None) for sha in ids],
+        reuse_deltas=False,
+        ofs_delta=ofs_delta,
+    )
+    return len(ids), records
+
+
+def objects_to_send(objects: Objects, wants: list[str], haves: list[str]) -> list[ObjectID]:
+    """What a side that has ``haves`` lacks to have the commits ``wants``: the commits between
+    them, with the trees and blobs the trees of the nearest commits it has do not hold.
+    Something it has from further back may be sent again, which is harmless."""
+    tips = [sha for sha in map(objects.peel, wants) if sha is not None]
+    others = [sha for sha in map(objects.peel, haves) if sha is not None]
+    span = only_in(objects_info(objects), tips, others)
+    known: set[ObjectID] = set()
+    for sha in span.boundary:
+        _new_objects(objects, _hex(objects.commit(sha).tree), known, [])
+    send: list[ObjectID] = []
+    for sha in sorted(span.new):
+        send.append(_oid(sha))
+        _new_objects(objects, _hex(objects.commit(sha).tree), known, send)
+    return send
+
+
+def _new_objects(objects: Objects, tree: str, known: set[ObjectID], out: list[ObjectID]) -> None:
+    """Add ``tree`` and what it holds to ``out`` (and ``known``), skipping what is known."""
+    if _oid(tree) in known:
+        return
+    known.add(_oid(tree))
+    out.append(_oid(tree))
+    for _, mode, sha in objects.tree(tree).iteritems():
+        if stat.S_ISDIR(mode):
+            _new_objects(objects, _hex(sha), known, out)
+        elif not S_ISGITLINK(mode) and sha not in known:
+            known.add(sha)
+            out.append(sha)
 
 
 def _tree_objects(
@@ -1070,16 +1136,9 @@ def push(
         ofs_delta: bool = True,
         progress: Callable[..., None] | None = None,
     ) -> tuple[int, Iterator[UnpackedObject]]:
-        # not store.generate_pack_data: it walks every commit the remote has and reads every
-        # packed object looking for deltas to reuse, on each push
-        from dulwich.pack import generate_unpacked_objects
-
-        ids = objects_to_send(store, want, [sha for sha in have if sha in store])
-        objects = [(sha, None) for sha in ids]
-        packed = generate_unpacked_objects(
-            store, objects, reuse_deltas=False, ofs_delta=ofs_delta, progress=progress
-        )
-        return len(ids), packed
+        del progress
+        haves = [sha for sha in have if sha in store]
+        return pack_records(store, want, haves, ofs_delta=ofs_delta)
 
     for attempt in range(1, LOCKED_PUSH_ATTEMPTS + 1):
         with _network(transport, "pushing to", timeout):
