@@ -11,6 +11,7 @@ import itertools
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.codec import parse_document, replace_body
@@ -122,8 +123,9 @@ def plan_restore(memory_root: str, candidates: Sequence[RestoreCandidate]) -> Ch
     planned: dict[str, str] = {}
     restored: list[RestoreCandidate] = []
     notes: list[str] = []
+    taken = TakenPaths(memory_root)
     for group in _groups(candidates):
-        target = _restore_group(memory_root, group, planned)
+        target = _restore_group(memory_root, group, planned, taken)
         if target is None:
             continue
         restored += group
@@ -153,7 +155,8 @@ def _pending(repo: History, memory_root: str) -> Iterator[RestoreCandidate]:
     head = repo.head()
     if head is None:
         return
-    time = repo.entry(head).time
+    # the commit is the recover commit a real run makes first
+    source = _Source("", "deleted in the work tree, not committed yet", None, repo.entry(head).time)
     for path in sorted(repo.tree_files(head)):
         if not _is_memory(path) or os.path.lexists(os.path.join(memory_root, path)):
             continue
@@ -163,28 +166,19 @@ def _pending(repo: History, memory_root: str) -> Iterator[RestoreCandidate]:
         text = data.decode("utf-8", "replace")
         doc = parse_document(text, path, 0)
         if doc is None:
-            yield _uncommitted(path, text, time, path, None, 0)
+            yield _candidate(source, path, text, path, None, 0, True)
             continue
         for old in list_candidates([doc]):
-            yield _uncommitted(path, text, time, old.id, old.entry, old.index)
+            yield _candidate(source, path, text, old.id, old.entry, old.index, True)
 
 
-def _uncommitted(
-    path: str, old_text: str, time: int, cid: str, item: Entry | None, index: int
-) -> RestoreCandidate:
-    return RestoreCandidate(
-        id=cid,
-        path=path,
-        commit="",  # the recover commit a real run makes first
-        subject="deleted in the work tree, not committed yet",
-        op=None,
-        time=time,
-        type=memory_type(path, old_text),
-        entry=item,
-        index=index,
-        file_deleted=True,
-        old_text=old_text,
-    )
+class _Source(NamedTuple):
+    """Where a removal happened, for one not in history yet (``LogEntry`` has the same)."""
+
+    commit: str
+    subject: str
+    op: str | None
+    time: int
 
 
 def _removed_in(repo: History, commit: LogEntry, path: str) -> Iterator[RestoreCandidate]:
@@ -208,7 +202,7 @@ def _removed_in(repo: History, commit: LogEntry, path: str) -> Iterator[RestoreC
 
 
 def _candidate(
-    commit: LogEntry,
+    commit: LogEntry | _Source,
     path: str,
     old_text: str,
     cid: str,
@@ -277,7 +271,7 @@ def _groups(candidates: Sequence[RestoreCandidate]) -> list[list[RestoreCandidat
 
 
 def _restore_group(
-    memory_root: str, group: list[RestoreCandidate], planned: dict[str, str]
+    memory_root: str, group: list[RestoreCandidate], planned: dict[str, str], taken: TakenPaths
 ) -> str | None:
     """Plan one group into ``planned``; returns the path written, None when nothing changes."""
     first = group[0]
@@ -287,8 +281,8 @@ def _restore_group(
     doc = None if current is None else parse_document(current, first.path, 0)
     if current is None or first.file_deleted or doc is None:
         target = first.path
-        if current is not None or _taken(memory_root, first.path, planned):
-            target = _free_path(memory_root, first, planned)
+        if current is not None or _taken(first.path, planned, taken):
+            target = _free_path(first, planned, taken)
         planned[target] = _old_file(group)
         return target
     entries = parse_entries(doc.body)
@@ -312,20 +306,20 @@ def _old_file(group: list[RestoreCandidate]) -> str:
     return replace_body(old_text, doc.body, render_entries([c.entry for c in chosen if c.entry]))
 
 
-def _free_path(memory_root: str, candidate: RestoreCandidate, planned: dict[str, str]) -> str:
+def _free_path(candidate: RestoreCandidate, planned: dict[str, str], taken: TakenPaths) -> str:
     """Next free ``<stem>-N.md`` (spec §7.7 slug rule), checking the disk and this plan."""
     stem = candidate.path[: -len(".md")]
     for number in range(2, MAX_SUFFIX + 1):
         path = f"{stem}-{number}.md"
-        if not _taken(memory_root, path, planned):
+        if not _taken(path, planned, taken):
             return path
     return f"{stem}-{candidate.time * 1000}.md"
 
 
-def _taken(memory_root: str, rel: str, planned: dict[str, str]) -> bool:
+def _taken(rel: str, planned: dict[str, str], taken: TakenPaths) -> bool:
     """On disk or in this plan, under any spelling a case-insensitive disk would merge."""
     folded = fold_name(rel)
-    return any(fold_name(path) == folded for path in planned) or TakenPaths(memory_root)(rel)
+    return any(fold_name(path) == folded for path in planned) or taken(rel)
 
 
 def _changeset(
