@@ -328,7 +328,8 @@ class History:
     def changed(self, rev: str, path: str) -> bool:
         """Whether commit ``rev`` changed ``path``: its blob differs from every parent's.
 
-        The one rule for ``history`` and undo's conflict check. For a plain commit it is the
+        Undo's conflict check (``history`` applies the same rule, :meth:`_touches`, with the
+        file lines standing in for the tree diff). For a plain commit it is the
         diff against its parent (the empty tree for a root commit). A merge changed a path only
         when it resolved it to a version no parent had, as git's history simplification sees
         it: a merge that kept one side's version brought that version in, it did not write it.
@@ -351,13 +352,18 @@ class History:
 
     def _tree_entry(self, tree: bytes | None, path: str) -> tuple[int, bytes] | None:
         """(mode, blob id) of a file or symlink at ``path``; None when absent or not a file."""
+        found = self._lookup(tree, path)
+        return found if found is not None and _is_file(found[0]) else None
+
+    def _lookup(self, tree: bytes | None, path: str) -> tuple[int, bytes] | None:
+        """(mode, id) of the file or folder at ``path`` in ``tree``; None when absent."""
         if tree is None:
             return None
         try:
             mode, sha = tree_lookup_path(self._store.__getitem__, ObjectID(tree), path.encode())
         except (KeyError, NotTreeError):
             return None
-        return (mode, bytes(sha)) if _is_file(mode) else None
+        return mode, bytes(sha)
 
     def _blob_data(self, sha: bytes) -> bytes:
         obj = self._object(sha)
@@ -470,12 +476,14 @@ class History:
         head = self.head()
         if head is None:
             return []
-        return [entry for entry in self.walk([head]) if self._touched(entry, path)]
+        return [entry for entry in self.walk([head]) if self._touches(entry, path)]
 
     def _touches(self, entry: LogEntry, path: str) -> bool:
-        """:meth:`_touched` for a file or a folder (``log --path``): a merge not known to be
-        ours counts only when what it holds at ``path`` differs from what every parent held,
-        as git's history simplification sees it."""
+        """Whether a commit changed the file or folder ``path`` (``log --path``, ``history``).
+        File lines answer for a plain commit (ours, trusted; or the tree diff ``_entry`` made).
+        A merge not known to be ours counts only when what it holds at ``path`` differs from
+        what every parent held, as git's history simplification sees it (see :meth:`changed`):
+        a merge that kept one side's version brought it in, it did not write it."""
         if not touches(entry.info, path):
             return False
         commit = self._commit(entry.commit.encode("ascii"))
@@ -484,25 +492,9 @@ class History:
         prefix = path.strip("/")
         if prefix in ("", "."):
             return True
-        mine = self._object_at(bytes(commit.tree), prefix)
+        mine = self._lookup(bytes(commit.tree), prefix)
         parents = [bytes(self._commit(bytes(p)).tree) for p in commit.parents]
-        return all(mine != self._object_at(tree, prefix) for tree in parents)
-
-    def _object_at(self, tree: bytes, path: str) -> bytes | None:
-        """The id of the file or folder at ``path`` in ``tree``; None when absent."""
-        try:
-            _, sha = tree_lookup_path(self._store.__getitem__, ObjectID(tree), path.encode())
-        except (KeyError, NotTreeError):
-            return None
-        return bytes(sha)
-
-    def _touched(self, entry: LogEntry, path: str) -> bool:
-        """File lines answer for a plain commit (ours, trusted; or the tree diff ``_entry``
-        made); a merge not known to be ours and unmodified, or no lines, take :meth:`changed`."""
-        commit = self._commit(entry.commit.encode("ascii"))
-        if entry.info.changes and not (entry.is_merge and not _trusted(commit, entry.info)):
-            return path in entry.info.paths
-        return self.changed(entry.commit, path)
+        return all(mine != self._lookup(tree, prefix) for tree in parents)
 
     # -- diffs ----------------------------------------------------------------------------
 
