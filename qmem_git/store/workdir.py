@@ -25,7 +25,7 @@ _Keyed = tuple[float, str, str, int, int]
 class _SharedScan:
     """A writer's scan of one root (rel -> (mtime_ns, size)) and the documents parsed from it."""
 
-    def __init__(self, root: str, files: Mapping[str, tuple[int, int]]) -> None:
+    def __init__(self, root: str, files: dict[str, tuple[int, int]]) -> None:
         self.root = os.path.abspath(root)
         self.files = files
         self.docs: dict[tuple[str, int, int], Document | None] = {}
@@ -35,13 +35,14 @@ _shared: list[_SharedScan] = []
 
 
 @contextlib.contextmanager
-def shared_scan(root: str, files: Mapping[str, tuple[int, int]]) -> Iterator[None]:
+def shared_scan(root: str, files: dict[str, tuple[int, int]]) -> Iterator[None]:
     """Within the block, :func:`scan_documents` of ``root`` uses ``files`` instead of walking.
 
     For a writer that holds the lock, has just scanned (``store.recovery``) and keeps ``files``
     current as it writes: the plan and the MEMORY.md render of one command then cost no second
     and third ``lstat`` pass (~10,000 syscalls at 10,000 files), and each document is parsed
-    once. Files written through :func:`atomic_write` meanwhile are parsed again.
+    once. Files written through :func:`atomic_write` meanwhile are parsed again, and the
+    stat of those ``files`` knew is kept current.
     """
     scope = _SharedScan(root, files)
     _shared.append(scope)
@@ -51,17 +52,17 @@ def shared_scan(root: str, files: Mapping[str, tuple[int, int]]) -> Iterator[Non
         _shared.remove(scope)
 
 
-def _forget_parsed(path: str) -> None:
+def _note_rewritten(path: str, mtime_ns: int | None, size: int) -> None:
     """A file was rewritten: parse it again even if its mtime and size look the same, and
-    note the stat of a file the scan knew (HEAD's version put back over a quarantined one)."""
+    keep the stat of a file the scan knew (HEAD's version put back over a quarantined one)."""
     if _shared:
         path = os.path.abspath(path)
         for scope in _shared:
             rel = os.path.relpath(path, scope.root).replace(os.sep, "/")
             scope.docs = {key: doc for key, doc in scope.docs.items() if key[0] != rel}
-            if rel in scope.files and isinstance(scope.files, dict):
-                st = os.lstat(path)
-                scope.files[rel] = (st.st_mtime_ns, st.st_size)
+            if rel in scope.files:
+                when = os.lstat(path).st_mtime_ns if mtime_ns is None else mtime_ns
+                scope.files[rel] = (when, size)
 
 
 def _shared_for(root: str) -> _SharedScan | None:
@@ -126,7 +127,7 @@ def atomic_write(
         raise
     if durable:
         fsync_dir(directory)
-    _forget_parsed(path)
+    _note_rewritten(path, mtime_ns, len(data))
 
 
 def without_exec_bits(path: str, st: os.stat_result) -> os.stat_result:
