@@ -689,7 +689,6 @@ def apply_changeset(
     with Repository(layout.memory_root) as repo:
         for rel, text in cs.writes.items():
             check_content(repo, rel, text)
-        check_new_names(repo, repo.tree_of(repo.head()[1]), cs)
         return _apply(repo, cs, identity, host, now, state or WorkState())
 
 
@@ -762,6 +761,7 @@ def _apply(
     cs = rebuild_only(cs)
     branch, parent = repo.head()
     base = repo.tree_of(parent)
+    check_new_names(repo, base, cs)
     seconds = int(now.timestamp())
     mtime_ns = seconds * 1_000_000_000
     if cs.mtimes:  # only older times are kept: a file dated after the commit gets the commit's
