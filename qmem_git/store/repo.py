@@ -19,10 +19,18 @@ import stat
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from dulwich.file import FileLocked
-from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree, valid_hexsha
+from dulwich.objects import (
+    DEFAULT_LOOSE_OBJECT_SIZE_LIMIT,
+    Blob,
+    Commit,
+    ObjectID,
+    ShaFile,
+    Tree,
+    valid_hexsha,
+)
 from dulwich.refs import HEADREF, DiskRefsContainer, Ref
 
 from qmem_git.core.changes import ChangeSet, FileChange, render_commit_message
@@ -33,7 +41,7 @@ from qmem_git.core.names import collision_message, fold_name, path_prefixes
 from qmem_git.core.paths import Layout
 from qmem_git.core.text import clean_text, content_problem
 from qmem_git.errors import InvalidMemoryFile, QmemError, RepoCorrupt, RepoLocked, UnsafePath
-from qmem_git.store import gitindex, journal
+from qmem_git.store import gitindex, journal, loose
 from qmem_git.store.gitindex import GitIndex
 from qmem_git.store.locks import STALE_LOCK_SECONDS
 from qmem_git.store.survey import TEMP_MARKER
@@ -45,6 +53,9 @@ from qmem_git.store.workdir import (
     scan_documents,
     without_exec_bits,
 )
+
+if TYPE_CHECKING:
+    from dulwich.object_store import DiskObjectStore
 
 BRANCH = b"refs/heads/main"
 TREE_MODE = 0o40000
@@ -319,8 +330,10 @@ def _object_id(sha: str) -> ObjectID:
 class Repository:
     """The pieces of one memory repo a writer needs: paths, dulwich's object store, the branch.
 
-    Objects are read and written by ``dulwich.object_store.DiskObjectStore`` (loose and packed;
-    reads verify the content against the id). It is opened with ``fsync_object_files=True``
+    Loose objects are read and written through ``store.loose`` (dulwich's object model, none
+    of the pack machinery); everything else, and any loose object that cannot be read there,
+    goes to ``dulwich.object_store.DiskObjectStore`` (loose and packed; reads verify the
+    content against the id), opened on first use. It is opened with ``fsync_object_files=True``
     whatever the config says (dulwich only reads the deprecated ``core.fsyncObjectFiles``), and
     the fan-out folders that got new objects are fsynced before the branch moves, so a commit
     never points at an object a power cut can lose.
@@ -329,8 +342,6 @@ class Repository:
     def __init__(self, root: str, loose_limit: int | None = None) -> None:
         """``loose_limit``: the largest loose object (header included) read in full; a bigger
         one reads as damaged (dulwich's own default is 512 MiB)."""
-        from dulwich.object_store import DiskObjectStore
-
         self.root = root
         self.git_dir = os.path.join(root, ".git")
         if not os.path.isdir(self.git_dir):
@@ -338,16 +349,27 @@ class Repository:
                 f"{root} is not a qmem-git memory repository", hint="run `qmem-git init` first"
             )
         self.objects_dir = os.path.join(self.git_dir, "objects")
-        self.objects = DiskObjectStore(
-            self.objects_dir, fsync_object_files=True, loose_object_size_limit=loose_limit
-        )
         self.refs = DiskRefsContainer(self.git_dir)
+        self._loose_limit = loose_limit
+        self._store: DiskObjectStore | None = None
         self._trees: dict[str, Tree] = {}
         self._dirty_dirs: set[str] = set()
 
+    @property
+    def objects(self) -> DiskObjectStore:
+        """dulwich's whole object store (packs, alternates), opened on first use."""
+        if self._store is None:
+            from dulwich.object_store import DiskObjectStore
+
+            self._store = DiskObjectStore(
+                self.objects_dir, fsync_object_files=True, loose_object_size_limit=self._loose_limit
+            )
+        return self._store
+
     def close(self) -> None:
         """Release the pack files dulwich opened (mmaps, file handles)."""
-        self.objects.close()
+        if self._store is not None:
+            self._store.close()
 
     def __enter__(self) -> Repository:
         return self
@@ -364,8 +386,11 @@ class Repository:
         ChecksumMismatch, ObjectFormatException, ValueError, ... (it varies by damage and by
         loose/packed), so everything but KeyError is reported as damage.
         """
+        limit = self._loose_limit or DEFAULT_LOOSE_OBJECT_SIZE_LIMIT
+        obj = loose.read_loose(self.objects_dir, sha, limit)
         try:
-            obj = self.objects[_object_id(sha)]
+            if obj is None:
+                obj = self.objects[_object_id(sha)]
         except KeyError as exc:
             raise _corrupt(f"object {sha} is missing") from exc
         except Exception as exc:
@@ -381,7 +406,8 @@ class Repository:
             data = text.encode("utf-8")
         except UnicodeEncodeError:  # half a character: never in history
             return False
-        return _object_id(blob_id(data)) in self.objects
+        sha = blob_id(data)
+        return loose.has_loose(self.objects_dir, sha) or _object_id(sha) in self.objects
 
     def read_blob(self, sha: str) -> bytes:
         return self.read_object(sha, Blob).as_raw_string()
@@ -456,7 +482,7 @@ class Repository:
         if not os.path.isdir(directory):
             self._dirty_dirs.add(self.objects_dir)  # the new fan-out folder's own entry
         try:
-            self.objects.add_object(obj)
+            loose.write_loose(self.objects_dir, obj)
         except FileLocked as exc:
             self._retry_locked(obj, sha, exc)
         self._dirty_dirs.add(directory)
@@ -476,7 +502,7 @@ class Repository:
             ) from exc
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock)
-        self.objects.add_object(obj)
+        loose.write_loose(self.objects_dir, obj)
 
     def sync(self) -> None:
         """fsync the object folders that got new entries (renames survive a power cut)."""
