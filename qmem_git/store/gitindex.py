@@ -107,8 +107,9 @@ class GitIndex:
         """Stage-0 paths in index order."""
         return [key for key in self.entries if "\0" not in key]
 
-    def stat_dirty(self, files: dict[str, os.stat_result]) -> set[str]:
-        """Paths of ``files`` whose entry is missing, differs in stat data or is racily clean.
+    def stat_dirty(self, files: dict[str, tuple[int, int, int, int]]) -> set[str]:
+        """Paths of ``files`` (path -> lstat's (mtime_ns, size, ino, ctime_ns)) whose entry is
+        missing, differs in stat data or is racily clean.
 
         Racily clean (entry mtime not older than the index file) follows git: an edit in the
         same clock tick as the index write is invisible to stat, so such files get hashed.
@@ -116,19 +117,17 @@ class GitIndex:
         dirty: set[str] = set()
         get, unpack, racy = self.entries.get, _QUICK.unpack_from, self.mtime_ns or (1 << 64)
         giga = 1_000_000_000
-        for path, st in files.items():  # hot: one pass per writer over every memory file
+        for path, (mtime, size, ino, ctime) in files.items():  # hot: every memory file
             raw = get(path)
-            mtime = st.st_mtime_ns
             if raw is None or mtime >= racy:
                 dirty.add(path)
                 continue
-            ctime_s, ctime_ns, mtime_s, mtime_ns, ino, size = unpack(raw)
-            ctime = st.st_ctime_ns
+            ctime_s, ctime_ns, mtime_s, mtime_ns, ino32, size32 = unpack(raw)
             if (
                 mtime_ns != mtime % giga
                 or mtime_s != (mtime // giga) & _U32
-                or size != st.st_size & _U32
-                or ino != st.st_ino & _U32
+                or size32 != size & _U32
+                or ino32 != ino & _U32
                 or ctime_ns != ctime % giga
                 or ctime_s != (ctime // giga) & _U32
             ):

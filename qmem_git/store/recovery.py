@@ -284,7 +284,7 @@ def _classify(
     repo: Repository,
     rel: str,
     head_sha: str | None,
-    files: dict[str, tuple[int, int]],
+    files: Collection[str],
     index: GitIndex,
     found: _Found,
     problem_of: Validator,
@@ -355,10 +355,10 @@ def utf8_problem(data: bytes) -> str | None:
     return None
 
 
-def _render_files(files: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+def _render_files(files: dict[str, survey.Stamp]) -> dict[str, tuple[int, int]]:
     """rel -> (mtime_ns, size) of the files MEMORY.md is built from (workdir's size limit)."""
     return {
-        rel: stamp
+        rel: (stamp[0], stamp[1])
         for rel, stamp in files.items()
         if stamp[1] <= MAX_FILE_BYTES and rel != INDEX_NAME
     }

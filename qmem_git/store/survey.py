@@ -3,14 +3,16 @@
 Recovery (``store.recovery``) needs, under the writer lock, every memory file with its stat
 data, our leftover temp files, the parsed git index and the files whose stat disagrees with
 it. At 10,000 files that is ~50 ms of ``lstat`` calls (the kernel's share alone; C git pays the
-same) plus ~35 ms of index parsing and comparing.
+same) plus ~25 ms of index parsing and comparing.
 
 A command that still has its imports ahead of it (the ``remember`` fast path: dulwich alone is
-~60 ms) can :func:`start` the survey in a forked child right after taking the lock, so the two
-run on separate cores; the child writes its result (``marshal``) into memory shared with the
-parent and exits. This module imports nothing heavy (the index reader loads in the child), so
-forking costs the parent ~2 ms. Where ``fork`` is missing, or the process already runs threads
-(forking them is unsafe), the survey runs in process, and the result is the same either way.
+~50 ms) can :func:`start` the scan in a forked child right after taking the lock, so the two
+run on separate cores; the child writes the stat data (``marshal``) into memory shared with
+the parent and exits. The parent parses the index and compares once its imports are done:
+the scan is the longer half, and the child's answer is smaller without the index. This module
+imports nothing heavy (the index reader loads when it is needed), so forking costs the parent
+~2 ms. Where ``fork`` is missing, or the process already runs threads (forking them is
+unsafe), the scan runs in process, and the result is the same either way.
 """
 
 from __future__ import annotations
@@ -22,15 +24,16 @@ import os
 
 from qmem_git.core.limits import INDEX_NAME
 
-TYPE_CHECKING = False  # imported before the fork: the index reader loads in the child
+TYPE_CHECKING = False  # imported before the fork: the index reader loads when needed
 if TYPE_CHECKING:
     from qmem_git.store.gitindex import GitIndex
 
 TEMP_MARKER = ".qmem-tmp-"
+Stamp = tuple[int, int, int, int]  # a file's lstat: (mtime_ns, size, ino, ctime_ns)
 
 
 class Survey:
-    """``files``: memory file -> (mtime_ns, size), any size (oversized ones get quarantined).
+    """``files``: memory file -> :data:`Stamp`, any size (oversized ones get quarantined).
 
     ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
     ``dirty`` then lists every file. ``links``: symlinks outside dot-folders (never followed;
@@ -40,7 +43,7 @@ class Survey:
 
     def __init__(
         self,
-        files: dict[str, tuple[int, int]],
+        files: dict[str, Stamp],
         temp_files: list[str],
         index: GitIndex | None,
         dirty: set[str],
@@ -55,20 +58,29 @@ class Survey:
 
 def survey(root: str) -> Survey:
     """Scan ``root`` (dot-dirs and symlinks skipped, spec §5) and compare it with the index."""
-    from qmem_git.store import gitindex
+    return _compared(root, *_scan(root))
 
-    stats, temp_files, links = _scan(root)
-    try:
-        index: GitIndex | None = gitindex.read_index(os.path.join(root, ".git"))
-    except gitindex.IndexUnreadable:
-        index = None
-    dirty = set(stats) if index is None else index.stat_dirty(stats)
-    files = {rel: (st.st_mtime_ns, st.st_size) for rel, st in stats.items()}
+
+def _compared(
+    root: str, files: dict[str, Stamp], temp_files: list[str], links: list[str]
+) -> Survey:
+    """The survey of a scan: the index read now, and the files whose stat disagrees with it."""
+    index = _read_index(root)
+    dirty = set(files) if index is None else index.stat_dirty(files)
     return Survey(files, temp_files, index, dirty, links)
 
 
-def _scan(root: str) -> tuple[dict[str, os.stat_result], list[str], list[str]]:
-    files: dict[str, os.stat_result] = {}
+def _read_index(root: str) -> GitIndex | None:
+    from qmem_git.store import gitindex
+
+    try:
+        return gitindex.read_index(os.path.join(root, ".git"))
+    except gitindex.IndexUnreadable:
+        return None
+
+
+def _scan(root: str) -> tuple[dict[str, Stamp], list[str], list[str]]:
+    files: dict[str, Stamp] = {}
     temp_files: list[str] = []
     links: list[str] = []
     stack = [("", root)]
@@ -83,9 +95,10 @@ def _scan(root: str) -> tuple[dict[str, os.stat_result], list[str], list[str]]:
             if name.endswith(".md") and entry.is_file(follow_symlinks=False):
                 if name != INDEX_NAME or not prefix:
                     try:
-                        files[prefix + name] = entry.stat(follow_symlinks=False)
+                        st = entry.stat(follow_symlinks=False)
                     except OSError:  # removed between listing and stat
                         continue
+                    files[prefix + name] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
             elif entry.is_dir(follow_symlinks=False):
                 if name[0] != ".":
                     stack.append((prefix + name + "/", entry.path))
@@ -116,14 +129,18 @@ class Pending:
         return self.pid is not None
 
     def result(self) -> Survey:
-        """The child's survey; a fresh one in process if the child failed for any reason."""
+        """The child's scan compared with the index read here; made here in full if the
+        child failed for any reason."""
         if self.pid is None or self._shared is None:
             return survey(self.root)
+        index = _read_index(self.root)  # while the child may still be scanning
         status = _reap(self.pid)
         self.pid = None
         try:
             if status == 0:
-                return _decode(_read_answer(self._shared))
+                files, temp_files, links = _decode(_read_answer(self._shared))
+                dirty = set(files) if index is None else index.stat_dirty(files)
+                return Survey(files, temp_files, index, dirty, links)
         except (EOFError, ValueError, TypeError, MemoryError):  # not a whole answer, or no room
             pass
         finally:
@@ -146,7 +163,7 @@ class Pending:
             self._shared = None
 
 
-_MAGIC = b"qmem-survey-2\n"
+_MAGIC = b"qmem-scan-3\n"
 _LENGTH = 8  # the answer's size, little-endian, ahead of the answer itself
 
 
@@ -173,15 +190,15 @@ def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
 
 
 def _shared_size(root: str) -> int:
-    """Room for the child's answer: it carries the git index's entries whole plus each file's
-    path and times (~2.7 bytes per index byte), and 1 MiB for files the index lacks. Reserving
-    no more than that keeps a process with little address space (``ulimit -v``) working; a
-    bigger answer makes the child give up, and the survey runs in process."""
+    """Room for the child's answer: each file's path and stat (~1.1 bytes per index byte, whose
+    entries hold the same), and 1 MiB for files the index lacks. Reserving no more than that
+    keeps a process with little address space (``ulimit -v``) working; a bigger answer makes
+    the child give up, and the survey runs in process."""
     try:
         index_bytes = os.stat(os.path.join(root, ".git", "index")).st_size
     except OSError:
         index_bytes = 0
-    return 4 * index_bytes + (1 << 20)
+    return 2 * index_bytes + (1 << 20)
 
 
 def _child(root: str, shared: mmap.mmap, close_fds: tuple[int, ...]) -> None:
@@ -191,7 +208,7 @@ def _child(root: str, shared: mmap.mmap, close_fds: tuple[int, ...]) -> None:
         gc.disable()  # a collection would touch (and so copy) every page the parent shares
         for fd in close_fds:
             os.close(fd)
-        data = _encoded(survey(root))
+        data = _encoded(_scan(root))
         if _LENGTH + len(data) <= len(shared):
             shared[_LENGTH : _LENGTH + len(data)] = data
             shared[:_LENGTH] = len(data).to_bytes(_LENGTH, "little")
@@ -223,30 +240,15 @@ def _threads_running() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-_PackedIndex = tuple[int, dict[str, bytes], "str | None", int, bytes]
-_Wire = tuple[dict[str, tuple[int, int]], list[str], "_PackedIndex | None", list[str], list[str]]
+_Scan = tuple[dict[str, Stamp], list[str], list[str]]
 
 
-def _encode(result: Survey) -> _Wire:
-    index = result.index
-    packed: _PackedIndex | None = None
-    if index is not None:
-        packed = (index.version, index.entries, index.head, index.mtime_ns, index.checksum)
-    return (result.files, result.temp_files, packed, sorted(result.dirty), result.links)
+def _encoded(scan: _Scan) -> bytes:
+    return _MAGIC + marshal.dumps(scan)
 
 
-def _encoded(result: Survey) -> bytes:
-    return _MAGIC + marshal.dumps(_encode(result))
-
-
-def _decode(data: bytes) -> Survey:
+def _decode(data: bytes) -> _Scan:
     if not data.startswith(_MAGIC):
         raise ValueError("not a survey")
-    from qmem_git.store.gitindex import GitIndex
-
-    files, temp_files, packed, dirty, links = marshal.loads(data[len(_MAGIC) :])
-    index = None
-    if packed is not None:
-        version, entries, head, mtime_ns, checksum = packed
-        index = GitIndex(version, entries, head, mtime_ns, checksum)
-    return Survey(files, temp_files, index, set(dirty), links)
+    files, temp_files, links = marshal.loads(data[len(_MAGIC) :])
+    return files, temp_files, links
