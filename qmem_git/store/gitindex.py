@@ -19,6 +19,10 @@ import struct
 
 from qmem_git.core.limits import INDEX_RECORD_NAME
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 # Light imports only (no typing, hashlib until a checksum is due): a writer's forked survey
 # imports this module after the fork, on the critical path of `remember`.
 
@@ -75,6 +79,11 @@ class GitIndex:
 
     ``entries`` is in git's order except for the paths in ``added`` (new since it was read).
     ``head``: the commit this index matches, when we wrote it for that commit.
+
+    An index made by :meth:`from_base` keeps the file's bytes and its entry offsets instead
+    (a writer's survey parsed them in another process): a lookup bisects the offsets, a change
+    waits in an overlay and rendering splices it in, so a commit that changes two entries of
+    10,000 never builds the dict. Anything else parses the bytes into ``entries`` first.
     """
 
     def __init__(
@@ -86,21 +95,66 @@ class GitIndex:
         checksum: bytes = b"",
     ) -> None:
         self.version = version
-        self.entries: dict[str, bytes] = {} if entries is None else entries
+        self._entries: dict[str, bytes] | None = {} if entries is None else entries
         self.head = head
         self.mtime_ns = mtime_ns
         self.checksum = checksum
         self.changed = False
         self.added: set[str] = set()
+        self._base: _Base | None = None
+        self._overlay: dict[str, bytes | None] = {}  # path -> new entry, None = removed
+
+    @classmethod
+    def from_base(
+        cls, data: bytes, offsets: Sequence[int], version: int, mtime_ns: int, checksum: bytes
+    ) -> GitIndex:
+        """An index over ``data`` (a version 2/3 index file) whose entries start at
+        ``offsets``, plus one more offset where they end."""
+        index = cls(version=version, mtime_ns=mtime_ns, checksum=checksum)
+        index._entries = None
+        index._base = _Base(data, offsets)
+        return index
+
+    @property
+    def entries(self) -> dict[str, bytes]:
+        if self._entries is None:
+            self._entries = self._materialized()
+        return self._entries
+
+    @entries.setter
+    def entries(self, value: dict[str, bytes]) -> None:
+        self._entries = value
+
+    def _materialized(self) -> dict[str, bytes]:
+        assert self._base is not None
+        entries = self._base.parsed()
+        for path, raw in self._overlay.items():
+            if raw is None:
+                entries.pop(path, None)
+                continue
+            if path not in entries:
+                self.added.add(path)
+            entries[path] = raw
+        self._base = None
+        self._overlay = {}
+        return entries
+
+    def _raw(self, path: str) -> bytes | None:
+        if self._entries is not None:
+            return self._entries.get(path)
+        if path in self._overlay:
+            return self._overlay[path]
+        assert self._base is not None
+        return self._base.get(path)
 
     def get(self, path: str) -> IndexEntry | None:
-        raw = self.entries.get(path)
+        raw = self._raw(path)
         return None if raw is None else _decode(path, raw)
 
     def skips_worktree(self, path: str) -> bool:
         """True when ``path`` is marked skip-worktree (sparse checkout): its absence from the
         work tree is not a deletion."""
-        raw = self.entries.get(path)
+        raw = self._raw(path)
         return raw is not None and bool(_extended_flags(raw) & _SKIP_WORKTREE)
 
     def paths(self) -> list[str]:
@@ -136,32 +190,118 @@ class GitIndex:
 
     def set(self, path: str, st: os.stat_result, sha: str, mode: int = FILE_MODE) -> None:
         """Record ``path`` as clean with content ``sha`` and the given ``lstat`` result."""
-        if path not in self.entries:
-            self.added.add(path)
         name = path.encode("utf-8", "surrogateescape")
-        self.entries[path] = _encode(name, st, bytes.fromhex(sha), mode)
+        raw = _encode(name, st, bytes.fromhex(sha), mode)
         self.changed = True
+        if self._entries is None:
+            self._overlay[path] = raw
+            return
+        if path not in self._entries:
+            self.added.add(path)
+        self._entries[path] = raw
 
     def remove(self, path: str) -> None:
-        if self.entries.pop(path, None) is not None:
+        if self._entries is None:
+            if self._raw(path) is not None:
+                self._overlay[path] = None
+                self.changed = True
+        elif self._entries.pop(path, None) is not None:
             self.changed = True
 
     def ordered(self) -> list[bytes]:
-        """Raw entries in git's order (path bytes, then stage)."""
+        """Raw entries in git's order (path bytes, then stage), several to an item when they
+        come from the file's bytes unchanged; :meth:`count` says how many there are."""
+        if self._entries is None:
+            assert self._base is not None
+            return self._base.spliced(self._overlay)
         self.sort()
-        return list(self.entries.values())
+        return list(self._entries.values())
+
+    def count(self) -> int:
+        """How many entries the index holds."""
+        if self._entries is not None:
+            return len(self._entries)
+        assert self._base is not None
+        return self._base.count(self._overlay)
 
     def sort(self) -> None:
         """Put the paths added since the last sort in place: inserted into the ordered rest,
         as a full sort would encode all 10,000 keys again."""
+        entries = self.entries
         if not self.added:
             return
-        entries = self.entries
         keys = [key for key in entries if key not in self.added]
         for key in self.added & entries.keys():
             bisect.insort(keys, key, key=_order_key)
         self.entries = {key: entries[key] for key in keys}
         self.added.clear()
+
+
+class _Base:
+    """An index file's bytes with the offset of each entry (and of their end): entries found
+    by bisecting git's order, a new list of them made by splicing slices."""
+
+    __slots__ = ("data", "offsets")
+
+    def __init__(self, data: bytes, offsets: Sequence[int]) -> None:
+        self.data = data
+        self.offsets = offsets
+
+    def _key_at(self, number: int) -> tuple[bytes, int]:
+        data, offset = self.data, self.offsets[number]
+        flags = (data[offset + 60] << 8) | data[offset + 61]
+        start = offset + _ENTRY.size + (2 if flags & _EXTENDED else 0)
+        length = flags & _NAME_MASK
+        if length == _NAME_MASK:
+            length = data.index(b"\0", start) - start
+        return data[start : start + length], (flags & _STAGE_MASK) >> 12
+
+    def _find(self, key: tuple[bytes, int]) -> tuple[int, bool]:
+        """(position of the first entry not before ``key``, whether it is ``key``)."""
+        total = len(self.offsets) - 1
+        at = bisect.bisect_left(range(total), key, key=self._key_at)
+        return at, at < total and self._key_at(at) == key
+
+    def get(self, path: str) -> bytes | None:
+        at, found = self._find(_sort_key(path))
+        return self.data[self.offsets[at] : self.offsets[at + 1]] if found else None
+
+    def spliced(self, overlay: dict[str, bytes | None]) -> list[bytes]:
+        offsets, data = self.offsets, self.data
+        chunks: list[bytes] = []
+        done = 0  # entries before this one are in chunks
+        for key, raw in sorted((_sort_key(path), raw) for path, raw in overlay.items()):
+            at, found = self._find(key)
+            chunks.append(data[offsets[done] : offsets[at]])
+            if raw is not None:
+                chunks.append(raw)
+            done = at + 1 if found else at
+        chunks.append(data[offsets[done] : offsets[-1]])
+        return chunks
+
+    def count(self, overlay: dict[str, bytes | None]) -> int:
+        total = len(self.offsets) - 1
+        for path, raw in overlay.items():
+            present = self._find(_sort_key(path))[1]
+            total += (raw is not None) - present
+        return total
+
+    def parsed(self) -> dict[str, bytes]:
+        entries: dict[str, bytes] = {}
+        offsets, data = self.offsets, self.data
+        for number in range(len(offsets) - 1):
+            name, stage = self._key_at(number)
+            key = name.decode("utf-8", "surrogateescape")
+            if stage:
+                key = f"{key}\0{stage}"
+            entries[key] = data[offsets[number] : offsets[number + 1]]
+        return entries
+
+
+def _sort_key(path: str) -> tuple[bytes, int]:
+    """git's order of an entry key: path bytes, then stage (``path\\0<stage>``)."""
+    name, _, stage = path.partition("\0")
+    return name.encode("utf-8", "surrogateescape"), int(stage or 0)
 
 
 def read_index(git_dir: str, path: str | None = None) -> GitIndex:
@@ -170,19 +310,27 @@ def read_index(git_dir: str, path: str | None = None) -> GitIndex:
     ``path``: another index file of the repository (``GIT_INDEX_FILE``, as ``git commit -a``
     gives its hook); the head record never applies to it.
     """
+    return read_index_data(git_dir, None, path)[0]
+
+
+def read_index_data(
+    git_dir: str, offsets: list[int] | None, path: str | None = None
+) -> tuple[GitIndex, bytes]:
+    """:func:`read_index`, with the file's bytes (empty when there is none) and, in
+    ``offsets``, where its entries start and end (see :func:`parse_index`)."""
     own = os.path.join(git_dir, "index")
     try:
         with open(path or own, "rb") as handle:
             data = handle.read()
             mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
     except FileNotFoundError:
-        return GitIndex(head=None if path else _read_head_record(git_dir, b""))
+        return GitIndex(head=None if path else _read_head_record(git_dir, b"")), b""
     except IsADirectoryError as exc:
         raise IndexUnreadable(f"{path or own} is a folder") from exc
-    index = parse_index(data, mtime_ns)
+    index = parse_index(data, mtime_ns, offsets)
     if not path or os.path.realpath(path) == os.path.realpath(own):
         index.head = _read_head_record(git_dir, index.checksum)
-    return index
+    return index, data
 
 
 def _read_head_record(git_dir: str, checksum: bytes) -> str | None:
@@ -194,8 +342,12 @@ def _read_head_record(git_dir: str, checksum: bytes) -> str | None:
     return head if recorded == checksum.hex() and head != "-" else None
 
 
-def parse_index(data: bytes, mtime_ns: int = 0) -> GitIndex:
-    """Entries as raw slices; raises IndexUnreadable when damaged or unsupported."""
+def parse_index(data: bytes, mtime_ns: int = 0, offsets: list[int] | None = None) -> GitIndex:
+    """Entries as raw slices; raises IndexUnreadable when damaged or unsupported.
+
+    ``offsets``: filled with where each entry starts, then where they end (version 2/3 only:
+    version 4 entries are no slices of the file; left empty for it).
+    """
     if len(data) < _HEADER.size + 20:
         raise IndexUnreadable("index file is truncated")
     signature, version, count = _HEADER.unpack_from(data)
@@ -208,17 +360,20 @@ def parse_index(data: bytes, mtime_ns: int = 0) -> GitIndex:
     if version == 4:  # kept as version 2/3 entries, and written back that way
         end, index.version = _read_entries_v4(data, count, index)
     else:
-        end = _read_entries(data, count, index)
+        end = _read_entries(data, count, index, offsets)
     _check_extensions(data, end)
     return index
 
 
-def _read_entries(data: bytes, count: int, index: GitIndex) -> int:
+def _read_entries(data: bytes, count: int, index: GitIndex, offsets: list[int] | None) -> int:
     offset = _HEADER.size
     entries = index.entries
     end = len(data) - 20
     fixed = _ENTRY.size
+    note = offsets.append if offsets is not None else None
     for _ in range(count):  # the hot loop of every writer's recovery: one pass, no struct call
+        if note is not None:
+            note(offset)
         if offset + fixed > end:
             raise IndexUnreadable("index entry runs past the end of the file")
         flags = (data[offset + 60] << 8) | data[offset + 61]
@@ -232,6 +387,8 @@ def _read_entries(data: bytes, count: int, index: GitIndex) -> int:
             name = f"{name}\0{(flags & _STAGE_MASK) >> 12}"
         entries[name] = data[offset : offset + size]
         offset += size
+    if note is not None:
+        note(offset)
     return offset
 
 
@@ -297,7 +454,7 @@ def _check_extensions(data: bytes, offset: int) -> None:
 def render_index(index: GitIndex) -> bytes:
     """The index file bytes: header, entries, SHA-1 trailer."""
     raw = index.ordered()
-    data = b"".join([_HEADER.pack(SIGNATURE, index.version, len(raw)), *raw])
+    data = b"".join([_HEADER.pack(SIGNATURE, index.version, index.count()), *raw])
     return data + _sha1(data)
 
 

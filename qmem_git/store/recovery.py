@@ -266,7 +266,9 @@ def _load_index(git_dir: str) -> tuple[GitIndex, bool]:
 def _candidates(seen: survey.Survey, index: GitIndex, head_map: dict[str, str] | None) -> set[str]:
     """Paths whose stat, index entry or HEAD entry disagree: the only files worth reading."""
     found = set(seen.dirty)
-    gone = index.entries.keys() - seen.files.keys()  # set arithmetic in C: 10,000 keys
+    gone = seen.gone
+    if gone is None or seen.index is not index:
+        gone = index.entries.keys() - seen.files.keys()  # set arithmetic in C: 10,000 keys
     found.update(p for p in gone if "\0" not in p and _in_scope(p) and not index.skips_worktree(p))
     if head_map is not None:
         for rel in {*head_map, *index.paths()}:
@@ -355,10 +357,10 @@ def utf8_problem(data: bytes) -> str | None:
     return None
 
 
-def _render_files(files: dict[str, survey.Stamp]) -> dict[str, tuple[int, int]]:
+def _render_files(files: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
     """rel -> (mtime_ns, size) of the files MEMORY.md is built from (workdir's size limit)."""
     return {
-        rel: (stamp[0], stamp[1])
+        rel: stamp
         for rel, stamp in files.items()
         if stamp[1] <= MAX_FILE_BYTES and rel != INDEX_NAME
     }

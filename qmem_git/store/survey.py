@@ -6,13 +6,14 @@ it. At 10,000 files that is ~50 ms of ``lstat`` calls (the kernel's share alone;
 same) plus ~25 ms of index parsing and comparing.
 
 A command that still has its imports ahead of it (the ``remember`` fast path: dulwich alone is
-~50 ms) can :func:`start` the scan in a forked child right after taking the lock, so the two
-run on separate cores; the child writes the stat data (``marshal``) into memory shared with
-the parent and exits. The parent parses the index and compares once its imports are done:
-the scan is the longer half, and the child's answer is smaller without the index. This module
-imports nothing heavy (the index reader loads when it is needed), so forking costs the parent
-~2 ms. Where ``fork`` is missing, or the process already runs threads (forking them is
-unsafe), the scan runs in process, and the result is the same either way.
+~50 ms) can :func:`start` the survey in a forked child right after taking the lock, so the two
+run on separate cores; the child writes its answer (``marshal``) into memory shared with the
+parent and exits. The answer carries the index file's bytes and where each entry starts, not
+10,000 parsed entries: the parent's index finds entries by bisecting and writes a change by
+splicing (``gitindex.GitIndex.from_base``). This module imports nothing heavy (the index
+reader loads in the child), so forking costs the parent ~2 ms. Where ``fork`` is missing, or
+the process already runs threads (forking them is unsafe), the survey runs in process, and
+the result is the same either way.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ import os
 
 from qmem_git.core.limits import INDEX_NAME
 
-TYPE_CHECKING = False  # imported before the fork: the index reader loads when needed
+TYPE_CHECKING = False  # imported before the fork: the index reader loads in the child
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from qmem_git.store.gitindex import GitIndex
 
 TEMP_MARKER = ".qmem-tmp-"
@@ -33,53 +36,59 @@ Stamp = tuple[int, int, int, int]  # a file's lstat: (mtime_ns, size, ino, ctime
 
 
 class Survey:
-    """``files``: memory file -> :data:`Stamp`, any size (oversized ones get quarantined).
+    """``files``: memory file -> (mtime_ns, size), any size (oversized ones get quarantined).
 
     ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
-    ``dirty`` then lists every file. ``links``: symlinks outside dot-folders (never followed;
-    recovery quarantines those named like memory files or standing for a memory folder).
-    Plain class: it is built on every write.
+    ``dirty`` then lists every file. ``gone``: stage-0 index paths with no memory file on
+    disk (None: not worked out; recovery compares the index itself). ``links``: symlinks
+    outside dot-folders (never followed; recovery quarantines those named like memory files
+    or standing for a memory folder). Plain class: it is built on every write.
     """
 
     def __init__(
         self,
-        files: dict[str, Stamp],
+        files: dict[str, tuple[int, int]],
         temp_files: list[str],
         index: GitIndex | None,
         dirty: set[str],
         links: list[str] | None = None,
+        gone: set[str] | None = None,
     ) -> None:
         self.files = files
         self.temp_files = temp_files
         self.index = index
         self.dirty = dirty
         self.links = links or []
+        self.gone = gone
 
 
 def survey(root: str) -> Survey:
     """Scan ``root`` (dot-dirs and symlinks skipped, spec §5) and compare it with the index."""
-    return _compared(root, *_scan(root))
-
-
-def _compared(
-    root: str, files: dict[str, Stamp], temp_files: list[str], links: list[str]
-) -> Survey:
-    """The survey of a scan: the index read now, and the files whose stat disagrees with it."""
-    index = _read_index(root)
-    dirty = set(files) if index is None else index.stat_dirty(files)
-    return Survey(files, temp_files, index, dirty, links)
-
-
-def _read_index(root: str) -> GitIndex | None:
     from qmem_git.store import gitindex
 
+    stamps, temp_files, links = _scan(root)
     try:
-        return gitindex.read_index(os.path.join(root, ".git"))
+        index: GitIndex | None = gitindex.read_index(os.path.join(root, ".git"))
     except gitindex.IndexUnreadable:
-        return None
+        index = None
+    return _survey_of(stamps, temp_files, links, index)
+
+
+def _survey_of(
+    stamps: dict[str, Stamp], temp_files: list[str], links: list[str], index: GitIndex | None
+) -> Survey:
+    dirty = set(stamps) if index is None else index.stat_dirty(stamps)
+    gone = None if index is None else _gone(index, stamps)
+    files = {rel: (stamp[0], stamp[1]) for rel, stamp in stamps.items()}
+    return Survey(files, temp_files, index, dirty, links, gone)
+
+
+def _gone(index: GitIndex, stamps: dict[str, Stamp]) -> set[str]:
+    return {path for path in index.entries.keys() - stamps.keys() if "\0" not in path}
 
 
 def _scan(root: str) -> tuple[dict[str, Stamp], list[str], list[str]]:
+    """Memory files -> :data:`Stamp`, our temp files, symlinks (the :func:`survey` rules)."""
     files: dict[str, Stamp] = {}
     temp_files: list[str] = []
     links: list[str] = []
@@ -129,18 +138,14 @@ class Pending:
         return self.pid is not None
 
     def result(self) -> Survey:
-        """The child's scan compared with the index read here; made here in full if the
-        child failed for any reason."""
+        """The child's survey; a fresh one in process if the child failed for any reason."""
         if self.pid is None or self._shared is None:
             return survey(self.root)
-        index = _read_index(self.root)  # while the child may still be scanning
         status = _reap(self.pid)
         self.pid = None
         try:
             if status == 0:
-                files, temp_files, links = _decode(_read_answer(self._shared))
-                dirty = set(files) if index is None else index.stat_dirty(files)
-                return Survey(files, temp_files, index, dirty, links)
+                return _decode(_read_answer(self._shared), self.root)
         except (EOFError, ValueError, TypeError, MemoryError):  # not a whole answer, or no room
             pass
         finally:
@@ -163,7 +168,7 @@ class Pending:
             self._shared = None
 
 
-_MAGIC = b"qmem-scan-3\n"
+_MAGIC = b"qmem-survey-4\n"
 _LENGTH = 8  # the answer's size, little-endian, ahead of the answer itself
 
 
@@ -190,10 +195,11 @@ def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
 
 
 def _shared_size(root: str) -> int:
-    """Room for the child's answer: each file's path and stat (~1.1 bytes per index byte, whose
-    entries hold the same), and 1 MiB for files the index lacks. Reserving no more than that
-    keeps a process with little address space (``ulimit -v``) working; a bigger answer makes
-    the child give up, and the survey runs in process."""
+    """Room for the child's answer: the index file itself, each file's path and times (~0.6
+    bytes per index byte, whose entries hold the same) and the entry offsets, and 1 MiB for
+    files the index lacks. Reserving no more than that keeps a process with little address
+    space (``ulimit -v``) working; a bigger answer makes the child give up, and the survey
+    runs in process."""
     try:
         index_bytes = os.stat(os.path.join(root, ".git", "index")).st_size
     except OSError:
@@ -208,7 +214,7 @@ def _child(root: str, shared: mmap.mmap, close_fds: tuple[int, ...]) -> None:
         gc.disable()  # a collection would touch (and so copy) every page the parent shares
         for fd in close_fds:
             os.close(fd)
-        data = _encoded(_scan(root))
+        data = _encoded(root)
         if _LENGTH + len(data) <= len(shared):
             shared[_LENGTH : _LENGTH + len(data)] = data
             shared[:_LENGTH] = len(data).to_bytes(_LENGTH, "little")
@@ -240,15 +246,57 @@ def _threads_running() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-_Scan = tuple[dict[str, Stamp], list[str], list[str]]
+_PackedIndex = tuple[int, int, bytes, "str | None", bytes, bytes]
+_Files = dict[str, tuple[int, int]]
+_Wire = tuple[_Files, list[str], list[str], list[str], "list[str] | None", "_PackedIndex | None"]
 
 
-def _encoded(scan: _Scan) -> bytes:
-    return _MAGIC + marshal.dumps(scan)
+def _encoded(root: str) -> bytes:
+    """The child's survey: the index travels as its bytes and entry offsets (version 2/3)."""
+    from array import array
+
+    from qmem_git.store import gitindex
+
+    stamps, temp_files, links = _scan(root)
+    offsets: list[int] = []
+    data = b""
+    try:
+        index: GitIndex | None
+        index, data = gitindex.read_index_data(os.path.join(root, ".git"), offsets)
+    except gitindex.IndexUnreadable:
+        index = None
+    seen = _survey_of(stamps, temp_files, links, index)
+    packed: _PackedIndex | None = None
+    if index is not None and offsets:
+        meta = (index.version, index.mtime_ns, index.checksum, index.head)
+        packed = (*meta, data, array("Q", offsets).tobytes())
+    gone = None if seen.gone is None else sorted(seen.gone)
+    wire: _Wire = (seen.files, temp_files, links, sorted(seen.dirty), gone, packed)
+    return _MAGIC + marshal.dumps(wire)
 
 
-def _decode(data: bytes) -> _Scan:
+def _decode(data: bytes, root: str) -> Survey:
+    """The child's answer as a :class:`Survey`; an index it did not send is read here."""
     if not data.startswith(_MAGIC):
         raise ValueError("not a survey")
-    files, temp_files, links = marshal.loads(data[len(_MAGIC) :])
-    return files, temp_files, links
+    from qmem_git.store import gitindex
+
+    files, temp_files, links, dirty, gone, packed = marshal.loads(data[len(_MAGIC) :])
+    if packed is None:  # none, unreadable, or version 4: read here (as the child did)
+        try:
+            index = gitindex.read_index(os.path.join(root, ".git"))
+        except gitindex.IndexUnreadable:
+            index = None
+    else:
+        version, mtime_ns, checksum, head, raw, offsets = packed
+        index = gitindex.GitIndex.from_base(raw, _offsets(offsets), version, mtime_ns, checksum)
+        index.head = head
+    return Survey(files, temp_files, index, set(dirty), links, None if gone is None else set(gone))
+
+
+def _offsets(data: bytes) -> Sequence[int]:
+    from array import array
+
+    offsets = array("Q")
+    offsets.frombytes(data)
+    return offsets

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,85 @@ def test_a_damaged_version_4_index_never_breaks_the_reader(repo: GitRepo, cut: i
     path.write_bytes(body + b"\0" * 20)  # no checksum: only the structure can tell
     with contextlib.suppress(gitindex.IndexUnreadable):  # refused or read, never a crash
         entries(repo)
+
+
+def lazy_and_parsed(repo: GitRepo) -> tuple[gitindex.GitIndex, gitindex.GitIndex]:
+    """The same index twice: from its bytes and entry offsets (as a writer's survey hands it
+    over), and parsed into a dict."""
+    git_dir = str(repo.root / ".git")
+    offsets: list[int] = []
+    parsed, data = gitindex.read_index_data(git_dir, offsets)
+    lazy = gitindex.GitIndex.from_base(
+        data, offsets, parsed.version, parsed.mtime_ns, parsed.checksum
+    )
+    return lazy, parsed
+
+
+def same_ops(indexes: tuple[gitindex.GitIndex, ...], repo: GitRepo) -> None:
+    st = (repo.root / "project" / "a.md").stat()
+    sha = repo.git("rev-parse", "HEAD:project/a.md").strip()
+    for index in indexes:
+        index.set("user/shared-prefix-05a.md", st, sha)  # between two entries
+        index.set("user/shared-prefix-07.md", st, sha)  # replaces one
+        index.set("a-first.md", st, sha)
+        index.set("zz-last.md", st, sha)
+        index.remove("user/shared-prefix-09.md")
+        index.remove("user/not-there.md")
+        index.set("user/shared-prefix-09.md", st, sha)  # removed, then back
+        index.remove("project/a.md")
+
+
+def test_an_index_from_bytes_and_offsets_reads_and_writes_as_the_parsed_one(
+    repo: GitRepo,
+) -> None:
+    repo.git("update-index", "--skip-worktree", "user/shared-prefix-03.md")  # version 3
+    lazy, parsed = lazy_and_parsed(repo)
+    assert lazy.version == parsed.version == 3
+    for path in [*parsed.paths(), "user/none.md", "", "zzz"]:
+        assert lazy.get(path) is None if parsed.get(path) is None else lazy.get(path) is not None
+        found, expected = lazy.get(path), parsed.get(path)
+        assert (found and vars_of(found)) == (expected and vars_of(expected))
+        assert lazy.skips_worktree(path) == parsed.skips_worktree(path)
+    assert lazy.skips_worktree("user/shared-prefix-03.md")
+    assert gitindex.render_index(lazy) == gitindex.render_index(parsed)  # no change: same bytes
+    same_ops((lazy, parsed), repo)
+    assert lazy.count() == parsed.count() == len(parsed.entries)
+    assert gitindex.render_index(lazy) == gitindex.render_index(parsed)
+    gitindex.write_index(str(repo.root / ".git"), lazy)
+    listed = repo.git("ls-files", "-s").splitlines()
+    assert [line.split("\t")[1] for line in listed][:1] == ["a-first.md"]
+    assert "user/shared-prefix-05a.md" in repo.git("ls-files")
+    assert "project/a.md" not in repo.git("ls-files")
+    assert lazy.entries == parsed.entries  # parsed on demand, changes applied
+
+
+def vars_of(entry: gitindex.IndexEntry) -> tuple[object, ...]:
+    return tuple(getattr(entry, name) for name in gitindex.IndexEntry.__slots__)
+
+
+def test_an_index_from_bytes_keeps_conflict_stages(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "memory")
+    repo.write("user/a.md", "base\n")
+    repo.git("add", "-A")
+    repo.git("commit", "-qm", "base")
+    repo.git("checkout", "-qb", "other")
+    repo.write("user/a.md", "other\n")
+    repo.git("commit", "-qam", "other")
+    repo.git("checkout", "-q", "main")
+    repo.write("user/a.md", "main\n")
+    repo.write("user/b.md", "b\n")
+    repo.git("add", "-A")
+    repo.git("commit", "-qm", "main")
+    subprocess.run(["git", "merge", "-q", "other"], cwd=repo.root, capture_output=True)
+    lazy, parsed = lazy_and_parsed(repo)
+    assert {"user/a.md\x001", "user/a.md\x002", "user/a.md\x003"} <= parsed.entries.keys()
+    assert lazy.get("user/a.md") is None
+    for stage in "123":
+        assert lazy.get(f"user/a.md\x00{stage}") is not None
+    st = (repo.root / "user" / "b.md").stat()
+    sha = repo.git("rev-parse", "HEAD:user/b.md").strip()
+    for index in (lazy, parsed):
+        index.set("user/a.md", st, sha)  # stage 0 sorts before the conflict stages
+        index.remove("user/a.md\x002")
+        index.set("user/a0.md", st, sha)  # after every stage of user/a.md
+    assert gitindex.render_index(lazy) == gitindex.render_index(parsed)

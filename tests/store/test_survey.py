@@ -34,7 +34,8 @@ def repo(tmp_path: Path) -> GitRepo:
 def summary(result: Survey) -> tuple[object, ...]:
     index = result.index
     packed = None if index is None else (index.entries, index.head, index.checksum)
-    return result.files, sorted(result.temp_files), sorted(result.dirty), packed, result.links
+    gone = None if result.gone is None else sorted(result.gone)
+    return result.files, sorted(result.temp_files), sorted(result.dirty), packed, result.links, gone
 
 
 def test_a_committed_tree_has_nothing_dirty(repo: GitRepo) -> None:
@@ -43,7 +44,7 @@ def test_a_committed_tree_has_nothing_dirty(repo: GitRepo) -> None:
     assert result.dirty == set() and result.temp_files == []
     assert result.index is not None and sorted(result.index.paths()) == sorted(result.files)
     st = (repo.root / "user" / "m1.md").stat()
-    assert result.files["user/m1.md"] == (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+    assert result.files["user/m1.md"] == (st.st_mtime_ns, st.st_size)
 
 
 def test_edits_new_files_and_temp_files_are_found(repo: GitRepo) -> None:
@@ -110,7 +111,7 @@ def framed(data: bytes, size: int | None = None) -> bytes:
 )
 def test_a_child_without_a_whole_answer_means_surveying_here(repo: GitRepo, case: str) -> None:
     """Only a child that exits 0 with a whole answer is believed; else the survey is made here."""
-    whole = survey._encoded(survey._scan(repo.path))
+    whole = survey._encoded(repo.path)
     answer, code = {
         "nothing": (None, 0),
         "failed": (framed(whole), 1),
@@ -129,13 +130,13 @@ def test_a_child_without_a_whole_answer_means_surveying_here(repo: GitRepo, case
 
 def test_a_whole_answer_is_used_as_it_is(repo: GitRepo) -> None:
     """The parent decodes what the child left (not a scan of its own made later)."""
-    whole = survey._encoded(survey._scan(repo.path))
+    whole = survey._encoded(repo.path)
     shared = mmap.mmap(-1, 1 << 20)
     pid = fake_child(shared, framed(whole), 0)
     repo.write("user/m0.md", memory_text("user", "m0", "changed after the child looked"))
     result = survey.Pending(repo.path, pid, shared).result()
     assert "user/m0.md" not in result.dirty  # the child's view, from before the edit
-    assert (result.files, result.temp_files, result.links) == survey._decode(whole)
+    assert summary(result) == summary(survey._decode(whole, repo.path))
 
 
 def test_an_answer_too_big_to_share_means_surveying_here(
@@ -150,7 +151,7 @@ def test_an_answer_too_big_to_share_means_surveying_here(
 def test_the_shared_room_follows_the_index_size(repo: GitRepo) -> None:
     """Room for the answer, not a fixed 64 MiB a small ``ulimit -v`` cannot spare."""
     index_bytes = (repo.root / ".git" / "index").stat().st_size
-    whole = survey._encoded(survey._scan(repo.path))
+    whole = survey._encoded(repo.path)
     assert len(whole) + 8 <= survey._shared_size(repo.path) <= 2 * index_bytes + (1 << 20)
 
 
@@ -176,3 +177,14 @@ def test_a_failing_fork_means_surveying_here(
     pending = survey.start(repo.path)
     assert not pending.forked and len(os.listdir("/proc/self/fd")) == before  # nothing leaked
     assert summary(pending.result()) == summary(survey.survey(repo.path))
+
+
+def test_the_child_names_the_tracked_files_that_are_gone(repo: GitRepo) -> None:
+    """The child works out deletions (index paths with no file), so the parent never needs
+    the index's 10,000 paths as a dict; its index then finds entries in the file's bytes."""
+    (repo.root / "user" / "m1.md").unlink()
+    pending = survey.start(repo.path)
+    result = pending.result()
+    assert result.gone == {"user/m1.md"}
+    assert result.index is not None and result.index.get("user/m1.md") is not None
+    assert summary(result) == summary(survey.survey(repo.path))
