@@ -29,6 +29,7 @@ class _SharedScan:
         self.root = os.path.abspath(root)
         self.files = files
         self.docs: dict[tuple[str, int, int], Document | None] = {}
+        self.cuts: dict[int, int] = {}  # scan-order prefix length -> its mtime_ns cut
 
 
 _shared: list[_SharedScan] = []
@@ -217,34 +218,51 @@ def scan_documents(
         info = FileInfo(rel, os.path.join(root, rel), mtime_ns, size)
         return load_document(info) if scope is None else _load_shared(scope, info)
 
-    return newest_documents(stats, load, limit)
+    return newest_documents(stats, load, limit, cuts=None if scope is None else scope.cuts)
 
 
 def newest_documents(
     stats: Mapping[str, tuple[int, int]],
     load: Callable[[str, int, int], Document | None],
     limit: int = MAX_SCANNED_DOCUMENTS,
+    *,
+    cuts: dict[int, int] | None = None,
 ) -> list[Document]:
     """:func:`scan_documents` over any store of files: ``stats`` maps rel -> (mtime_ns, size)
-    and ``load(rel, mtime_ns, size)`` parses one (None when it is not a valid document)."""
-    newest = _scan_order(stats, 2 * limit)
+    and ``load(rel, mtime_ns, size)`` parses one (None when it is not a valid document).
+
+    ``cuts``: kept between calls on the same (changing) ``stats`` (see :func:`_scan_order`).
+    """
+    newest = _scan_order(stats, 2 * limit, cuts)
     docs = _load_newest(newest, limit, load)
     if len(docs) < limit and len(newest) < len(stats):
         docs = _load_newest(_scan_order(stats, None), limit, load)
     return order_documents(docs, limit)
 
 
-def _scan_order(stats: Mapping[str, tuple[int, int]], count: int | None) -> list[_Keyed]:
+def _scan_order(
+    stats: Mapping[str, tuple[int, int]], count: int | None, cuts: dict[int, int] | None = None
+) -> list[_Keyed]:
     """Files in scan order: all of them, or a prefix of that order at least ``count`` long.
 
     The key is core.index.scan_order_key's (float milliseconds: two files whose nanosecond
     mtimes collapse to one float must not be ordered differently here than there). The prefix
     is every file whose key time is at least the ``count``-th newest, so nothing that sorts
     before a selected file is left out.
+
+    ``cuts`` remembers that time per ``count``: a second call after a few files changed (the
+    plan, then MEMORY.md) reuses it instead of ranking 10,000 files again. Every file at or
+    after a cut is still every file that sorts before the ones taken, so the result is still a
+    prefix; it may fall short of ``count`` (files removed or made older since), which
+    :func:`newest_documents` already handles by reading the whole order.
     """
     items: Iterable[tuple[str, tuple[int, int]]] = stats.items()
     if count is not None and len(stats) > count:
-        cut_ns = heapq.nlargest(count, stats.values())[-1][0]
+        cut_ns = cuts.get(count) if cuts is not None else None
+        if cut_ns is None:
+            cut_ns = heapq.nlargest(count, stats.values())[-1][0]
+            if cuts is not None:
+                cuts[count] = cut_ns
         cut, low = cut_ns / 1_000_000, cut_ns - 1_000_000  # low: integer pre-filter, no division
         items = [
             (rel, st) for rel, st in stats.items() if st[0] >= low and st[0] / 1_000_000 >= cut

@@ -390,3 +390,39 @@ def test_taken_paths_see_every_spelling_a_case_insensitive_disk_would_merge(
     assert taken("user/Notes.md") and taken("user/notes.md") and taken("user/NOTES.md")
     assert taken("user/cafe\u0301.md")  # the NFD spelling of the same name
     assert not taken("user/notes-2.md") and not taken("project/notes.md")
+
+
+def test_a_remembered_cut_gives_what_a_fresh_ranking_gives() -> None:
+    """The plan and the MEMORY.md render rank the same 10,000 files; the second reuses the
+    first's cut, also after files got newer, went away or left too few readable ones."""
+    from qmem_git.core.model import Document
+
+    stats = {f"user/m{n:04d}.md": (1_000_000_000_000 + n * 7_000_000, 10) for n in range(1000)}
+    unreadable: set[str] = set()
+
+    def load(rel: str, mtime_ns: int, size: int) -> Document | None:
+        if rel in unreadable:
+            return None
+        name = rel.rsplit("/", 1)[-1][:-3]
+        return Document(
+            type="user",
+            relative_path=rel,
+            title=name,
+            description=name,
+            body="body",
+            mtime_ms=mtime_ns / 1_000_000,
+        )
+
+    def titles(cuts: dict[int, int] | None) -> list[str]:
+        return [doc.relative_path for doc in workdir.newest_documents(stats, load, 50, cuts=cuts)]
+
+    cuts: dict[int, int] = {}
+    assert titles(cuts) == titles(None) and cuts  # first call: ranked, cut kept
+    stats["user/new.md"] = (2_000_000_000_000, 10)  # newer than all
+    for n in range(990, 1000):
+        del stats[f"user/m{n:04d}.md"]  # some of the newest gone
+    stats["user/m0003.md"] = (1_999_000_000_000, 10)  # an old one rewritten
+    assert titles(cuts) == titles(None)
+    unreadable.update(f"user/m{n:04d}.md" for n in range(900, 990))  # the cut's prefix falls short
+    assert titles(cuts) == titles(None)
+    assert len(titles(cuts)) == 50
