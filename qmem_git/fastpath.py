@@ -280,7 +280,7 @@ def _remember(
     from qmem_git.settings import build_settings
 
     moment = datetime.now(timezone.utc)
-    settings = build_settings(os.environ, project=project, memory_dir=memory_dir)
+    settings = build_settings(os.environ, project=project, memory_dir=memory_dir, with_model=False)
     text, kind, why, how = (_str(opts.get(key)) for key in ("text", "type", "why", "how"))
     patch = remember_patch(text or "", kind=kind, why=why, how=how)  # refusals before dulwich
 

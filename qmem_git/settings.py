@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 
 from qmem_git.core.paths import Layout, chats_dir, layout_for
 from qmem_git.envvalues import DEFAULT_LOCK_TIMEOUT, current_dir, lock_timeout
-from qmem_git.modelconfig import ModelConfig, load_model_config
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmem_git.modelconfig import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,13 @@ def build_settings(
     memory_dir: str | None = None,
     cwd: str | None = None,
     home: str | None = None,
+    with_model: bool = True,
 ) -> Settings:
-    """Resolve the layout from flags and env (``--memory-dir`` > spec §2 resolution)."""
+    """Resolve the layout from flags and env (``--memory-dir`` > spec §2 resolution).
+
+    ``with_model=False``: leave the model endpoint unread (``model`` None), for a command that
+    never calls one (``remember``): its config module and files cost every call ~3 ms.
+    """
     cwd = cwd or current_dir()
     home = home or env.get("HOME") or os.path.expanduser("~")
     layout = layout_for(project, memory_dir, env, home, cwd, os.path.lexists)
@@ -54,9 +62,15 @@ def build_settings(
         lock_timeout=lock_timeout(env),
         author_name=env.get("GIT_AUTHOR_NAME", ""),
         author_email=env.get("GIT_AUTHOR_EMAIL", ""),
-        model=load_model_config(env, home).config,
+        model=_model(env, home) if with_model else None,
         auto_dream=env.get("QMEM_AUTO_DREAM", "1") != "0",
     )
+
+
+def _model(env: Mapping[str, str], home: str) -> ModelConfig | None:
+    from qmem_git.modelconfig import load_model_config
+
+    return load_model_config(env, home).config
 
 
 def _hostname() -> str:

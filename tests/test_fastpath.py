@@ -219,3 +219,19 @@ def test_remember_forks_its_survey_before_any_costly_import() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_remember_reads_no_model_config_and_no_pack_code(tmp_path: Path) -> None:
+    """``remember`` never calls a model, and commits loose objects only: neither the model
+    config module nor dulwich's pack machinery is worth its import on every call."""
+    root = store(tmp_path, "fast")
+    code = (
+        "import sys\n"
+        "from qmem_git.__main__ import main\n"
+        f"main(['--memory-dir', {str(root)!r}, 'remember', {TEXT!r}])\n"
+        "costly = ('qmem_git.modelconfig', 'dulwich.object_store', 'dulwich.pack', 'click')\n"
+        "print(sorted(name for name in costly if name in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert "remember:" in git(root, "log", "-1", "--format=%s")
