@@ -7,7 +7,7 @@ in :mod:`qmem_git.core.validate`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from qmem_git.core import frontmatter
 from qmem_git.core.model import Document, MemoryType
@@ -15,8 +15,7 @@ from qmem_git.core.model import Document, MemoryType
 FENCE = frontmatter.FENCE
 
 
-@dataclass(frozen=True)
-class Split:
+class Split(NamedTuple):
     """A document split at its frontmatter fences; ``body`` is the raw (untrimmed) body."""
 
     frontmatter: str

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from qmem_git.core.model import MAX_SCANNED_DOCUMENTS, Document
 from qmem_git.core.text import clip
@@ -17,8 +17,7 @@ WARNING = (
 )
 
 
-@dataclass(frozen=True)
-class IndexResult:
+class IndexResult(NamedTuple):
     """The MEMORY.md text and the relative paths whose lines the limits dropped."""
 
     text: str

@@ -146,14 +146,18 @@ class PatchPlan:
         return not self.writes
 
 
-@dataclass
 class _Record:
     """A scanned (or just planned) document whose entries may change during the plan."""
 
-    type: MemoryType
-    relative_path: str
-    body: str
-    entries: list[Entry]
+    __slots__ = ("body", "entries", "relative_path", "type")
+
+    def __init__(
+        self, kind: MemoryType, relative_path: str, body: str, entries: list[Entry]
+    ) -> None:
+        self.type = kind
+        self.relative_path = relative_path
+        self.body = body
+        self.entries = entries
 
 
 class _Planner:

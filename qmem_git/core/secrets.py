@@ -12,14 +12,13 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 Span = tuple[int, int]
 Matcher = Callable[[str], Iterator[Span]]
 
 
-@dataclass(frozen=True)
-class SecretFinding:
+class SecretFinding(NamedTuple):
     """One rule that matched: ``start``/``end`` locate its first match in the scanned text."""
 
     rule_id: str

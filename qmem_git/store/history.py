@@ -20,7 +20,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from types import TracebackType
 
@@ -401,7 +401,7 @@ class History:
             parent = bytes(commit.parents[0]) if commit.parents else None
             old_tree = bytes(self._commit(parent).tree) if parent else None
             changes = tuple(self._file_changes(old_tree, bytes(commit.tree)))
-            info = replace(info, changes=changes)
+            info = info._replace(changes=changes)
         return LogEntry(
             commit=commit.id.decode("ascii"),
             parents=tuple(p.decode("ascii") for p in commit.parents),
