@@ -57,8 +57,7 @@ class ChangeSet:
         return sorted({*self.writes, *self.deletes})
 
 
-@dataclass(frozen=True)
-class FileChange:
+class FileChange(NamedTuple):
     """One changed path in a commit: status ``A`` (added), ``M`` (modified) or ``D`` (deleted)."""
 
     status: str

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, MAX_SCANNED_DOCUMENTS
 
@@ -26,8 +25,7 @@ def is_memory_type(value: str) -> bool:
     return value in MEMORY_TYPES
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One memory entry inside a body (spec §4.3)."""
 
     summary: str
@@ -35,8 +33,7 @@ class Entry:
     how_to_apply: str | None = None
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(NamedTuple):
     """A parsed memory document (spec §4.2). ``frontmatter`` is the raw text between the fences."""
 
     type: MemoryType

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from qmem_git.core.codec import render_document, replace_body
 from qmem_git.core.entries import merge_entries, parse_entries, render_entries
@@ -31,8 +32,7 @@ _BULLET = re.compile(r"^\s*(?:[-*]|#+)\s+")  # a bullet, or a heading the body r
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 
 
-@dataclass(frozen=True)
-class Patch:
+class Patch(NamedTuple):
     """One fact to remember (spec §7.3); ``source_offset`` is the user message it came from."""
 
     topic: MemoryType
@@ -107,8 +107,7 @@ def normalize_patches(patches: Iterable[Patch]) -> list[Patch]:
         summary = clean_summary(patch.summary)
         if patch.topic not in MEMORY_TYPES or rejection_reason(summary) is not None:
             continue
-        cleaned = replace(
-            patch,
+        cleaned = patch._replace(
             summary=summary,
             why=clean_detail(patch.why),
             how_to_apply=clean_detail(patch.how_to_apply),
