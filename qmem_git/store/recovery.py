@@ -187,7 +187,7 @@ def _recover(
         head_sha = head_map.get(rel) if head_map is not None else repo.lookup(head_tree, rel)
         _classify(repo, rel, head_sha, seen.files, index, found, problem_of or memory_file_problem)
     found.refuse_new(case_collisions(found.new, seen.files))
-    state = WorkState(_render_files(seen.files), index)
+    state = WorkState(_render_files(seen.files, seen.oversized), index)
     warnings = [f"{rel}: {SYMLINK_PROBLEM}; moved to {dest}" for rel, dest in moved_links]
     if undone is not None:
         op, paths = undone
@@ -357,13 +357,20 @@ def utf8_problem(data: bytes) -> str | None:
     return None
 
 
-def _render_files(files: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
-    """rel -> (mtime_ns, size) of the files MEMORY.md is built from (workdir's size limit)."""
-    return {
-        rel: stamp
-        for rel, stamp in files.items()
-        if stamp[1] <= MAX_FILE_BYTES and rel != INDEX_NAME
-    }
+def _render_files(
+    files: dict[str, tuple[int, int]], oversized: list[str] | None = None
+) -> dict[str, tuple[int, int]]:
+    """rel -> (mtime_ns, size) of the files MEMORY.md is built from (workdir's size limit).
+
+    ``oversized``: those of ``files`` over the limit, when the survey listed them: then the
+    copy is made in C, not by a comprehension over 10,000 files.
+    """
+    if oversized is None:
+        oversized = [rel for rel, stamp in files.items() if stamp[1] > MAX_FILE_BYTES]
+    render = dict(files)
+    for rel in (*oversized, INDEX_NAME):
+        render.pop(rel, None)
+    return render
 
 
 def quarantine_files(layout: Layout, paths: list[str], now: datetime) -> list[str]:

@@ -23,7 +23,7 @@ import marshal
 import mmap
 import os
 
-from qmem_git.core.limits import INDEX_NAME
+from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES
 
 TYPE_CHECKING = False  # imported before the fork: the index reader loads in the child
 if TYPE_CHECKING:
@@ -40,7 +40,8 @@ class Survey:
 
     ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
     ``dirty`` then lists every file. ``gone``: stage-0 index paths with no memory file on
-    disk (None: not worked out; recovery compares the index itself). ``links``: symlinks
+    disk (None: not worked out; recovery compares the index itself). ``oversized``: the files
+    over ``MAX_FILE_BYTES`` (None: not worked out). ``links``: symlinks
     outside dot-folders (never followed; recovery quarantines those named like memory files
     or standing for a memory folder). Plain class: it is built on every write.
     """
@@ -53,6 +54,7 @@ class Survey:
         dirty: set[str],
         links: list[str] | None = None,
         gone: set[str] | None = None,
+        oversized: list[str] | None = None,
     ) -> None:
         self.files = files
         self.temp_files = temp_files
@@ -60,6 +62,7 @@ class Survey:
         self.dirty = dirty
         self.links = links or []
         self.gone = gone
+        self.oversized = oversized
 
 
 def survey(root: str) -> Survey:
@@ -80,7 +83,8 @@ def _survey_of(
     dirty = set(stamps) if index is None else index.stat_dirty(stamps)
     gone = None if index is None else _gone(index, stamps)
     files = {rel: (stamp[0], stamp[1]) for rel, stamp in stamps.items()}
-    return Survey(files, temp_files, index, dirty, links, gone)
+    oversized = [rel for rel, stamp in stamps.items() if stamp[1] > MAX_FILE_BYTES]
+    return Survey(files, temp_files, index, dirty, links, gone, oversized)
 
 
 def _gone(index: GitIndex, stamps: dict[str, Stamp]) -> set[str]:
@@ -168,7 +172,7 @@ class Pending:
             self._shared = None
 
 
-_MAGIC = b"qmem-survey-4\n"
+_MAGIC = b"qmem-survey-5\n"
 _LENGTH = 8  # the answer's size, little-endian, ahead of the answer itself
 
 
@@ -248,7 +252,16 @@ def _threads_running() -> bool:
 
 _PackedIndex = tuple[int, int, bytes, "str | None", bytes, bytes]
 _Files = dict[str, tuple[int, int]]
-_Wire = tuple[_Files, list[str], list[str], list[str], "list[str] | None", "_PackedIndex | None"]
+_Paths = list[str]
+_Wire = tuple[
+    _Files,
+    _Paths,  # temp files
+    _Paths,  # links
+    _Paths,  # dirty
+    "_Paths | None",  # gone
+    "_Paths | None",  # oversized
+    "_PackedIndex | None",
+]
 
 
 def _encoded(root: str) -> bytes:
@@ -271,7 +284,8 @@ def _encoded(root: str) -> bytes:
         meta = (index.version, index.mtime_ns, index.checksum, index.head)
         packed = (*meta, data, array("Q", offsets).tobytes())
     gone = None if seen.gone is None else sorted(seen.gone)
-    wire: _Wire = (seen.files, temp_files, links, sorted(seen.dirty), gone, packed)
+    dirty = sorted(seen.dirty)
+    wire: _Wire = (seen.files, temp_files, links, dirty, gone, seen.oversized, packed)
     return _MAGIC + marshal.dumps(wire)
 
 
@@ -281,7 +295,7 @@ def _decode(data: bytes, root: str) -> Survey:
         raise ValueError("not a survey")
     from qmem_git.store import gitindex
 
-    files, temp_files, links, dirty, gone, packed = marshal.loads(data[len(_MAGIC) :])
+    files, temp_files, links, dirty, gone, oversized, packed = marshal.loads(data[len(_MAGIC) :])
     if packed is None:  # none, unreadable, or version 4: read here (as the child did)
         try:
             index = gitindex.read_index(os.path.join(root, ".git"))
@@ -291,7 +305,8 @@ def _decode(data: bytes, root: str) -> Survey:
         version, mtime_ns, checksum, head, raw, offsets = packed
         index = gitindex.GitIndex.from_base(raw, _offsets(offsets), version, mtime_ns, checksum)
         index.head = head
-    return Survey(files, temp_files, index, set(dirty), links, None if gone is None else set(gone))
+    gone_set = None if gone is None else set(gone)
+    return Survey(files, temp_files, index, set(dirty), links, gone_set, oversized)
 
 
 def _offsets(data: bytes) -> Sequence[int]:

@@ -35,7 +35,8 @@ def summary(result: Survey) -> tuple[object, ...]:
     index = result.index
     packed = None if index is None else (index.entries, index.head, index.checksum)
     gone = None if result.gone is None else sorted(result.gone)
-    return result.files, sorted(result.temp_files), sorted(result.dirty), packed, result.links, gone
+    seen = (result.files, sorted(result.temp_files), sorted(result.dirty), packed, result.links)
+    return (*seen, gone, result.oversized)
 
 
 def test_a_committed_tree_has_nothing_dirty(repo: GitRepo) -> None:
@@ -188,3 +189,18 @@ def test_the_child_names_the_tracked_files_that_are_gone(repo: GitRepo) -> None:
     assert result.gone == {"user/m1.md"}
     assert result.index is not None and result.index.get("user/m1.md") is not None
     assert summary(result) == summary(survey.survey(repo.path))
+
+
+def test_files_over_the_size_limit_are_named_for_recovery(repo: GitRepo) -> None:
+    """MEMORY.md is built without them (recovery quarantines them); the child lists them so
+    the writer's copy of 10,000 file stamps needs no comprehension."""
+    from qmem_git.core.limits import MAX_FILE_BYTES
+    from qmem_git.store.recovery import _render_files
+
+    repo.write("user/huge.md", "x" * (MAX_FILE_BYTES + 1))
+    forked = survey.start(repo.path).result()
+    here = survey.survey(repo.path)
+    assert forked.oversized == here.oversized == ["user/huge.md"]
+    render = _render_files(forked.files, forked.oversized)
+    assert render == _render_files(forked.files) and "user/huge.md" not in render
+    assert "MEMORY.md" not in render and "user/m0.md" in render
