@@ -1,7 +1,8 @@
 """Unified diffs in git's format, rendered from two texts (pure; ``difflib`` does the matching).
 
 Reviewers read ``qmem-git show`` / ``diff`` next to ``git show``, so the layout follows git:
-``diff --git`` header, ``new file mode`` / ``deleted file mode``, ``index`` line, ``/dev/null``
+``diff --git`` header, ``new file mode`` / ``deleted file mode`` (``old mode`` / ``new mode``
+when only the mode changed, as ``chmod +x`` committed with C git), ``index`` line, ``/dev/null``
 for a missing side, hunk ranges without ``,1``, the funcname context after ``@@`` and the
 ``\\ No newline at end of file`` marker. Hunk boundaries may differ from git's Myers output.
 """
@@ -42,15 +43,23 @@ def render_file_diff(
     new_id: str = "",
     binary: bool = False,
     context: int = 3,
+    old_mode: str = FILE_MODE,
+    new_mode: str = FILE_MODE,
 ) -> str:
     """One file's diff; ``None`` on a side means the file does not exist there (added/deleted).
 
-    ``old_id``/``new_id`` are abbreviated blob ids for the ``index`` line (omitted when empty).
-    Returns ``""`` when both sides are equal.
+    ``old_id``/``new_id`` are abbreviated blob ids for the ``index`` line (omitted when empty);
+    ``old_mode``/``new_mode`` the file modes (octal text, as git prints them). Returns ``""``
+    when both sides are equal.
     """
-    if old_text == new_text and not binary:
+    modes = (old_mode, new_mode) if old_text is not None and new_text is not None else None
+    if modes is not None and old_mode == new_mode:
+        modes = None
+    if old_text == new_text and not binary and modes is None:
         return ""
-    lines = _header(path, old_text is None, new_text is None, old_id, new_id)
+    if old_text == new_text and not binary:  # the mode alone changed: no index line, no hunks
+        return f"diff --git a/{path} b/{path}\nold mode {old_mode}\nnew mode {new_mode}\n"
+    lines = _header(path, old_text, new_text, (old_id, new_id), (old_mode, new_mode))
     old_name = "/dev/null" if old_text is None else f"a/{path}"
     new_name = "/dev/null" if new_text is None else f"b/{path}"
     if binary:
@@ -76,17 +85,27 @@ def split_lines(text: str) -> list[str]:
     return [*lines, last[:-1]] if last != "\n" else lines
 
 
-def _header(path: str, added: bool, deleted: bool, old_id: str, new_id: str) -> list[str]:
+def _header(
+    path: str,
+    old_text: str | None,
+    new_text: str | None,
+    ids: tuple[str, str],
+    modes: tuple[str, str],
+) -> list[str]:
+    (old_id, new_id), (old_mode, new_mode) = ids, modes
+    added, deleted = old_text is None, new_text is None
     lines = [f"diff --git a/{path} b/{path}"]
     if added:
-        lines.append(f"new file mode {FILE_MODE}")
+        lines.append(f"new file mode {new_mode}")
     elif deleted:
-        lines.append(f"deleted file mode {FILE_MODE}")
+        lines.append(f"deleted file mode {old_mode}")
+    elif old_mode != new_mode:
+        lines += [f"old mode {old_mode}", f"new mode {new_mode}"]
     if old_id or new_id:
         old = old_id or "0" * len(new_id)
         new = new_id or "0" * len(old_id)
-        suffix = "" if added or deleted else f" {FILE_MODE}"
-        lines.append(f"index {old}..{new}{suffix}")
+        same_mode = not added and not deleted and old_mode == new_mode
+        lines.append(f"index {old}..{new}" + (f" {new_mode}" if same_mode else ""))
     return lines
 
 

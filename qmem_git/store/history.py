@@ -57,6 +57,8 @@ __all__ = [
 MAIN_REF = b"refs/heads/main"
 SHORT = 7
 _GITLINK = 0o160000
+_FILE_MODE = 0o100644
+_Change = tuple[str, str, "bytes | None", "bytes | None", tuple[int, int]]
 _REV = re.compile(r"^(?P<base>[^~^]+)(?P<ops>(?:[~^][0-9]*)*)$")
 _STEP = re.compile(r"([~^])([0-9]*)")
 _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
@@ -130,9 +132,14 @@ class FileDiff:
     old_id: str = ""
     new_id: str = ""
     binary: bool = False
+    old_mode: int = 0  # git's file mode on each side (0: absent); e.g. 0o100755 after chmod +x
+    new_mode: int = 0
 
     def as_dict(self) -> dict[str, object]:
-        return {"path": self.path, "status": self.status, "binary": self.binary}
+        found: dict[str, object] = {"path": self.path, "status": self.status}
+        if self.old_mode and self.new_mode and self.old_mode != self.new_mode:
+            found["old_mode"], found["new_mode"] = f"{self.old_mode:o}", f"{self.new_mode:o}"
+        return {**found, "binary": self.binary}
 
 
 @dataclass(frozen=True)
@@ -502,16 +509,14 @@ class History:
         for diff in self._tree_diff(old_tree, new_tree):
             yield FileChange(diff[0], diff[1])
 
-    def _tree_diff(
-        self, old_tree: bytes | None, new_tree: bytes | None
-    ) -> Iterator[tuple[str, str, bytes | None, bytes | None]]:
-        """(status, path, old blob id, new blob id) for each changed file, in tree order."""
-        for status, raw, old_id, new_id in self._raw_tree_diff(old_tree, new_tree):
-            yield status, raw.decode("utf-8", "replace"), old_id, new_id
+    def _tree_diff(self, old_tree: bytes | None, new_tree: bytes | None) -> Iterator[_Change]:
+        """(status, path, old blob id, new blob id, modes) per changed file, in tree order."""
+        for status, raw, old_id, new_id, modes in self._raw_tree_diff(old_tree, new_tree):
+            yield status, raw.decode("utf-8", "replace"), old_id, new_id, modes
 
     def _raw_tree_diff(
         self, old_tree: bytes | None, new_tree: bytes | None
-    ) -> Iterator[tuple[str, bytes, bytes | None, bytes | None]]:
+    ) -> Iterator[tuple[str, bytes, bytes | None, bytes | None, tuple[int, int]]]:
         """:meth:`_tree_diff` with each path as the tree stores it (bytes, any encoding)."""
         from dulwich.diff_tree import tree_changes  # lazy: ``log`` of qmem commits never diffs
 
@@ -529,13 +534,14 @@ class History:
                 path or b"",
                 bytes(before.sha) if before and before.sha else None,
                 bytes(after.sha) if after and after.sha else None,
+                (before.mode or 0 if before else 0, after.mode or 0 if after else 0),
             )
 
     def diff(self, old: str | None, new: str | None) -> list[FileDiff]:
         """Files that differ between two resolved commits (None = the empty tree)."""
         return [
-            self._file_diff(status, path, old_id, new_id)
-            for status, path, old_id, new_id in self._tree_diff(
+            self._file_diff(status, path, old_id, new_id, modes)
+            for status, path, old_id, new_id, modes in self._tree_diff(
                 self._tree_of(old), self._tree_of(new)
             )
         ]
@@ -555,11 +561,16 @@ class History:
         parent = bytes(self._commit(bytes(commit.parents[0])).tree) if commit.parents else None
         return [
             raw.decode("utf-8", "surrogateescape")
-            for _, raw, _, _ in self._raw_tree_diff(parent, bytes(commit.tree))
+            for _, raw, _, _, _ in self._raw_tree_diff(parent, bytes(commit.tree))
         ]
 
     def _file_diff(
-        self, status: str, path: str, old_id: bytes | None, new_id: bytes | None
+        self,
+        status: str,
+        path: str,
+        old_id: bytes | None,
+        new_id: bytes | None,
+        modes: tuple[int, int] = (0, 0),
     ) -> FileDiff:
         old_data = self._blob_data(old_id) if old_id else None
         new_data = self._blob_data(new_id) if new_id else None
@@ -572,6 +583,8 @@ class History:
             old_id=old_id.decode("ascii")[:SHORT] if old_id else "",
             new_id=new_id.decode("ascii")[:SHORT] if new_id else "",
             binary=binary,
+            old_mode=modes[0],
+            new_mode=modes[1],
         )
 
     # -- work tree ------------------------------------------------------------------------
@@ -694,7 +707,14 @@ def _diff_pair(
 def _render(files: list[FileDiff]) -> str:
     return "".join(
         render_file_diff(
-            f.path, f.old_text, f.new_text, old_id=f.old_id, new_id=f.new_id, binary=f.binary
+            f.path,
+            f.old_text,
+            f.new_text,
+            old_id=f.old_id,
+            new_id=f.new_id,
+            binary=f.binary,
+            old_mode=f"{f.old_mode or _FILE_MODE:o}",
+            new_mode=f"{f.new_mode or _FILE_MODE:o}",
         )
         for f in files
     )

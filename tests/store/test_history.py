@@ -597,3 +597,41 @@ def test_log_path_and_history_agree_on_a_merge_made_with_c_git(
     assert merge not in [e.commit for e in read_log(r.path, path="reference/s.md")]
     assert merge in [e.commit for e in read_log(r.path, path="reference")]  # a new folder
     assert {side, main} <= {e.commit for e in read_log(r.path, path="reference")}
+
+
+def test_mode_changes_show_as_git_shows_them(tmp_path: Path, git_exe: str) -> None:
+    """``chmod +x`` committed with C git: alone, then with an edit, then a new executable file
+    and its deletion; ``show`` and ``diff`` print git's ``old mode``/``new mode`` lines."""
+    r = GitRepo(tmp_path / "m")
+    r.plain("base", {"user/a.md": PNPM})
+    path = r.root / "user" / "a.md"
+    steps = []
+    path.chmod(0o755)
+    r.git("commit", "-qam", "mode only")
+    steps.append("mode only")
+    path.chmod(0o644)
+    path.write_text(PNPM_2, encoding="utf-8")
+    r.git("commit", "-qam", "mode and text")
+    steps.append("mode and text")
+    r.write("user/run.md", CI)
+    (r.root / "user" / "run.md").chmod(0o755)
+    r.git("add", "-A")
+    r.git("commit", "-qm", "new executable")
+    r.git("rm", "-q", "user/run.md")
+    r.git("commit", "-qm", "executable gone")
+    for back in range(4):
+        rev = f"HEAD~{back}"
+        assert show_commit(r.path, rev).diff_text == r.git("show", "--format=", "--no-color", rev)
+    only = show_commit(r.path, "HEAD~3")
+    assert only.diff_text.splitlines()[1:] == ["old mode 100644", "new mode 100755"]
+    assert only.files[0].as_dict() == {
+        "path": "user/a.md",
+        "status": "M",
+        "old_mode": "100644",
+        "new_mode": "100755",
+        "binary": False,
+    }
+    assert diff_revs(r.path, "HEAD~4", "HEAD~2").text == r.git(
+        "diff", "--no-color", "HEAD~4", "HEAD~2"
+    )
+    assert "\x1b[1mold mode 100644\x1b[m" in colorize(only.diff_text)
