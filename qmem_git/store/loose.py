@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 
 from dulwich.file import GitFile
 from dulwich.objects import ObjectID, ShaFile, valid_hexsha
@@ -25,7 +26,7 @@ OBJECT_MODE = 0o444  # loose objects are read-only, as C git and dulwich write t
 
 def object_path(objects_dir: str, sha: str) -> str | None:
     """``objects/ab/cdef...`` for a valid hex id; None for anything else (never a path)."""
-    if not valid_hexsha(sha):
+    if not sha.isascii() or not valid_hexsha(sha):
         return None
     return os.path.join(objects_dir, sha[:2], sha[2:])
 
@@ -37,7 +38,7 @@ def read_loose(objects_dir: str, sha: str, max_size: int) -> ShaFile | None:
     ``max_size``: the largest inflated object read (dulwich's ``loose_object_size_limit``).
     """
     path = object_path(objects_dir, sha)
-    if path is None:
+    if path is None or not _regular(path):  # a FIFO there must not hang the read
         return None
     try:
         found = ShaFile.from_path(path, ObjectID(sha.encode("ascii")), max_size=max_size)
@@ -48,9 +49,11 @@ def read_loose(objects_dir: str, sha: str, max_size: int) -> ShaFile | None:
         return None
 
 
-def has_loose(objects_dir: str, sha: str) -> bool:
-    path = object_path(objects_dir, sha)
-    return path is not None and os.path.isfile(path)
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def write_loose(objects_dir: str, obj: ShaFile) -> str:

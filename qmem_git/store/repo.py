@@ -407,7 +407,10 @@ class Repository:
         except UnicodeEncodeError:  # half a character: never in history
             return False
         sha = blob_id(data)
-        return loose.has_loose(self.objects_dir, sha) or _object_id(sha) in self.objects
+        limit = self._loose_limit or DEFAULT_LOOSE_OBJECT_SIZE_LIMIT
+        return loose.read_loose(self.objects_dir, sha, limit) is not None or (
+            _object_id(sha) in self.objects  # packed; or damaged, which dulwich reports
+        )
 
     def read_blob(self, sha: str) -> bytes:
         return self.read_object(sha, Blob).as_raw_string()
@@ -485,6 +488,8 @@ class Repository:
             loose.write_loose(self.objects_dir, obj)
         except FileLocked as exc:
             self._retry_locked(obj, sha, exc)
+        except (NotADirectoryError, IsADirectoryError) as exc:  # objects/ab is a file, ...
+            raise _corrupt(f"object {sha} cannot be stored ({exc})") from exc
         self._dirty_dirs.add(directory)
         return sha
 
