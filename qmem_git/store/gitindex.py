@@ -189,9 +189,12 @@ class GitIndex:
         return dirty
 
     def set(self, path: str, st: os.stat_result, sha: str, mode: int = FILE_MODE) -> None:
-        """Record ``path`` as clean with content ``sha`` and the given ``lstat`` result."""
+        """Record ``path`` as clean with content ``sha`` and the given ``lstat`` result; its
+        conflict stages go, as ``git add`` resolves a conflict (an index with both is one
+        C git refuses)."""
         name = path.encode("utf-8", "surrogateescape")
         raw = _encode(name, st, bytes.fromhex(sha), mode)
+        self._drop_stages(path)
         self.changed = True
         if self._entries is None:
             self._overlay[path] = raw
@@ -201,12 +204,27 @@ class GitIndex:
         self._entries[path] = raw
 
     def remove(self, path: str) -> None:
+        """Forget ``path``, its conflict stages too (``git rm``)."""
+        self._drop_stages(path)
         if self._entries is None:
             if self._raw(path) is not None:
                 self._overlay[path] = None
                 self.changed = True
         elif self._entries.pop(path, None) is not None:
             self.changed = True
+
+    def _drop_stages(self, path: str) -> None:
+        if "\0" in path:  # a stage's own key
+            return
+        for stage in (1, 2, 3):
+            key = f"{path}\0{stage}"
+            if self._raw(key) is None:
+                continue
+            self.changed = True
+            if self._entries is None:
+                self._overlay[key] = None
+            else:
+                del self._entries[key]
 
     def ordered(self) -> list[bytes]:
         """Raw entries in git's order (path bytes, then stage), several to an item when they

@@ -160,7 +160,13 @@ def test_an_index_from_bytes_keeps_conflict_stages(tmp_path: Path) -> None:
     st = (repo.root / "user" / "b.md").stat()
     sha = repo.git("rev-parse", "HEAD:user/b.md").strip()
     for index in (lazy, parsed):
-        index.set("user/a.md", st, sha)  # stage 0 sorts before the conflict stages
-        index.remove("user/a.md\x002")
+        index.remove("user/a.md\x002")  # one stage alone
         index.set("user/a0.md", st, sha)  # after every stage of user/a.md
     assert gitindex.render_index(lazy) == gitindex.render_index(parsed)
+    for index in (lazy, parsed):
+        index.set("user/a.md", st, sha)  # resolved: the other stages go, as with git add
+    assert gitindex.render_index(lazy) == gitindex.render_index(parsed)
+    gitindex.write_index(str(repo.root / ".git"), lazy)
+    assert repo.git("ls-files", "-u") == ""  # nothing unmerged left
+    assert "user/a.md" in repo.git("ls-files", "-s", "user/a.md")
+    repo.git("write-tree")  # C git accepts the index (it refuses stage 0 beside stages)

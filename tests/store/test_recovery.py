@@ -715,3 +715,31 @@ def test_a_killed_snapshot_never_undoes_what_a_person_did(layout: Layout) -> Non
     assert edited.read_text() == doc("a", body="edited by hand")
     assert git(root, "show", "HEAD:user/a.md") == doc("a", body="edited by hand")
     assert_clean(str(root))
+
+
+def test_a_write_during_a_merge_conflict_leaves_an_index_c_git_accepts(layout: Layout) -> None:
+    """The conflicted file (with markers) is quarantined and HEAD's version put back; its index
+    entry then replaces the conflict stages, as ``git add`` would, never sits beside them."""
+    root = Path(layout.memory_root)
+    assert qmem_run(root, "remember", "The team prefers squash merges on main").returncode == 0
+    rel = git(root, "ls-files", "project", "user").split()[0]
+    quiet = ("-c", "user.name=t", "-c", "user.email=t@e", "-c", "core.hooksPath=/dev/null")
+
+    def commit_edit(line: str, message: str) -> None:
+        with open(root / rel, "a", encoding="utf-8") as handle:
+            handle.write(line)
+        git(root, *quiet, "commit", "-qam", message)
+
+    git(root, "checkout", "-q", "-b", "side")
+    commit_edit("- Always.\n", "side")
+    git(root, "checkout", "-q", "main")
+    commit_edit("- Never.\n", "main")
+    merge = subprocess.run(
+        ["git", *quiet, "merge", "side"], cwd=root, capture_output=True, text=True
+    )
+    assert merge.returncode != 0 and git(root, "ls-files", "-u")  # a real conflict
+    done = qmem_run(root, "remember", "Deploy tokens rotate every 90 days via the vault job")
+    assert done.returncode == 0, done.stderr
+    assert git(root, "ls-files", "-u") == ""
+    git(root, "fsck", "--strict")
+    git(root, "write-tree")
