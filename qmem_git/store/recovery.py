@@ -434,17 +434,18 @@ def _move_to_quarantine(
     return dest
 
 
-def _misplaced(links: list[str], head_files: dict[str, str]) -> list[str]:
+def _misplaced(links: list[str], head_entries: dict[str, tuple[int, str]]) -> list[str]:
     """The symlinks writes could follow or that stand for memories: ``*.md`` ones, and those in
-    or as a type folder, or where HEAD has a file or folder."""
-    folders = {path[:at] for path in head_files for at, c in enumerate(path) if c == "/"}
+    or as a type folder, or where HEAD has a file or folder (a link HEAD itself has there, out
+    of every memory place, is as committed: left alone)."""
+    folders = {path[:at] for path in head_entries for at, c in enumerate(path) if c == "/"}
     return [
         rel
         for rel in links
         if rel.endswith(".md")
         or is_memory_type(rel.split("/", 1)[0])
         or rel in folders
-        or rel in head_files
+        or (rel in head_entries and not stat.S_ISLNK(head_entries[rel][0]))
     ]
 
 
@@ -459,17 +460,18 @@ def _quarantine_links(
     """Move each such symlink to quarantine (the link, never its target) and put back the files
     HEAD has in its place, with the times the index knew for them. Every writer does this
     first, so no write follows a link out of the memory folder and nothing is committed as
-    deleted because a link hid it."""
+    deleted because a link hid it. A link HEAD has in a memory place (committed with C git)
+    is not put back: recovery then commits its removal, as for any memory file gone."""
     if not links:
         return []
-    head_files = repo.flatten(head_tree)
-    misplaced = _misplaced(links, head_files)
+    head_entries = repo.flatten_entries(head_tree)
+    misplaced = _misplaced(links, head_entries)
     moved: list[tuple[str, str]] = []
     kept = index if index is not None else GitIndex()  # its entries give the files' times
     for rel in misplaced:
         moved.append((rel, _move_to_quarantine(repo, layout, rel, now)))
-        for path, sha in head_files.items():
-            if path == rel or path.startswith(rel + "/"):
+        for path, (mode, sha) in head_entries.items():
+            if (path == rel or path.startswith(rel + "/")) and stat.S_ISREG(mode):
                 _restore(repo, path, sha, kept, WorkState(), now)
     return moved
 

@@ -743,3 +743,29 @@ def test_a_write_during_a_merge_conflict_leaves_an_index_c_git_accepts(layout: L
     assert git(root, "ls-files", "-u") == ""
     git(root, "fsck", "--strict")
     git(root, "write-tree")
+
+
+def test_links_committed_with_c_git_end_clean(layout: Layout) -> None:
+    """A link HEAD has where a memory goes is quarantined and its removal committed (memory
+    files are regular files); a link HEAD has elsewhere is as committed and stays. Either way
+    ``git status`` is clean after the write, with no typechange staged."""
+    root = Path(layout.memory_root)
+    assert (
+        qmem_run(root, "remember", "The staging cluster deploys from branch rel-7").returncode == 0
+    )
+    target = git(root, "ls-files", "user").split()[0]
+    (root / "project").mkdir(exist_ok=True)
+    (root / "project" / "alias.md").symlink_to(Path("..") / target)
+    (root / "notes-link").symlink_to("target-nowhere")
+    quiet = ("-c", "user.name=t", "-c", "user.email=t@e", "-c", "core.hooksPath=/dev/null")
+    git(root, "add", "-A")
+    git(root, *quiet, "commit", "-qm", "links by hand")
+    done = qmem_run(root, "remember", "Deploy tokens rotate every 90 days via the vault job")
+    assert done.returncode == 0, done.stderr
+    assert "project/alias.md: symlink" in done.stderr
+    assert git(root, "status", "--porcelain") == ""
+    tracked = git(root, "ls-files", "-s").splitlines()
+    assert not any(line.endswith("\tproject/alias.md") for line in tracked)
+    assert any(line.startswith("120000") and line.endswith("\tnotes-link") for line in tracked)
+    assert (root / "notes-link").is_symlink() and not (root / "project" / "alias.md").exists()
+    git(root, "fsck", "--strict")
