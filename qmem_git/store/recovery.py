@@ -30,9 +30,9 @@ from qmem_git.store.repo import (
     WorkState,
     apply_changeset,
     blob_id,
-    drop_deprecated_config,
     free_name,
     undo_interrupted,
+    update_config,
 )
 from qmem_git.store.walk import is_memory_path
 from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, fsync_dir, without_exec_bits
@@ -169,7 +169,7 @@ def _recover(
     head_tree = repo.tree_of(head)
     if head_tree is not None:
         repo.load_tree(head_tree)  # a damaged root tree must stop us before we change anything
-    drop_deprecated_config(repo.git_dir)  # git warns about it on every command
+    update_config(repo.git_dir)  # git warns about deprecated settings on every command
     removed_locks = _remove_stale_locks(repo.git_dir)
     undone = _undo_interrupted(repo, head)
     seen = pending.result() if pending is not None else survey.survey(repo.root)

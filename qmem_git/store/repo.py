@@ -81,6 +81,11 @@ CAS_ATTEMPTS = 5
 # core.fsyncObjectFiles; core.fsync=committed is its replacement (objects fsynced before a ref
 # points at them). dulwich reads neither, so Repository opens its store with fsync on.
 FSYNC_SETTING = ((b"core",), b"fsync", b"committed")
+# The git index qmem-git reads and writes is a plain one: a split index (core.splitIndex, also
+# set by a user's global config) or a sparse index would be rebuilt from HEAD on every write,
+# losing the skip-worktree bits of a sparse checkout.
+PLAIN_INDEX_SETTINGS = (((b"core",), b"splitIndex", b"false"), ((b"index",), b"sparse", b"false"))
+REPO_SETTINGS = (((b"gc",), b"auto", b"0"), FSYNC_SETTING, *PLAIN_INDEX_SETTINGS)
 DEPRECATED_SETTINGS = (((b"core",), b"fsyncObjectFiles"),)
 _Obj = TypeVar("_Obj", bound=ShaFile)
 _CORRUPT_HINT = (
@@ -215,7 +220,7 @@ def _configure(git_dir: str) -> bool:
         with contextlib.suppress(KeyError):  # KeyError: not set
             config.remove(section, name)
             changed = True
-    for section, name, value in (((b"gc",), b"auto", b"0"), FSYNC_SETTING):
+    for section, name, value in REPO_SETTINGS:
         try:
             current = config.get(section, name)
         except KeyError:
@@ -228,17 +233,20 @@ def _configure(git_dir: str) -> bool:
     return changed
 
 
-def drop_deprecated_config(git_dir: str) -> bool:
-    """Repos made by earlier versions set core.fsyncObjectFiles: switch them to core.fsync.
+def update_config(git_dir: str) -> bool:
+    """Bring a repo made by an earlier version up to date: core.fsyncObjectFiles becomes
+    core.fsync, and the plain-index settings are added.
 
-    Cheap enough for every writer (one small read; the config is parsed only when it matches).
+    Cheap enough for every writer (one small read; the config is parsed only when it needs a
+    change).
     """
     try:
         with open(os.path.join(git_dir, "config"), "rb") as handle:
             text = handle.read().lower()
     except OSError:
         return False
-    if not any(name.lower() in text for _, name in DEPRECATED_SETTINGS):
+    deprecated = any(name.lower() in text for _, name in DEPRECATED_SETTINGS)
+    if not deprecated and b"splitindex" in text:
         return False
     return _configure(git_dir)
 

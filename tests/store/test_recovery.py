@@ -769,3 +769,24 @@ def test_links_committed_with_c_git_end_clean(layout: Layout) -> None:
     assert any(line.startswith("120000") and line.endswith("\tnotes-link") for line in tracked)
     assert (root / "notes-link").is_symlink() and not (root / "project" / "alias.md").exists()
     git(root, "fsck", "--strict")
+
+
+def test_a_global_split_index_setting_never_reaches_the_memory_repo(
+    layout: Layout, tmp_path: Path
+) -> None:
+    """With core.splitIndex=true in the user's global config, C git would write a split index
+    (which qmem-git can only rebuild, dropping sparse-checkout bits); the memory repo says
+    false, also one made before the setting existed (its next writer adds it)."""
+    root = layout.memory_root
+    git(root, "config", "--unset", "core.splitIndex")
+    git(root, "config", "--unset", "index.sparse")
+    run_recover(layout)  # an older repo: the writer brings its config up to date
+    assert git(root, "config", "core.splitIndex").strip() == "false"
+    assert git(root, "config", "index.sparse").strip() == "false"
+    global_config = tmp_path / "global-gitconfig"
+    global_config.write_text("[core]\n\tsplitIndex = true\n")
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": str(global_config), "GIT_CONFIG_NOSYSTEM": "1"}
+    (Path(root) / "user" / "extra.md").write_text("---\nname: x\ndescription: x\ntype: user\n---\n")
+    subprocess.run(["git", "-C", root, "add", "-A"], env=env, check=True)
+    gitindex.read_index(str(Path(root) / ".git"))  # a plain index: readable, no "link"
+    assert not list((Path(root) / ".git").glob("sharedindex.*"))
