@@ -55,6 +55,7 @@ from qmem_git.store.workdir import (
 )
 
 if TYPE_CHECKING:
+    from dulwich.config import ConfigFile
     from dulwich.object_store import DiskObjectStore
 
 BRANCH = b"refs/heads/main"
@@ -85,7 +86,7 @@ FSYNC_SETTING = ((b"core",), b"fsync", b"committed")
 # set by a user's global config) or a sparse index would be rebuilt from HEAD on every write,
 # losing the skip-worktree bits of a sparse checkout.
 PLAIN_INDEX_SETTINGS = (((b"core",), b"splitIndex", b"false"), ((b"index",), b"sparse", b"false"))
-REPO_SETTINGS = (((b"gc",), b"auto", b"0"), FSYNC_SETTING, *PLAIN_INDEX_SETTINGS)
+REPO_SETTINGS = (((b"gc",), b"auto", b"0"), FSYNC_SETTING)
 DEPRECATED_SETTINGS = (((b"core",), b"fsyncObjectFiles"),)
 _Obj = TypeVar("_Obj", bound=ShaFile)
 _CORRUPT_HINT = (
@@ -230,25 +231,61 @@ def _configure(git_dir: str) -> bool:
             changed = True
     if changed:
         config.write_to_path(path)
-    return changed
+    return _add_plain_index_settings(git_dir) or changed
 
 
 def update_config(git_dir: str) -> bool:
     """Bring a repo made by an earlier version up to date: core.fsyncObjectFiles becomes
     core.fsync, and the plain-index settings are added.
 
-    Cheap enough for every writer (one small read; the config is parsed only when it needs a
-    change).
+    Cheap enough for every writer (one small read; the config is parsed only when the text
+    may need a change).
     """
     try:
         with open(os.path.join(git_dir, "config"), "rb") as handle:
             text = handle.read().lower()
     except OSError:
         return False
-    deprecated = any(name.lower() in text for _, name in DEPRECATED_SETTINGS)
-    if not deprecated and b"splitindex" in text:
+    if any(name.lower() in text for _, name in DEPRECATED_SETTINGS):
+        return _configure(git_dir)
+    if all(name.lower() in text for _, name, _ in PLAIN_INDEX_SETTINGS):
         return False
-    return _configure(git_dir)
+    return _add_plain_index_settings(git_dir)
+
+
+def _add_plain_index_settings(git_dir: str) -> bool:
+    """Append the plain-index settings the config lacks, leaving every line there as it is
+    (comments, quoting; a value the user set, ``true`` included, is theirs). The file is
+    replaced whole through a temp file, at the place a symlinked config points to. A config
+    git could not read either, or one that cannot be written, is left alone: C git then
+    writes what its own settings say, and a writer rebuilds what it cannot read."""
+    from dulwich.config import ConfigFile
+
+    path = os.path.realpath(os.path.join(git_dir, "config"))
+    try:
+        config = ConfigFile.from_path(path)
+        with open(path, "rb") as handle:
+            text = handle.read()
+    except (OSError, ValueError):
+        return False
+    missing = [(s, n, v) for s, n, v in PLAIN_INDEX_SETTINGS if not _has_setting(config, s, n)]
+    if not missing:
+        return False
+    lines = [b"" if text.endswith(b"\n") or not text else b"\n"]
+    for (section,), name, value in missing:
+        lines.append(b"[%s]\n\t%s = %s\n" % (section, name, value))
+    with contextlib.suppress(OSError):
+        atomic_write(path, text + b"".join(lines))
+        return True
+    return False
+
+
+def _has_setting(config: ConfigFile, section: tuple[bytes, ...], name: bytes) -> bool:
+    try:
+        config.get(section, name)
+    except KeyError:
+        return False
+    return True
 
 
 def _add_lines(path: str, lines: Iterable[str]) -> tuple[str, ...]:

@@ -790,3 +790,34 @@ def test_a_global_split_index_setting_never_reaches_the_memory_repo(
     subprocess.run(["git", "-C", root, "add", "-A"], env=env, check=True)
     gitindex.read_index(str(Path(root) / ".git"))  # a plain index: readable, no "link"
     assert not list((Path(root) / ".git").glob("sharedindex.*"))
+
+
+def test_adding_the_index_settings_keeps_every_line_of_the_config(
+    layout: Layout, tmp_path: Path
+) -> None:
+    """The settings are appended, never a rewrite: comments, quoting and a value the user set
+    stay as they were; a symlinked config is written where it points; a config git cannot read
+    is left alone and the write still goes ahead."""
+    root = layout.memory_root
+    config = Path(root) / ".git" / "config"
+    git(root, "config", "--unset", "core.splitIndex")
+    git(root, "config", "--unset", "index.sparse")
+    original = config.read_text() + '# a comment\n[alias]\n\thi = "!f() { echo \\"hi\\"; }; f"\n'
+    real = tmp_path / "real-config"
+    real.write_text(original)
+    config.unlink()
+    config.symlink_to(real)
+    run_recover(layout)
+    assert config.is_symlink() and real.read_text().startswith(original)
+    assert git(root, "config", "alias.hi").strip() == '!f() { echo "hi"; }; f'
+    assert git(root, "config", "core.splitIndex").strip() == "false"
+    git(root, "config", "core.splitIndex", "true")  # the user's own choice: kept
+    run_recover(layout)
+    init_repo(layout, "true")
+    assert git(root, "config", "core.splitIndex").strip() == "true"
+    git(root, "config", "--unset", "index.sparse")
+    with real.open("a") as handle:
+        handle.write("this is = not [valid\n")  # git cannot read it either
+    before = real.read_text()
+    run_recover(layout)
+    assert real.read_text() == before
