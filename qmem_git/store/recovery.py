@@ -183,6 +183,7 @@ def _recover(
     index = GitIndex() if seen.index is None else seen.index
     head_map = None if index.head == head and not rebuilt else repo.flatten(head_tree)
     found = _Found()
+    found.deletes += _committed_links(moved_links, head_tree, repo)
     for rel in sorted(_candidates(seen, index, head_map)):
         head_sha = head_map.get(rel) if head_map is not None else repo.lookup(head_tree, rel)
         _classify(repo, rel, head_sha, seen.files, index, found, problem_of or memory_file_problem)
@@ -474,6 +475,22 @@ def _quarantine_links(
             if (path == rel or path.startswith(rel + "/")) and stat.S_ISREG(mode):
                 _restore(repo, path, sha, kept, WorkState(), now)
     return moved
+
+
+def _committed_links(
+    moved: list[tuple[str, str]], head_tree: str | None, repo: Repository
+) -> list[str]:
+    """The quarantined links HEAD has as links outside every memory path (``user/notes``, or
+    a type folder itself): their removal is committed, as a memory file's would be; memory
+    paths get theirs through the usual classification."""
+    if not moved:
+        return []
+    head_entries = repo.flatten_entries(head_tree)
+    return [
+        rel
+        for rel, _ in moved
+        if not _in_scope(rel) and rel in head_entries and stat.S_ISLNK(head_entries[rel][0])
+    ]
 
 
 def _restore(

@@ -672,6 +672,22 @@ def check_memory_path(rel: str, *, writing: bool = True) -> str:
     return rel
 
 
+def check_relative_path(rel: str) -> str:
+    """A path inside the memory root, in git's normal form, outside dot-folders."""
+    parts = rel.split("/")
+    if (
+        rel.startswith("/")
+        or "\\" in rel
+        or any(p in ("", ".", "..") or p.startswith(".") for p in parts)
+        or posixpath.normpath(rel) != rel
+    ):
+        raise UnsafePath(
+            f"refusing to remove {rel!r}: not a path inside the memory folder",
+            hint="only paths inside the memory folder, outside dot-folders, are changed",
+        )
+    return rel
+
+
 def check_content(repo: Repository, rel: str, text: str) -> None:
     """Refuse (before anything is written) new content ``validate`` would reject: committed,
     every other machine's sync would refuse it. Content history already holds (``undo`` of a
@@ -760,7 +776,10 @@ def apply_changeset(
     for rel in cs.writes:
         check_memory_path(rel)
     for rel in cs.deletes:  # a name C git committed may be deleted even if we would not write it
-        check_memory_path(rel, writing=False)
+        if cs.op == "recover":  # also a link C git committed where memories go (recovery)
+            check_relative_path(rel)
+        else:
+            check_memory_path(rel, writing=False)
     check_writable(layout.memory_root, [*cs.writes, INDEX_NAME], cs.deletes)
     with Repository(layout.memory_root) as repo:
         for rel, text in cs.writes.items():

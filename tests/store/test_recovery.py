@@ -821,3 +821,27 @@ def test_adding_the_index_settings_keeps_every_line_of_the_config(
     before = real.read_text()
     run_recover(layout)
     assert real.read_text() == before
+
+
+@pytest.mark.parametrize("link", ["user/notes-link", "feedback"])
+def test_a_committed_link_where_memories_go_is_removed_in_history_too(
+    layout: Layout, tmp_path: Path, link: str
+) -> None:
+    """A link C git committed in a type folder (not named like a memory), or as a type folder:
+    quarantined, and its removal committed, so the index never holds the link beside the
+    memories written where it stood (``git write-tree`` would fail)."""
+    root = Path(layout.memory_root)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    (root / link).symlink_to(outside)
+    quiet = ("-c", "user.name=t", "-c", "user.email=t@e", "-c", "core.hooksPath=/dev/null")
+    git(root, "add", "-A")
+    git(root, *quiet, "commit", "-qm", "a link by hand")
+    done = qmem_run(root, "remember", "--type", "feedback", "Always answer in plain English")
+    assert done.returncode == 0, done.stderr
+    assert git(root, "status", "--porcelain") == ""
+    assert link not in git(root, "ls-tree", "-r", "--name-only", "HEAD").split()
+    git(root, "write-tree")
+    git(root, "fsck", "--strict")
+    assert list(outside.iterdir()) == []  # nothing written through the link

@@ -570,3 +570,12 @@ def test_renaming_by_case_in_one_changeset_is_allowed(layout: Layout) -> None:
     files = git(layout.memory_root, "ls-files").split()
     assert "user/notes.md" in files and "user/team/a.md" in files
     assert "user/Notes.md" not in files and "user/Team/a.md" not in files
+
+
+@pytest.mark.parametrize(
+    "bad", ["/etc/x", "../x", "user/../../x", ".git/config", "a//b", "a\\b", ""]
+)
+def test_a_recover_delete_stays_inside_the_memory_folder(bad: str) -> None:
+    with pytest.raises(UnsafePath):
+        repo.check_relative_path(bad)
+    assert repo.check_relative_path("user/notes-link") == "user/notes-link"
