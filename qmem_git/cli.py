@@ -480,7 +480,7 @@ def diff(opts: Options, revs: tuple[str, ...]) -> None:
     settings = opts.settings()
     require_repository(settings)
     result = diff_revs(settings.layout.memory_root, revs)
-    files = [{"path": f.path, "status": f.status} for f in result.files]
+    files = [f.as_dict() for f in result.files]
     emit(
         opts,
         result.text or "No changes.",

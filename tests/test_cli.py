@@ -699,3 +699,16 @@ def test_restore_dry_run_predicts_a_memory_deleted_by_hand(memory: Path) -> None
     assert (memory / rel).exists()
     assert git(memory, "log", "-2", "--format=%s").split("\n")[1].startswith("recover: ")
     assert_clean_repo(memory)
+
+
+def test_diff_json_names_a_mode_change(memory: Path) -> None:
+    assert qmem(memory, "remember", "--type", "user", "User keeps one memory here").code == 0
+    rel = git(memory, "ls-files", "user").split()[0]
+    (memory / rel).chmod(0o755)
+    git(memory, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "chmod by hand")
+    result = qmem(memory, "diff", "--json")
+    assert result.code == 0
+    files = json.loads(result.out)["files"]
+    assert files == [
+        {"path": rel, "status": "M", "old_mode": "100644", "new_mode": "100755", "binary": False}
+    ]

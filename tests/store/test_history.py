@@ -619,6 +619,15 @@ def test_mode_changes_show_as_git_shows_them(tmp_path: Path, git_exe: str) -> No
     r.git("commit", "-qm", "new executable")
     r.git("rm", "-q", "user/run.md")
     r.git("commit", "-qm", "executable gone")
+    (r.root / "user" / "b.bin").write_bytes(b"bin\0ary")
+    r.git("add", "-A")
+    r.git("commit", "-qm", "binary")
+    (r.root / "user" / "b.bin").chmod(0o755)
+    r.git("commit", "-qam", "binary mode only")
+    assert show_commit(r.path, "HEAD").diff_text == r.git("show", "--format=", "--no-color")
+    r.git("rm", "-q", "user/b.bin")
+    r.git("commit", "-qm", "binary gone")
+    r.git("reset", "-q", "--hard", "HEAD~3")
     for back in range(4):
         rev = f"HEAD~{back}"
         assert show_commit(r.path, rev).diff_text == r.git("show", "--format=", "--no-color", rev)
