@@ -575,6 +575,10 @@ class History:
         old_data = self._blob_data(old_id) if old_id else None
         new_data = self._blob_data(new_id) if new_id else None
         binary = any(data is not None and b"\0" in data for data in (old_data, new_data))
+        if old_data is not None and new_data is not None and old_data != new_data:
+            # bytes that are not UTF-8 read alike once decoded: say the files differ, as
+            # binary ones, rather than print no diff at all
+            binary = binary or _text(old_data) == _text(new_data)
         return FileDiff(
             path=path,
             status=status,

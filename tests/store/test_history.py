@@ -644,3 +644,17 @@ def test_mode_changes_show_as_git_shows_them(tmp_path: Path, git_exe: str) -> No
         "diff", "--no-color", "HEAD~4", "HEAD~2"
     )
     assert "\x1b[1mold mode 100644\x1b[m" in colorize(only.diff_text)
+
+
+def test_a_change_in_bytes_that_are_not_utf8_is_never_hidden(tmp_path: Path, git_exe: str) -> None:
+    r = GitRepo(tmp_path / "m")
+    path = r.root / "user" / "cafe.md"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"caf\xe9\n")
+    r.git("add", "-A")
+    r.git("commit", "-qm", "one")
+    path.write_bytes(b"caf\xe8\n")  # decodes to the same text as before
+    r.git("commit", "-qam", "two")
+    shown = show_commit(r.path, "HEAD")
+    assert shown.diff_text.endswith("Binary files a/user/cafe.md and b/user/cafe.md differ\n")
+    assert diff_revs(r.path, "HEAD~1", "HEAD").text == shown.diff_text
