@@ -175,7 +175,9 @@ def _recover(
     seen = pending.result() if pending is not None else survey.survey(repo.root)
     if undone is not None and undone[1]:  # the survey may predate the files put back
         seen = survey.survey(repo.root)
-    moved_links = _quarantine_links(repo, layout, seen.links, head_tree, seen.index, now)
+    moved_links, gone_links = _quarantine_links(
+        repo, layout, seen.links, head_tree, seen.index, now
+    )
     if moved_links:  # rare: look again at the repaired tree
         seen = survey.survey(repo.root)
     removed_temp = _remove_temp_files(repo, seen.temp_files)
@@ -183,7 +185,7 @@ def _recover(
     index = GitIndex() if seen.index is None else seen.index
     head_map = None if index.head == head and not rebuilt else repo.flatten(head_tree)
     found = _Found()
-    found.deletes += _committed_links(moved_links, head_tree, repo)
+    found.deletes += gone_links
     for rel in sorted(_candidates(seen, index, head_map)):
         head_sha = head_map.get(rel) if head_map is not None else repo.lookup(head_tree, rel)
         _classify(repo, rel, head_sha, seen.files, index, found, problem_of or memory_file_problem)
@@ -457,40 +459,28 @@ def _quarantine_links(
     head_tree: str | None,
     index: GitIndex | None,
     now: datetime,
-) -> list[tuple[str, str]]:
+) -> tuple[list[tuple[str, str]], list[str]]:
     """Move each such symlink to quarantine (the link, never its target) and put back the files
     HEAD has in its place, with the times the index knew for them. Every writer does this
     first, so no write follows a link out of the memory folder and nothing is committed as
     deleted because a link hid it. A link HEAD has in a memory place (committed with C git)
-    is not put back: recovery then commits its removal, as for any memory file gone."""
+    is not put back: its removal is committed, by the classification of memory paths gone,
+    and for any other name (``user/notes``, a type folder itself) by the second list returned.
+    """
     if not links:
-        return []
+        return [], []
     head_entries = repo.flatten_entries(head_tree)
-    misplaced = _misplaced(links, head_entries)
     moved: list[tuple[str, str]] = []
+    gone_links: list[str] = []
     kept = index if index is not None else GitIndex()  # its entries give the files' times
-    for rel in misplaced:
+    for rel in _misplaced(links, head_entries):
         moved.append((rel, _move_to_quarantine(repo, layout, rel, now)))
         for path, (mode, sha) in head_entries.items():
             if (path == rel or path.startswith(rel + "/")) and stat.S_ISREG(mode):
                 _restore(repo, path, sha, kept, WorkState(), now)
-    return moved
-
-
-def _committed_links(
-    moved: list[tuple[str, str]], head_tree: str | None, repo: Repository
-) -> list[str]:
-    """The quarantined links HEAD has as links outside every memory path (``user/notes``, or
-    a type folder itself): their removal is committed, as a memory file's would be; memory
-    paths get theirs through the usual classification."""
-    if not moved:
-        return []
-    head_entries = repo.flatten_entries(head_tree)
-    return [
-        rel
-        for rel, _ in moved
-        if not _in_scope(rel) and rel in head_entries and stat.S_ISLNK(head_entries[rel][0])
-    ]
+        if rel in head_entries and stat.S_ISLNK(head_entries[rel][0]) and not _in_scope(rel):
+            gone_links.append(rel)
+    return moved, gone_links
 
 
 def _restore(

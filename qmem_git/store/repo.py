@@ -652,11 +652,12 @@ def _tz_seconds(now: datetime) -> int:
 
 
 def check_memory_path(rel: str, *, writing: bool = True) -> str:
-    """A ChangeSet path must be a relative ``*.md`` path inside the memory root; one to write
-    must also be free of control characters."""
+    """A ChangeSet path must be a relative path inside the memory root, outside dot-folders;
+    one to write must also be a ``*.md`` name free of control characters. One to delete may be
+    any name C git committed there (a link where memories go, which recovery removes)."""
     parts = rel.split("/")
     if (
-        not rel.endswith(".md")
+        (writing and not rel.endswith(".md"))
         or rel.startswith("/")
         or "\\" in rel
         or any(p in ("", ".", "..") for p in parts)
@@ -668,22 +669,6 @@ def check_memory_path(rel: str, *, writing: bool = True) -> str:
         raise UnsafePath(
             f"refusing to write {rel!r}: not a memory file path",
             hint="memory files are relative *.md paths inside the memory folder",
-        )
-    return rel
-
-
-def check_relative_path(rel: str) -> str:
-    """A path inside the memory root, in git's normal form, outside dot-folders."""
-    parts = rel.split("/")
-    if (
-        rel.startswith("/")
-        or "\\" in rel
-        or any(p in ("", ".", "..") or p.startswith(".") for p in parts)
-        or posixpath.normpath(rel) != rel
-    ):
-        raise UnsafePath(
-            f"refusing to remove {rel!r}: not a path inside the memory folder",
-            hint="only paths inside the memory folder, outside dot-folders, are changed",
         )
     return rel
 
@@ -776,10 +761,7 @@ def apply_changeset(
     for rel in cs.writes:
         check_memory_path(rel)
     for rel in cs.deletes:  # a name C git committed may be deleted even if we would not write it
-        if cs.op == "recover":  # also a link C git committed where memories go (recovery)
-            check_relative_path(rel)
-        else:
-            check_memory_path(rel, writing=False)
+        check_memory_path(rel, writing=False)
     check_writable(layout.memory_root, [*cs.writes, INDEX_NAME], cs.deletes)
     with Repository(layout.memory_root) as repo:
         for rel, text in cs.writes.items():

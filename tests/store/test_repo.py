@@ -577,5 +577,5 @@ def test_renaming_by_case_in_one_changeset_is_allowed(layout: Layout) -> None:
 )
 def test_a_recover_delete_stays_inside_the_memory_folder(bad: str) -> None:
     with pytest.raises(UnsafePath):
-        repo.check_relative_path(bad)
-    assert repo.check_relative_path("user/notes-link") == "user/notes-link"
+        repo.check_memory_path(bad, writing=False)
+    assert repo.check_memory_path("user/notes-link", writing=False) == "user/notes-link"
