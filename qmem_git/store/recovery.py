@@ -269,9 +269,7 @@ def _load_index(git_dir: str) -> tuple[GitIndex, bool]:
 def _candidates(seen: survey.Survey, index: GitIndex, head_map: dict[str, str] | None) -> set[str]:
     """Paths whose stat, index entry or HEAD entry disagree: the only files worth reading."""
     found = set(seen.dirty)
-    gone = seen.gone
-    if gone is None or seen.index is not index:
-        gone = index.entries.keys() - seen.files.keys()  # set arithmetic in C: 10,000 keys
+    gone = seen.gone or ()  # None: the index was unreadable, so nothing is tracked yet
     found.update(p for p in gone if "\0" not in p and _in_scope(p) and not index.skips_worktree(p))
     if head_map is not None:
         for rel in {*head_map, *index.paths()}:
@@ -361,15 +359,11 @@ def utf8_problem(data: bytes) -> str | None:
 
 
 def _render_files(
-    files: dict[str, tuple[int, int]], oversized: list[str] | None = None
+    files: dict[str, tuple[int, int]], oversized: list[str]
 ) -> dict[str, tuple[int, int]]:
-    """rel -> (mtime_ns, size) of the files MEMORY.md is built from (workdir's size limit).
-
-    ``oversized``: those of ``files`` over the limit, when the survey listed them: then the
-    copy is made in C, not by a comprehension over 10,000 files.
-    """
-    if oversized is None:
-        oversized = [rel for rel, stamp in files.items() if stamp[1] > MAX_FILE_BYTES]
+    """rel -> (mtime_ns, size) of the files MEMORY.md is built from: ``files`` but those over
+    the size limit (``oversized``, which the survey lists) and MEMORY.md. The copy is made in
+    C, not by a comprehension over 10,000 files."""
     render = dict(files)
     for rel in (*oversized, INDEX_NAME):
         render.pop(rel, None)

@@ -40,8 +40,8 @@ class Survey:
 
     ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
     ``dirty`` then lists every file. ``gone``: stage-0 index paths with no memory file on
-    disk (None: not worked out; recovery compares the index itself). ``oversized``: the files
-    over ``MAX_FILE_BYTES`` (None: not worked out). ``links``: symlinks
+    disk (None when the index cannot be read). ``oversized``: the files over
+    ``MAX_FILE_BYTES``. ``links``: symlinks
     outside dot-folders (never followed; recovery quarantines those named like memory files
     or standing for a memory folder). Plain class: it is built on every write.
     """
@@ -62,7 +62,7 @@ class Survey:
         self.dirty = dirty
         self.links = links or []
         self.gone = gone
-        self.oversized = oversized
+        self.oversized = oversized or []
 
 
 def survey(root: str) -> Survey:
@@ -259,7 +259,7 @@ _Wire = tuple[
     _Paths,  # links
     _Paths,  # dirty
     "_Paths | None",  # gone
-    "_Paths | None",  # oversized
+    _Paths,  # oversized
     "_PackedIndex | None",
 ]
 
