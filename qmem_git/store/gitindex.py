@@ -127,7 +127,7 @@ class GitIndex:
 
     def _materialized(self) -> dict[str, bytes]:
         assert self._base is not None
-        entries = self._base.parsed()
+        entries = parse_index(self._base.data).entries  # the one entry parser
         for path, raw in self._overlay.items():
             if raw is None:
                 entries.pop(path, None)
@@ -304,16 +304,6 @@ class _Base:
             total += (raw is not None) - present
         return total
 
-    def parsed(self) -> dict[str, bytes]:
-        entries: dict[str, bytes] = {}
-        offsets, data = self.offsets, self.data
-        for number in range(len(offsets) - 1):
-            name, stage = self._key_at(number)
-            key = name.decode("utf-8", "surrogateescape")
-            if stage:
-                key = f"{key}\0{stage}"
-            entries[key] = data[offsets[number] : offsets[number + 1]]
-        return entries
 
 
 def _sort_key(path: str) -> tuple[bytes, int]:
