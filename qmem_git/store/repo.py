@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import os
 import posixpath
 import stat
@@ -263,9 +264,9 @@ def _add_plain_index_settings(git_dir: str) -> bool:
 
     path = os.path.realpath(os.path.join(git_dir, "config"))
     try:
-        config = ConfigFile.from_path(path)
         with open(path, "rb") as handle:
             text = handle.read()
+        config = ConfigFile.from_file(io.BytesIO(text))
     except (OSError, ValueError):
         return False
     missing = [(s, n, v) for s, n, v in PLAIN_INDEX_SETTINGS if not _has_setting(config, s, n)]
@@ -395,7 +396,7 @@ class Repository:
             )
         self.objects_dir = os.path.join(self.git_dir, "objects")
         self.refs = DiskRefsContainer(self.git_dir)
-        self._loose_limit = loose_limit
+        self._loose_limit = loose_limit or DEFAULT_LOOSE_OBJECT_SIZE_LIMIT
         self._store: DiskObjectStore | None = None
         self._trees: dict[str, Tree] = {}
         self._dirty_dirs: set[str] = set()
@@ -431,8 +432,7 @@ class Repository:
         ChecksumMismatch, ObjectFormatException, ValueError, ... (it varies by damage and by
         loose/packed), so everything but KeyError is reported as damage.
         """
-        limit = self._loose_limit or DEFAULT_LOOSE_OBJECT_SIZE_LIMIT
-        obj = loose.read_loose(self.objects_dir, sha, limit)
+        obj = loose.read_loose(self.objects_dir, sha, self._loose_limit)
         try:
             if obj is None:
                 obj = self.objects[_object_id(sha)]
@@ -452,8 +452,7 @@ class Repository:
         except UnicodeEncodeError:  # half a character: never in history
             return False
         sha = blob_id(data)
-        limit = self._loose_limit or DEFAULT_LOOSE_OBJECT_SIZE_LIMIT
-        return loose.read_loose(self.objects_dir, sha, limit) is not None or (
+        return loose.read_loose(self.objects_dir, sha, self._loose_limit) is not None or (
             _object_id(sha) in self.objects  # packed; or damaged, which dulwich reports
         )
 
