@@ -52,13 +52,10 @@ def render_file_diff(
     ``old_mode``/``new_mode`` the file modes (octal text, as git prints them). Returns ``""``
     when both sides are equal.
     """
-    modes = (old_mode, new_mode) if old_text is not None and new_text is not None else None
-    if modes is not None and old_mode == new_mode:
-        modes = None
-    same = old_text == new_text and (not binary or (old_id and old_id == new_id))
-    if same and modes is None:
-        return ""
-    if same:  # the mode alone changed: no index line, no hunks (binary files alike)
+    if old_text == new_text and (not binary or (old_id and old_id == new_id)):
+        if old_text is None or old_mode == new_mode:
+            return ""
+        # the mode alone changed: no index line, no hunks (binary files alike)
         return f"diff --git a/{path} b/{path}\nold mode {old_mode}\nnew mode {new_mode}\n"
     lines = _header(path, old_text, new_text, (old_id, new_id), (old_mode, new_mode))
     old_name = "/dev/null" if old_text is None else f"a/{path}"
