@@ -305,7 +305,6 @@ class _Base:
         return total
 
 
-
 def _sort_key(path: str) -> tuple[bytes, int]:
     """git's order of an entry key: path bytes, then stage (``path\\0<stage>``)."""
     name, _, stage = path.partition("\0")
