@@ -19,4 +19,6 @@ STATE_DIR_NAMES = ("quarantine", "cache", "hooks")
 # Files qmem-git keeps in a memory repository's .git: the record of the commit the git index was
 # written for (store.gitindex) and the writer lock (store.locks). Either marks a memory folder.
 INDEX_RECORD_NAME = "qmem-index"
+# The files' full lstat data as the git index was last written with it (store.gitindex).
+STAT_RECORD_NAME = "qmem-stat"
 WRITER_LOCK_NAME = "qmem.lock"

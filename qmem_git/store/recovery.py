@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import NamedTuple
 
@@ -359,9 +359,9 @@ def utf8_problem(data: bytes) -> str | None:
 
 
 def _render_files(
-    files: dict[str, tuple[int, int]], oversized: list[str]
-) -> dict[str, tuple[int, int]]:
-    """rel -> (mtime_ns, size) of the files MEMORY.md is built from: ``files`` but those over
+    files: Mapping[str, tuple[int, ...]], oversized: list[str]
+) -> dict[str, tuple[int, ...]]:
+    """rel -> (mtime_ns, size, ...) of the files MEMORY.md is built from: ``files`` but those over
     the size limit (``oversized``, which the survey lists) and MEMORY.md. The copy is made in
     C, not by a comprehension over 10,000 files."""
     render = dict(files)

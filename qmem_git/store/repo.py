@@ -141,11 +141,11 @@ class ApplyResult(NamedTuple):
 class WorkState:
     """A writer's view of the work tree, shared by recovery and apply to avoid a second scan.
 
-    ``files``: memory file -> (mtime_ns, size), the input MEMORY.md is rendered from.
+    ``files``: memory file -> (mtime_ns, size, ...), the input MEMORY.md is rendered from.
     """
 
     def __init__(
-        self, files: dict[str, tuple[int, int]] | None = None, index: GitIndex | None = None
+        self, files: dict[str, tuple[int, ...]] | None = None, index: GitIndex | None = None
     ) -> None:
         self.files = files
         self.index = index
@@ -1030,7 +1030,7 @@ def _write_memory_index(root: str, mtime_ns: int, state: WorkState) -> tuple[str
     return blob_id(data), result.dropped
 
 
-def _render_memory_index(root: str, files: dict[str, tuple[int, int]] | None) -> IndexResult:
+def _render_memory_index(root: str, files: dict[str, tuple[int, ...]] | None) -> IndexResult:
     """MEMORY.md text, from a writer's scan when there is one (no second ``lstat`` pass)."""
     if files is None:
         return render_index(root)

@@ -1,19 +1,21 @@
 """A writer's first look at the work tree: one ``lstat`` per memory file, compared with the index.
 
 Recovery (``store.recovery``) needs, under the writer lock, every memory file with its stat
-data, our leftover temp files, the parsed git index and the files whose stat disagrees with
-it. At 10,000 files that is ~50 ms of ``lstat`` calls (the kernel's share alone; C git pays the
-same) plus ~25 ms of index parsing and comparing.
+data, our leftover temp files, the git index and the files whose stat disagrees with it. At
+10,000 files that is ~50 ms of ``lstat`` calls (the kernel's share alone; C git pays the same).
+The comparison itself is one dict comparison against the stat record the last writer left
+(``gitindex.read_stat_record``, its full ``lstat`` data per file); only when another program
+wrote the index since is it parsed, entry by entry (~30 ms), and the record written anew.
 
 A command that still has its imports ahead of it (the ``remember`` fast path: dulwich alone is
 ~50 ms) can :func:`start` the survey in a forked child right after taking the lock, so the two
 run on separate cores; the child writes its answer (``marshal``) into memory shared with the
-parent and exits. The answer carries the index file's bytes and where each entry starts, not
-10,000 parsed entries: the parent's index finds entries by bisecting and writes a change by
-splicing (``gitindex.GitIndex.from_base``). This module imports nothing heavy (the index
-reader loads in the child), so forking costs the parent ~2 ms. Where ``fork`` is missing, or
-the process already runs threads (forking them is unsafe), the survey runs in process, and
-the result is the same either way.
+parent and exits. The answer names the record it was compared with and what differs from it,
+not 10,000 files: the parent loads the record and reads the index itself, and its index finds
+entries by bisecting the file's bytes (``gitindex.GitIndex.from_base``). This module imports
+nothing heavy (the index reader loads in the child), so forking costs the parent ~2 ms. Where
+``fork`` is missing, or the process already runs threads (forking them is unsafe), the survey
+runs in process, and the result is the same either way.
 """
 
 from __future__ import annotations
@@ -27,16 +29,16 @@ from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES
 
 TYPE_CHECKING = False  # imported before the fork: the index reader loads in the child
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from qmem_git.store.gitindex import GitIndex
+    from qmem_git.store.gitindex import GitIndex, Stamp
 
 TEMP_MARKER = ".qmem-tmp-"
-Stamp = tuple[int, int, int, int]  # a file's lstat: (mtime_ns, size, ino, ctime_ns)
+# what the child compares with: (index trailer, index mtime_ns, its stat record's stamps or None)
+Known = tuple[bytes, int, "dict[str, Stamp | None] | None"]
 
 
 class Survey:
-    """``files``: memory file -> (mtime_ns, size), any size (oversized ones get quarantined).
+    """``files``: memory file -> its lstat :data:`~qmem_git.store.gitindex.Stamp` (mtime_ns,
+    size, ino, ctime_ns), any size (oversized ones get quarantined).
 
     ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
     ``dirty`` then lists every file. ``gone``: stage-0 index paths with no memory file on
@@ -48,7 +50,7 @@ class Survey:
 
     def __init__(
         self,
-        files: dict[str, tuple[int, int]],
+        files: dict[str, Stamp],
         temp_files: list[str],
         index: GitIndex | None,
         dirty: set[str],
@@ -69,58 +71,152 @@ def survey(root: str) -> Survey:
     """Scan ``root`` (dot-dirs and symlinks skipped, spec §5) and compare it with the index."""
     from qmem_git.store import gitindex
 
-    stamps, temp_files, links = _scan(root)
-    try:
-        index: GitIndex | None = gitindex.read_index(os.path.join(root, ".git"))
-    except gitindex.IndexUnreadable:
-        index = None
-    return _survey_of(stamps, temp_files, links, index)
-
-
-def _survey_of(
-    stamps: dict[str, Stamp], temp_files: list[str], links: list[str], index: GitIndex | None
-) -> Survey:
-    dirty = set(stamps) if index is None else index.stat_dirty(stamps)
-    gone = None if index is None else _gone(index, stamps)
-    files = {rel: (stamp[0], stamp[1]) for rel, stamp in stamps.items()}
-    oversized = [rel for rel, stamp in stamps.items() if stamp[1] > MAX_FILE_BYTES]
-    return Survey(files, temp_files, index, dirty, links, gone, oversized)
-
-
-def _gone(index: GitIndex, stamps: dict[str, Stamp]) -> set[str]:
-    return {path for path in index.entries.keys() - stamps.keys() if "\0" not in path}
-
-
-def _scan(root: str) -> tuple[dict[str, Stamp], list[str], list[str]]:
-    """Memory files -> :data:`Stamp`, our temp files, symlinks (the :func:`survey` rules)."""
-    files: dict[str, Stamp] = {}
-    temp_files: list[str] = []
-    links: list[str] = []
-    stack = [("", root)]
-    while stack:
-        prefix, directory = stack.pop()
+    git_dir = os.path.join(root, ".git")
+    tail = gitindex.index_tail(git_dir)
+    seen = _scan(root, _racy_from(tail))
+    index = None if tail is None else gitindex.read_recorded(git_dir, tail[0])
+    if index is not None and index.stamps is not None:
+        dirty, gone = differences(index.stamps, seen)
+    else:
         try:
-            entries = list(os.scandir(directory))
-        except OSError:
+            index = gitindex.read_index(git_dir)
+        except gitindex.IndexUnreadable:
+            files = seen.files
+            return Survey(
+                files, seen.temp_files, None, set(files), seen.links, None, seen.oversized
+            )
+        dirty, gone = _compared(index, seen.files, git_dir, quiet=True)
+    return Survey(seen.files, seen.temp_files, index, dirty, seen.links, gone, seen.oversized)
+
+
+def _racy_from(tail: tuple[bytes, int] | None) -> int:
+    """The mtime from which a file is racily clean: the index file's (none: no file is)."""
+    return (tail[1] if tail is not None else 0) or (1 << 64)
+
+
+def differences(known: dict[str, Stamp | None], seen: _Scan) -> tuple[set[str], set[str]]:
+    """(dirty, gone) of a scan against the stamps recorded with the index: dirty = files whose
+    stamp differs or is unknown, or racily clean (see :func:`_scan`); gone = recorded paths
+    the scan did not find."""
+    stamps = seen.files
+    dirty = set(seen.racy)
+    if known == stamps:  # the usual case: one comparison made in C
+        return dirty, set()
+    get = known.get
+    dirty.update(path for path, st in stamps.items() if get(path) != st)
+    return dirty, known.keys() - stamps.keys()
+
+
+def _compared(
+    index: GitIndex, stamps: dict[str, Stamp], git_dir: str, *, quiet: bool
+) -> tuple[set[str], set[str]]:
+    """(dirty, gone) the long way, entry by entry; the stamps found clean are recorded with
+    the index at once, so the next survey is a dict comparison even if nothing is written."""
+    from qmem_git.store import gitindex
+
+    dirty = index.stat_dirty(stamps)
+    index.adopt_stamps(stamps, dirty)
+    assert index.stamps is not None
+    try:
+        gitindex.write_stat_record(git_dir, index.checksum, index.stamps)
+    except OSError:
+        if not quiet:
+            raise
+    return dirty, index.stamps.keys() - stamps.keys()
+
+
+class _Scan:
+    """What :func:`_scan` found: memory files -> :data:`Stamp`, our temp files (full paths),
+    symlinks, and the files racily clean or over ``MAX_FILE_BYTES`` among them."""
+
+    __slots__ = ("files", "links", "oversized", "racy", "temp_files")
+
+    def __init__(self) -> None:
+        self.files: dict[str, Stamp] = {}
+        self.temp_files: list[str] = []
+        self.links: list[str] = []
+        self.racy: list[str] = []
+        self.oversized: list[str] = []
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _scan(root: str, racy_ns: int) -> _Scan:
+    """Every memory file's lstat, dot-folders and symlinks skipped, and our temp files.
+
+    A file whose mtime is not older than ``racy_ns`` (the index file's) is racily clean: an
+    edit in the same clock tick as the index write is invisible to stat, so git hashes such
+    files. Each folder is listed through a descriptor, so that each ``lstat`` resolves one
+    name instead of the whole path (~15% of the scan); a folder is opened without following
+    a symlink (one put in its place since it was listed is skipped), the root as given.
+    """
+    seen = _Scan()
+    odd: list[str] = []
+    stack: list[tuple[str, str, int]] = [("", root, 0)]  # (prefix, folder, open flag)
+    while stack:
+        prefix, directory, follow = stack.pop()
+        listed = _listing(directory, follow)
+        if listed is None:
             continue
-        for entry in entries:  # hot: one pass per writer over every memory file
-            name = entry.name
-            if name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                if name != INDEX_NAME or not prefix:
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError:  # removed between listing and stat
-                        continue
-                    files[prefix + name] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-            elif entry.is_dir(follow_symlinks=False):
-                if name[0] != ".":
-                    stack.append((prefix + name + "/", entry.path))
-            elif entry.is_symlink():
-                if name[0] != ".":
-                    links.append(prefix + name)
-            elif TEMP_MARKER in name:
-                temp_files.append(entry.path)
-    return files, temp_files, links
+        fd, entries = listed
+        try:
+            _take(seen, odd, entries, prefix, directory, racy_ns, stack)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    files = seen.files
+    seen.racy = [path for path in odd if files[path][0] >= racy_ns]
+    seen.oversized = [path for path in odd if files[path][1] > MAX_FILE_BYTES]
+    return seen
+
+
+def _listing(directory: str, follow: int) -> tuple[int, list[os.DirEntry[str]]] | None:
+    """(descriptor or -1, entries) of one folder; None when it is gone or no folder now."""
+    by_fd = os.scandir in os.supports_fd
+    fd = -1
+    try:
+        if by_fd:
+            fd = os.open(directory, _DIR_FLAGS | follow)
+            return fd, list(os.scandir(fd))  # entry.path is then the bare name
+        return fd, list(os.scandir(directory))
+    except OSError:
+        if fd >= 0:
+            os.close(fd)
+        return None
+
+
+def _take(
+    seen: _Scan,
+    odd: list[str],
+    entries: list[os.DirEntry[str]],
+    prefix: str,
+    directory: str,
+    racy_ns: int,
+    stack: list[tuple[str, str, int]],
+) -> None:
+    files = seen.files
+    for entry in entries:  # hot: one pass per writer over every memory file
+        name = entry.name
+        if name.endswith(".md") and entry.is_file(follow_symlinks=False):
+            if name != INDEX_NAME or not prefix:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:  # removed between listing and stat
+                    continue
+                mtime, size = st.st_mtime_ns, st.st_size
+                files[prefix + name] = (mtime, size, st.st_ino, st.st_ctime_ns)
+                if mtime >= racy_ns or size > MAX_FILE_BYTES:
+                    odd.append(prefix + name)
+        elif entry.is_dir(follow_symlinks=False):
+            if name[0] != ".":
+                stack.append((prefix + name + "/", os.path.join(directory, name), _NO_FOLLOW))
+        elif entry.is_symlink():
+            if name[0] != ".":
+                seen.links.append(prefix + name)
+        elif TEMP_MARKER in name:
+            seen.temp_files.append(os.path.join(directory, name))
 
 
 class Pending:
@@ -128,14 +224,24 @@ class Pending:
 
     The child writes its answer into ``shared``, an anonymous shared mapping made before the
     fork (its pages cost memory only once written): a pipe would stall the child on its 64 KiB
-    buffer until the parent, still busy importing, starts to read. Only a child that exited
-    with status 0 is believed.
+    buffer until the parent, still busy importing, starts to read. Only a child that says its
+    answer is whole, by one byte on the ``ready`` pipe written after it, is believed; the
+    parent goes on at once, without waiting for the child's exit (~5 ms of unmapping).
     """
 
-    def __init__(self, root: str, pid: int | None = None, shared: mmap.mmap | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        pid: int | None = None,
+        shared: mmap.mmap | None = None,
+        known: Known | None = None,
+        ready: int | None = None,
+    ) -> None:
         self.root = root
         self.pid = pid  # the child's, None when not forked (or already reaped)
         self._shared = shared
+        self._known = known  # the stat record the child compares with, loaded before the fork
+        self._ready = ready  # the pipe's read end: a byte when the answer is whole, else EOF
 
     @property
     def forked(self) -> bool:
@@ -145,19 +251,35 @@ class Pending:
         """The child's survey; a fresh one in process if the child failed for any reason."""
         if self.pid is None or self._shared is None:
             return survey(self.root)
-        status = _reap(self.pid)
-        self.pid = None
+        ahead = _read_ahead(self.root, self._known)  # while the child finishes
         try:
-            if status == 0:
-                return _decode(_read_answer(self._shared), self.root)
-        except (EOFError, ValueError, TypeError, MemoryError):  # not a whole answer, or no room
+            if self._answered():
+                return _decode(_read_answer(self._shared), self.root, ahead)
+        except (EOFError, ValueError, TypeError, KeyError, MemoryError):  # not whole, or stale
             pass
         finally:
             self.close()
         return survey(self.root)
 
+    def _answered(self) -> bool:
+        """Wait for the child's word that its answer is whole (False: it died or gave up)."""
+        if self._ready is None:
+            return False
+        try:
+            word = os.read(self._ready, 1)
+        except OSError:
+            word = b""
+        if word and self.pid is not None:
+            _exiting.append(self.pid)  # reaped later: its exit is no longer worth waiting for
+            self.pid = None
+        return bool(word)
+
     def close(self) -> None:
         """Stop a child whose answer is no longer wanted, reap it, free the shared pages."""
+        if self._ready is not None:
+            os.close(self._ready)
+            self._ready = None
+        _reap_exited()
         if self.pid is not None:
             import signal  # not at the top: it imports enum (~5 ms), and this path is rare
 
@@ -172,7 +294,8 @@ class Pending:
             self._shared = None
 
 
-_MAGIC = b"qmem-survey-5\n"
+_MAGIC = b"qmem-survey-6\n"
+_exiting: list[int] = []  # children that answered and are exiting: reaped without waiting
 _LENGTH = 8  # the answer's size, little-endian, ahead of the answer itself
 
 
@@ -188,14 +311,35 @@ def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
         shared = mmap.mmap(-1, _shared_size(root))
     except OSError:  # no address space to spare: survey here instead
         return Pending(root)
+    known = _known(root)  # loaded once, for both: the child compares, the parent commits
+    try:
+        ready, said = os.pipe()
+    except OSError:  # out of descriptors: survey here instead
+        shared.close()
+        return Pending(root)
     try:
         pid = os.fork()
     except OSError:  # out of processes or memory: survey here instead
         shared.close()
+        os.close(ready)
+        os.close(said)
         return Pending(root)
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        _child(root, shared, parent_only)
-    return Pending(root, pid, shared)
+        _child(root, shared, (*parent_only, ready), known, said)
+    os.close(said)  # the child's alone: its exit, answered or not, ends the parent's read
+    return Pending(root, pid, shared, known, ready)
+
+
+def _known(root: str) -> Known | None:
+    """(trailer, index mtime_ns, stamps) of the index and its stat record; the stamps are
+    None when the record is not the index's."""
+    from qmem_git.store import gitindex
+
+    git_dir = os.path.join(root, ".git")
+    tail = gitindex.index_tail(git_dir)
+    if tail is None:
+        return None
+    return tail[0], tail[1], gitindex.read_stat_record(git_dir, tail[0])
 
 
 def _shared_size(root: str) -> int:
@@ -211,17 +355,21 @@ def _shared_size(root: str) -> int:
     return 2 * index_bytes + (1 << 20)
 
 
-def _child(root: str, shared: mmap.mmap, close_fds: tuple[int, ...]) -> None:
-    """Survey, answer, exit without running the parent's cleanup (atexit, buffered stdio)."""
+def _child(
+    root: str, shared: mmap.mmap, close_fds: tuple[int, ...], known: Known | None, said: int
+) -> None:
+    """Survey, answer, say so on ``said``; exit without running the parent's cleanup (atexit,
+    buffered stdio)."""
     code = 1
     try:
         gc.disable()  # a collection would touch (and so copy) every page the parent shares
         for fd in close_fds:
             os.close(fd)
-        data = _encoded(root)
+        data = _encoded(root, known)
         if _LENGTH + len(data) <= len(shared):
             shared[_LENGTH : _LENGTH + len(data)] = data
             shared[:_LENGTH] = len(data).to_bytes(_LENGTH, "little")
+            os.write(said, b"!")
             code = 0
     finally:
         os._exit(code)
@@ -232,6 +380,17 @@ def _read_answer(shared: mmap.mmap) -> bytes:
     if _LENGTH + size > len(shared):
         raise ValueError("not a survey")
     return shared[_LENGTH : _LENGTH + size]
+
+
+def _reap_exited() -> None:
+    """Reap the answered children that have exited by now (the rest stay on the list)."""
+    for pid in list(_exiting):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _exiting.remove(pid)
 
 
 def _reap(pid: int) -> int | None:
@@ -250,68 +409,63 @@ def _threads_running() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-_PackedIndex = tuple[int, int, bytes, "str | None", bytes, bytes]
-_Files = dict[str, tuple[int, int]]
-_Paths = list[str]
-_Wire = tuple[
-    _Files,
-    _Paths,  # temp files
-    _Paths,  # links
-    _Paths,  # dirty
-    "_Paths | None",  # gone
-    _Paths,  # oversized
-    "_PackedIndex | None",
-]
+# (index trailer, changed files -> stamp, gone, oversized, temp files, links)
+_Wire = tuple[bytes, "dict[str, Stamp]", "set[str]", "list[str]", "list[str]", "list[str]"]
 
 
-def _encoded(root: str) -> bytes:
-    """The child's survey: the index travels as its bytes and entry offsets (version 2/3)."""
-    from array import array
-
+def _encoded(root: str, known: Known | None) -> bytes:
+    """The child's survey, told against the stat record of the index it compared with (made
+    now if there was none): the files that differ from it and the recorded paths now gone.
+    ``known``: as :func:`_known` gave it before the fork."""
     from qmem_git.store import gitindex
 
-    stamps, temp_files, links = _scan(root)
-    offsets: list[int] = []
-    data = b""
-    try:
-        index: GitIndex | None
-        index, data = gitindex.read_index_data(os.path.join(root, ".git"), offsets)
-    except gitindex.IndexUnreadable:
-        index = None
-    seen = _survey_of(stamps, temp_files, links, index)
-    packed: _PackedIndex | None = None
-    if index is not None and offsets:
-        meta = (index.version, index.mtime_ns, index.checksum, index.head)
-        packed = (*meta, data, array("Q", offsets).tobytes())
-    gone = None if seen.gone is None else sorted(seen.gone)
-    dirty = sorted(seen.dirty)
-    wire: _Wire = (seen.files, temp_files, links, dirty, gone, seen.oversized, packed)
+    if known is None:  # no index yet, or not a file: the parent surveys (rare, and slow anyway)
+        raise ValueError("no index to compare with")
+    checksum, mtime_ns, stamps = known
+    seen = _scan(root, _racy_from((checksum, mtime_ns)))
+    if stamps is not None:
+        dirty, gone = differences(stamps, seen)
+    else:
+        git_dir = os.path.join(root, ".git")
+        index = gitindex.read_index(git_dir)
+        if index.checksum != checksum:
+            raise ValueError("the index changed while it was read")
+        dirty, gone = _compared(index, seen.files, git_dir, quiet=False)
+    changed = {path: seen.files[path] for path in dirty}
+    wire: _Wire = (checksum, changed, gone, seen.oversized, seen.temp_files, seen.links)
     return _MAGIC + marshal.dumps(wire)
 
 
-def _decode(data: bytes, root: str) -> Survey:
-    """The child's answer as a :class:`Survey`; an index it did not send is read here."""
+def _read_ahead(root: str, known: Known | None) -> GitIndex | None:
+    """The index with the stat record of ``known`` when that is still the index's, read while
+    the child finishes."""
+    if known is None or known[2] is None:
+        return None
+    from qmem_git.store import gitindex
+
+    return gitindex.read_recorded(os.path.join(root, ".git"), known[0], known[2])
+
+
+def _decode(data: bytes, root: str, ahead: GitIndex | None = None) -> Survey:
+    """The child's answer as a :class:`Survey`: the index and stat record it names (``ahead``
+    when that is the one, else read now; the child made the record if there was none), with
+    the differences it found applied. ValueError when the index or its record changed since."""
     if not data.startswith(_MAGIC):
         raise ValueError("not a survey")
     from qmem_git.store import gitindex
 
-    files, temp_files, links, dirty, gone, oversized, packed = marshal.loads(data[len(_MAGIC) :])
-    if packed is None:  # none, unreadable, or version 4: read here (as the child did)
-        try:
-            index = gitindex.read_index(os.path.join(root, ".git"))
-        except gitindex.IndexUnreadable:
-            index = None
-    else:
-        version, mtime_ns, checksum, head, raw, offsets = packed
-        index = gitindex.GitIndex.from_base(raw, _offsets(offsets), version, mtime_ns, checksum)
-        index.head = head
-    gone_set = None if gone is None else set(gone)
-    return Survey(files, temp_files, index, set(dirty), links, gone_set, oversized)
-
-
-def _offsets(data: bytes) -> Sequence[int]:
-    from array import array
-
-    offsets = array("Q")
-    offsets.frombytes(data)
-    return offsets
+    wire: _Wire = marshal.loads(data[len(_MAGIC) :])
+    checksum, changed, gone, oversized, temp_files, links = wire
+    index = ahead
+    if index is None or index.checksum != checksum:
+        index = gitindex.read_recorded(os.path.join(root, ".git"), checksum)
+    if index is None or index.stamps is None:
+        raise ValueError("the index changed since the survey")
+    files = dict(index.stamps)
+    for path in gone:
+        del files[path]
+    files.update(changed)
+    if None in files.values():  # a recorded unknown the child did not report: not ours
+        raise ValueError("the survey does not match the stat record")
+    scanned: dict[str, Stamp] = files  # type: ignore[assignment]  # no None left
+    return Survey(scanned, temp_files, index, set(changed), links, gone, oversized)

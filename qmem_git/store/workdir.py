@@ -23,9 +23,9 @@ _Keyed = tuple[float, str, str, int, int]
 
 
 class _SharedScan:
-    """A writer's scan of one root (rel -> (mtime_ns, size)) and the documents parsed from it."""
+    """A writer's scan of one root (rel -> (mtime_ns, size, ...)) and the documents it parsed."""
 
-    def __init__(self, root: str, files: dict[str, tuple[int, int]]) -> None:
+    def __init__(self, root: str, files: dict[str, tuple[int, ...]]) -> None:
         self.root = os.path.abspath(root)
         self.files = files
         self.docs: dict[tuple[str, int, int], Document | None] = {}
@@ -36,7 +36,7 @@ _shared: list[_SharedScan] = []
 
 
 @contextlib.contextmanager
-def shared_scan(root: str, files: dict[str, tuple[int, int]]) -> Iterator[None]:
+def shared_scan(root: str, files: dict[str, tuple[int, ...]]) -> Iterator[None]:
     """Within the block, :func:`scan_documents` of ``root`` uses ``files`` instead of walking.
 
     For a writer that holds the lock, has just scanned (``store.recovery``) and keeps ``files``
@@ -198,7 +198,7 @@ def scan_documents(
     root: str,
     limit: int = MAX_SCANNED_DOCUMENTS,
     *,
-    stats: Mapping[str, tuple[int, int]] | None = None,
+    stats: Mapping[str, tuple[int, ...]] | None = None,
 ) -> list[Document]:
     """Newest ``limit`` valid documents in scan order; parses only as many files as needed.
 
@@ -222,7 +222,7 @@ def scan_documents(
 
 
 def newest_documents(
-    stats: Mapping[str, tuple[int, int]],
+    stats: Mapping[str, tuple[int, ...]],
     load: Callable[[str, int, int], Document | None],
     limit: int = MAX_SCANNED_DOCUMENTS,
     *,
@@ -241,7 +241,7 @@ def newest_documents(
 
 
 def _scan_order(
-    stats: Mapping[str, tuple[int, int]], count: int | None, cuts: dict[int, int] | None = None
+    stats: Mapping[str, tuple[int, ...]], count: int | None, cuts: dict[int, int] | None = None
 ) -> list[_Keyed]:
     """Files in scan order: all of them, or a prefix of that order at least ``count`` long.
 
@@ -256,7 +256,7 @@ def _scan_order(
     prefix; it may fall short of ``count`` (files removed or made older since), which
     :func:`newest_documents` already handles by reading the whole order.
     """
-    items: Iterable[tuple[str, tuple[int, int]]] = stats.items()
+    items: Iterable[tuple[str, tuple[int, ...]]] = stats.items()
     if count is not None and len(stats) > count:
         cut_ns = cuts.get(count) if cuts is not None else None
         if cut_ns is None:

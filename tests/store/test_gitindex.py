@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -170,3 +171,139 @@ def test_an_index_from_bytes_keeps_conflict_stages(tmp_path: Path) -> None:
     assert repo.git("ls-files", "-u") == ""  # nothing unmerged left
     assert "user/a.md" in repo.git("ls-files", "-s", "user/a.md")
     repo.git("write-tree")  # C git accepts the index (it refuses stage 0 beside stages)
+
+
+# --- the stat record -------------------------------------------------------------------------
+
+
+def test_entry_offsets_equal_the_parser_s_on_indexes_git_wrote(repo: GitRepo) -> None:
+    """Long names (over 0xFFF bytes) and extended flags included; version 4 has none."""
+    repo.git("update-index", "--skip-worktree", "user/shared-prefix-03.md")  # version 3
+    data = (repo.root / ".git" / "index").read_bytes()
+    offsets: list[int] = []
+    gitindex.parse_index(data, 0, offsets)
+    assert gitindex.entry_offsets(data) == offsets and len(offsets) == 15
+    repo.git("update-index", "--index-version", "4")
+    assert gitindex.entry_offsets((repo.root / ".git" / "index").read_bytes()) is None
+    assert gitindex.entry_offsets(data[:100] + data[-20:]) is None  # entries cut off
+
+
+def recorded(repo: GitRepo) -> dict[str, gitindex.Stamp | None] | None:
+    git_dir = str(repo.root / ".git")
+    tail = gitindex.index_tail(git_dir)
+    assert tail is not None
+    return gitindex.read_stat_record(git_dir, tail[0])
+
+
+def stamp(path: Path) -> gitindex.Stamp:
+    st = path.lstat()
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def test_writing_the_index_records_each_file_s_full_stamp(repo: GitRepo) -> None:
+    git_dir = str(repo.root / ".git")
+    index = gitindex.read_index(git_dir)
+    assert index.stamps is None  # read from the file alone: nothing known
+    assert recorded(repo) is None
+    index.adopt_stamps({}, set())  # nothing scanned: every path known as unknown
+    path = repo.root / "project" / "a.md"
+    index.set("project/a.md", path.lstat(), repo.git("rev-parse", "HEAD:project/a.md").strip())
+    index.remove("user/shared-prefix-00.md")
+    gitindex.write_index(git_dir, index)
+    record = recorded(repo)
+    assert record is not None and record == index.stamps
+    assert record["project/a.md"] == stamp(path)
+    assert "user/shared-prefix-00.md" not in record
+    assert record["user/shared-prefix-01.md"] is None
+    assert sorted(record) == sorted(gitindex.read_index(git_dir).paths())
+
+
+def test_a_record_is_void_once_another_program_writes_the_index(repo: GitRepo) -> None:
+    git_dir = str(repo.root / ".git")
+    index = gitindex.read_index(git_dir)
+    index.adopt_stamps({}, set())
+    gitindex.write_index(git_dir, index)
+    assert recorded(repo) is not None
+    repo.write("user/new.md", memory_text("user", "new", "fact"))
+    repo.git("add", "user/new.md")  # C git rewrites the index: a new trailer
+    assert recorded(repo) is None
+    assert (
+        gitindex.read_recorded(git_dir, (repo.root / ".git" / "index").read_bytes()[-20:]) is None
+    )
+
+
+@pytest.mark.parametrize("damage", ["flip", "cut", "garbage"])
+def test_a_damaged_record_is_ignored(repo: GitRepo, damage: str) -> None:
+    git_dir = str(repo.root / ".git")
+    index = gitindex.read_index(git_dir)
+    index.adopt_stamps({}, set())
+    gitindex.write_index(git_dir, index)
+    path = repo.root / ".git" / gitindex.STAT_RECORD
+    data = path.read_bytes()
+    path.write_bytes(
+        {
+            "flip": data[:-5] + bytes([data[-5] ^ 1]) + data[-4:],
+            "cut": data[:-9],
+            "garbage": data[:36] + b"\xff" * 40,
+        }[damage]
+    )
+    assert recorded(repo) is None
+
+
+def test_an_index_without_a_trailer_gets_no_record(repo: GitRepo) -> None:
+    """index.skipHash: a zero trailer names no content, so it cannot key a record."""
+    git_dir = str(repo.root / ".git")
+    gitindex.write_stat_record(git_dir, b"\0" * 20, {"project/a.md": None})
+    gitindex.write_stat_record(git_dir, b"", {"project/a.md": None})
+    assert not (repo.root / ".git" / gitindex.STAT_RECORD).exists()
+    assert gitindex.read_stat_record(git_dir, b"\0" * 20) is None
+
+
+def test_times_outside_what_the_record_packs_are_kept_as_unequal(repo: GitRepo) -> None:
+    """A file dated after 2262 (past a signed 64-bit nanosecond count) is recorded wrapped
+    around, so it never matches a scan: it only ever reads as changed, it never breaks."""
+    git_dir = str(repo.root / ".git")
+    index = gitindex.read_index(git_dir)
+    index.adopt_stamps({}, set())
+    path = repo.root / "project" / "a.md"
+    far = 2**63 + 5_000_000_000
+    os.utime(path, ns=(far, far))
+    st = path.lstat()
+    assert st.st_mtime_ns == far
+    index.set("project/a.md", st, repo.git("rev-parse", "HEAD:project/a.md").strip())
+    gitindex.write_index(git_dir, index)
+    record = recorded(repo)
+    assert record is not None and record["project/a.md"] is not None
+    assert record["project/a.md"] != stamp(path)
+
+
+def test_the_recorded_index_equals_the_parsed_one(repo: GitRepo) -> None:
+    git_dir = str(repo.root / ".git")
+    index = gitindex.read_index(git_dir)
+    index.adopt_stamps({}, set())
+    gitindex.write_index(git_dir, index)
+    checksum = (repo.root / ".git" / "index").read_bytes()[-20:]
+    lazy = gitindex.read_recorded(git_dir, checksum)
+    assert lazy is not None and lazy.stamps == recorded(repo)
+    parsed = gitindex.read_index(git_dir)
+    assert gitindex.render_index(lazy) == gitindex.render_index(parsed)
+    assert lazy.head == parsed.head and lazy.mtime_ns == parsed.mtime_ns
+
+
+def test_a_recorded_index_whose_bytes_were_damaged_is_not_used(repo: GitRepo) -> None:
+    git_dir = str(repo.root / ".git")
+    index = gitindex.read_index(git_dir)
+    index.adopt_stamps({}, set())
+    gitindex.write_index(git_dir, index)
+    path = repo.root / ".git" / "index"
+    data = bytearray(path.read_bytes())
+    data[40] ^= 1  # inside the first entry; the trailer still names the old content
+    path.write_bytes(bytes(data))
+    assert gitindex.read_recorded(git_dir, bytes(data[-20:])) is None
+
+
+def test_setting_the_entries_outright_forgets_the_stamps() -> None:
+    index = gitindex.GitIndex()
+    assert index.stamps == {}
+    index.entries = {}
+    assert index.stamps is None

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers_git import GitRepo, memory_text
 
-from qmem_git.store import survey
+from qmem_git.store import gitindex, survey
 from qmem_git.store.survey import TEMP_MARKER, Survey
 
 
@@ -45,7 +45,7 @@ def test_a_committed_tree_has_nothing_dirty(repo: GitRepo) -> None:
     assert result.dirty == set() and result.temp_files == []
     assert result.index is not None and sorted(result.index.paths()) == sorted(result.files)
     st = (repo.root / "user" / "m1.md").stat()
-    assert result.files["user/m1.md"] == (st.st_mtime_ns, st.st_size)
+    assert result.files["user/m1.md"] == (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
 
 def test_edits_new_files_and_temp_files_are_found(repo: GitRepo) -> None:
@@ -90,17 +90,21 @@ def test_no_fork_while_threads_run(repo: GitRepo) -> None:
         worker.join()
 
 
-def fake_child(shared: mmap.mmap, answer: bytes | None, code: int) -> int:
-    """A forked child that leaves ``answer`` (raw, length word included) and exits ``code``;
-    ``code`` -9 means it is killed instead."""
+def fake_child(root: str, shared: mmap.mmap, answer: bytes | None, code: int) -> survey.Pending:
+    """A forked child that leaves ``answer`` (raw, length word included), says it is whole
+    when ``code`` is 0, and exits ``code``; ``code`` -9 means it is killed instead."""
+    ready, said = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         if answer is not None:
             shared[: len(answer)] = answer
         if code == -9:
             os.kill(os.getpid(), signal.SIGKILL)
+        if code == 0:
+            os.write(said, b"!")
         os._exit(code)
-    return pid
+    os.close(said)
+    return survey.Pending(root, pid, shared, None, ready)
 
 
 def framed(data: bytes, size: int | None = None) -> bytes:
@@ -111,8 +115,9 @@ def framed(data: bytes, size: int | None = None) -> bytes:
     "case", ["nothing", "failed", "killed", "not ours", "cut short", "too long"]
 )
 def test_a_child_without_a_whole_answer_means_surveying_here(repo: GitRepo, case: str) -> None:
-    """Only a child that exits 0 with a whole answer is believed; else the survey is made here."""
-    whole = survey._encoded(repo.path)
+    """Only a child that says its answer is whole (a byte on the pipe, written after it) is
+    believed; else the survey is made here."""
+    whole = survey._encoded(repo.path, survey._known(repo.path))
     answer, code = {
         "nothing": (None, 0),
         "failed": (framed(whole), 1),
@@ -122,20 +127,19 @@ def test_a_child_without_a_whole_answer_means_surveying_here(repo: GitRepo, case
         "too long": (framed(whole, 1 << 40), 0),
     }[case]
     shared = mmap.mmap(-1, 1 << 20)
-    pid = fake_child(shared, answer, code)
+    pending = fake_child(repo.path, shared, answer, code)
     repo.write("user/m0.md", memory_text("user", "m0", "changed since"))
-    pending = survey.Pending(repo.path, pid, shared)
     assert summary(pending.result()) == summary(survey.survey(repo.path))
     assert not pending.forked and shared.closed
 
 
 def test_a_whole_answer_is_used_as_it_is(repo: GitRepo) -> None:
     """The parent decodes what the child left (not a scan of its own made later)."""
-    whole = survey._encoded(repo.path)
+    whole = survey._encoded(repo.path, survey._known(repo.path))
     shared = mmap.mmap(-1, 1 << 20)
-    pid = fake_child(shared, framed(whole), 0)
+    pending = fake_child(repo.path, shared, framed(whole), 0)
     repo.write("user/m0.md", memory_text("user", "m0", "changed after the child looked"))
-    result = survey.Pending(repo.path, pid, shared).result()
+    result = pending.result()
     assert "user/m0.md" not in result.dirty  # the child's view, from before the edit
     assert summary(result) == summary(survey._decode(whole, repo.path))
 
@@ -152,7 +156,7 @@ def test_an_answer_too_big_to_share_means_surveying_here(
 def test_the_shared_room_follows_the_index_size(repo: GitRepo) -> None:
     """Room for the answer, not a fixed 64 MiB a small ``ulimit -v`` cannot spare."""
     index_bytes = (repo.root / ".git" / "index").stat().st_size
-    whole = survey._encoded(repo.path)
+    whole = survey._encoded(repo.path, survey._known(repo.path))
     assert len(whole) + 8 <= survey._shared_size(repo.path) <= 2 * index_bytes + (1 << 20)
 
 
@@ -205,3 +209,103 @@ def test_files_over_the_size_limit_are_named_for_recovery(repo: GitRepo) -> None
     kept = {r: st for r, st in forked.files.items() if st[1] <= MAX_FILE_BYTES and r != "MEMORY.md"}
     assert render == kept and "user/huge.md" not in render
     assert "MEMORY.md" not in render and "user/m0.md" in render
+
+
+def test_an_answered_child_is_reaped_without_waiting_for_its_exit(repo: GitRepo) -> None:
+    """The parent goes on once the answer is whole; the exiting child is reaped later (at the
+    next survey or close), never left behind as a zombie."""
+    pending = survey.start(repo.path)
+    pid = pending.pid
+    assert pid is not None
+    pending.result()
+    deadline = time.monotonic() + 10
+    while pid in survey._exiting and time.monotonic() < deadline:
+        time.sleep(0.01)
+        survey._reap_exited()
+    assert pid not in survey._exiting
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+# --- the stat record: a dict comparison instead of parsing the index --------------------------
+
+
+def record_of(repo: GitRepo) -> dict[str, object] | None:
+    git_dir = str(repo.root / ".git")
+    return gitindex.read_stat_record(git_dir, (repo.root / ".git" / "index").read_bytes()[-20:])
+
+
+def seen_of(result: Survey) -> tuple[object, ...]:
+    """A survey without its index's entries (listing them would parse the index)."""
+    gone = None if result.gone is None else sorted(result.gone)
+    return (result.files, sorted(result.dirty), gone, result.oversized, result.links)
+
+
+def test_a_survey_records_what_it_found_clean_so_the_next_parses_nothing(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert record_of(repo) is None  # C git wrote the index: no record yet
+    first = survey.survey(repo.path)  # parses it, and records the stamps it found clean
+    assert record_of(repo) == first.files and first.dirty == set()
+
+    def no_parsing(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the index was parsed")
+
+    monkeypatch.setattr(gitindex, "parse_index", no_parsing)
+    monkeypatch.setattr(gitindex.GitIndex, "stat_dirty", no_parsing)
+    here = survey.survey(repo.path)
+    forked = survey.start(repo.path).result()  # the child inherits the patched module
+    assert seen_of(here) == seen_of(forked) == seen_of(first)
+    assert here.index is not None and here.index.get("user/m1.md") is not None
+
+
+def test_a_child_records_an_index_another_program_wrote(repo: GitRepo) -> None:
+    survey.survey(repo.path)
+    repo.write("user/m3.md", memory_text("user", "m3", "fact 3"))
+    repo.git("add", "user/m3.md")  # a new index, no record for it
+    assert record_of(repo) is None
+    result = survey.start(repo.path).result()
+    assert result.dirty <= {"user/m3.md"}  # racily clean if added in the index's clock tick
+    record = record_of(repo)
+    assert record is not None and sorted(record) == sorted(result.files)
+    assert record["user/m3.md"] == (None if result.dirty else result.files["user/m3.md"])
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_still_found(repo: GitRepo) -> None:
+    """The record keeps the change time too, which no one can set back."""
+    survey.survey(repo.path)
+    path = repo.root / "user" / "m1.md"
+    st = path.stat()
+    path.write_text(path.read_text().replace("fact 1", "fakt 1"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    assert survey.survey(repo.path).dirty == {"user/m1.md"}
+    assert survey.start(repo.path).result().dirty == {"user/m1.md"}
+
+
+def test_a_recorded_file_as_new_as_the_index_is_racily_clean(repo: GitRepo) -> None:
+    """An edit in the same clock tick as the index write leaves the stamp as recorded: git's
+    rule still applies, a file not older than the index gets hashed."""
+    path = repo.root / "user" / "m2.md"
+    future = time.time_ns() + 100 * 1_000_000_000
+    os.utime(path, ns=(future, future))
+    git_dir = str(repo.root / ".git")
+    scan = survey._scan(repo.path, 1 << 64)
+    index = gitindex.read_index(git_dir)
+    index.adopt_stamps(scan.files, set())  # recorded as clean, stamp and all
+    gitindex.write_index(git_dir, index)
+    assert record_of(repo) == scan.files
+    assert survey.survey(repo.path).dirty == {"user/m2.md"}
+    assert survey.start(repo.path).result().dirty == {"user/m2.md"}
+
+
+def test_recorded_unknowns_are_dirty_until_a_write_knows_them(repo: GitRepo) -> None:
+    git_dir = str(repo.root / ".git")
+    index = gitindex.read_index(git_dir)
+    index.adopt_stamps(survey._scan(repo.path, 1 << 64).files, {"user/m0.md"})
+    gitindex.write_index(git_dir, index)
+    record = record_of(repo)
+    assert record is not None and record["user/m0.md"] is None
+    here = survey.survey(repo.path)
+    assert here.dirty == {"user/m0.md"} and "user/m0.md" in here.files
+    assert seen_of(survey.start(repo.path).result()) == seen_of(here)
