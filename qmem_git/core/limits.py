@@ -21,4 +21,6 @@ STATE_DIR_NAMES = ("quarantine", "cache", "hooks")
 INDEX_RECORD_NAME = "qmem-index"
 # The files' full lstat data as the git index was last written with it (store.gitindex).
 STAT_RECORD_NAME = "qmem-stat"
+# user.name / user.email from the git config, with the stat of its files (store.identity).
+IDENTITY_RECORD_NAME = "qmem-identity"
 WRITER_LOCK_NAME = "qmem.lock"

@@ -44,6 +44,7 @@ from qmem_git.core.text import clean_text, content_problem
 from qmem_git.errors import InvalidMemoryFile, QmemError, RepoCorrupt, RepoLocked, UnsafePath
 from qmem_git.store import gitindex, journal, loose
 from qmem_git.store.gitindex import GitIndex
+from qmem_git.store.identity import read_config_identity
 from qmem_git.store.locks import STALE_LOCK_SECONDS
 from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.workdir import (
@@ -154,23 +155,14 @@ class WorkState:
 # --- identity -------------------------------------------------------------------------------
 
 
-def identity_from_git_config(host: str) -> Identity:
-    """user.name / user.email from the user's git config, else ``qmem-git <qmem-git@HOST>``."""
-    from dulwich.config import StackedConfig
+def identity_from_git_config(host: str, config: tuple[str, str] | None = None) -> Identity:
+    """user.name / user.email from the user's git config, else ``qmem-git <qmem-git@HOST>``.
 
-    config = StackedConfig.default()
-    return Identity(
-        _config_value(config, b"name") or "qmem-git",
-        _config_value(config, b"email") or f"qmem-git@{host or 'localhost'}",
-    )
-
-
-def _config_value(config: object, name: bytes) -> str:
-    try:
-        value = config.get((b"user",), name)  # type: ignore[attr-defined]
-    except KeyError:
-        return ""
-    return value.decode("utf-8", "replace").strip() if isinstance(value, bytes) else ""
+    ``config``: (name, email) as the config sets them, when the caller has them already
+    (``store.identity.config_identity``); read here otherwise.
+    """
+    name, email = read_config_identity() if config is None else config
+    return Identity(name or "qmem-git", email or f"qmem-git@{host or 'localhost'}")
 
 
 def _clean_ident(text: str) -> str:
