@@ -223,8 +223,16 @@ def parse_remember(args: list[str]) -> dict[str, object] | None:
 
 
 def fast_remember(opts: dict[str, object]) -> int | None:
-    """Save one memory as one commit; None when the store needs click's path (not set up)."""
+    """Save one memory as one commit; None when the store needs click's path (not set up).
+
+    The cycle collector is off: this process lives ~150 ms and frees what it makes by
+    reference counting, and at 10,000 files the collector's full passes over the stamps it
+    loads cost up to ~15 ms.
+    """
+    import gc
     import os
+
+    gc.disable()
 
     from qmem_git.core.paths import layout_for
     from qmem_git.envvalues import current_dir
