@@ -509,9 +509,14 @@ def write_stat_record(git_dir: str, checksum: bytes, stamps: dict[str, Stamp | N
     import binascii
     import marshal
 
-    known = {path: stamp for path, stamp in stamps.items() if stamp is not None}
-    unknown = [path for path, stamp in stamps.items() if stamp is None]
-    body = marshal.dumps((list(known), _packed(list(known.values())), unknown))
+    values = list(stamps.values())
+    if None in values:  # rare: files a writer did not find clean
+        known = {path: stamp for path, stamp in stamps.items() if stamp is not None}
+        unknown = [path for path, stamp in stamps.items() if stamp is None]
+        keys, values = list(known), list(known.values())
+    else:
+        keys, unknown = list(stamps), []
+    body = marshal.dumps((keys, _packed(values), unknown))  # type: ignore[arg-type]  # no None
     path = os.path.join(git_dir, STAT_RECORD)
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
