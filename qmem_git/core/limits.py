@@ -23,4 +23,6 @@ INDEX_RECORD_NAME = "qmem-index"
 STAT_RECORD_NAME = "qmem-stat"
 # user.name / user.email from the git config, with the stat of its files (store.identity).
 IDENTITY_RECORD_NAME = "qmem-identity"
+# The documents the last writer parsed, with the stamps of their files (store.keptdocs).
+DOCS_RECORD_NAME = "qmem-docs"
 WRITER_LOCK_NAME = "qmem.lock"

@@ -7,12 +7,14 @@ import heapq
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from operator import itemgetter
 from typing import NamedTuple
 
 from qmem_git.core.codec import parse_document
 from qmem_git.core.index import IndexResult, build_index, order_documents
 from qmem_git.core.model import INDEX_NAME, MAX_SCANNED_DOCUMENTS, Document
 from qmem_git.core.names import fold_name, is_printable_path
+from qmem_git.store.keptdocs import Kept, kept_document, load_kept, save_kept
 from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.walk import read_text as read_text  # re-exported: ops read through here
 from qmem_git.store.walk import walk
@@ -30,6 +32,8 @@ class _SharedScan:
         self.files = files
         self.docs: dict[tuple[str, int, int], Document | None] = {}
         self.cuts: dict[int, int] = {}  # scan-order prefix length -> its mtime_ns cut
+        self.kept: Kept | None = None  # the last writer's documents, read on first need
+        self.parsed = False  # whether a document was parsed here (not taken from ``kept``)
 
 
 _shared: list[_SharedScan] = []
@@ -51,6 +55,19 @@ def shared_scan(root: str, files: dict[str, tuple[int, ...]]) -> Iterator[None]:
         yield
     finally:
         _shared.remove(scope)
+    _keep_documents(scope)
+
+
+def _keep_documents(scope: _SharedScan) -> None:
+    """Keep the documents parsed in ``scope`` for the next writer (``store.keptdocs``),
+    unless they are what it found kept."""
+    docs = {
+        rel: doc
+        for (rel, mtime_ns, size), doc in scope.docs.items()
+        if scope.files.get(rel, (None, None))[:2] == (mtime_ns, size)
+    }
+    if docs and (scope.parsed or scope.kept is None or docs.keys() != scope.kept.keys()):
+        save_kept(os.path.join(scope.root, ".git"), docs, scope.files)
 
 
 def _note_rewritten(path: str, mtime_ns: int | None, size: int) -> None:
@@ -260,7 +277,7 @@ def _scan_order(
     if count is not None and len(stats) > count:
         cut_ns = cuts.get(count) if cuts is not None else None
         if cut_ns is None:
-            cut_ns = heapq.nlargest(count, stats.values())[-1][0]
+            cut_ns = heapq.nlargest(count, map(itemgetter(0), stats.values()))[-1]
             if cuts is not None:
                 cuts[count] = cut_ns
         cut, low = cut_ns / 1_000_000, cut_ns - 1_000_000  # low: integer pre-filter, no division
@@ -290,7 +307,14 @@ def _load_newest(
 def _load_shared(scope: _SharedScan, info: FileInfo) -> Document | None:
     key = (info.relative_path, info.mtime_ns, info.size)
     if key not in scope.docs:
-        scope.docs[key] = load_document(info)
+        if scope.kept is None:
+            scope.kept = load_kept(os.path.join(scope.root, ".git"))
+        rel = info.relative_path
+        hit, doc = kept_document(scope.kept, rel, scope.files.get(rel))
+        if not hit:
+            scope.parsed = True
+            doc = load_document(info)
+        scope.docs[key] = doc
     return scope.docs[key]
 
 
