@@ -343,11 +343,11 @@ def _known(root: str) -> Known | None:
 
 
 def _shared_size(root: str) -> int:
-    """Room for the child's answer: the index file itself, each file's path and times (~0.6
-    bytes per index byte, whose entries hold the same) and the entry offsets, and 1 MiB for
-    files the index lacks. Reserving no more than that keeps a process with little address
-    space (``ulimit -v``) working; a bigger answer makes the child give up, and the survey
-    runs in process."""
+    """Room for the child's answer at its largest: every file changed (its path and stamp,
+    ~0.6 bytes per index byte, whose entries hold the same) and every indexed path gone, and
+    1 MiB for files the index lacks; an unchanged tree's answer is a few bytes. Reserving no
+    more than that keeps a process with little address space (``ulimit -v``) working; a
+    bigger answer makes the child give up, and the survey runs in process."""
     try:
         index_bytes = os.stat(os.path.join(root, ".git", "index")).st_size
     except OSError:
