@@ -72,9 +72,9 @@ def survey(root: str) -> Survey:
     from qmem_git.store import gitindex
 
     git_dir = os.path.join(root, ".git")
-    tail = gitindex.index_tail(git_dir)
-    seen = _scan(root, _racy_from(tail))
-    index = None if tail is None else gitindex.read_recorded(git_dir, tail[0])
+    known = _known(root)
+    seen = _scan(root, _racy_from(known))
+    index = _read_ahead(root, known)
     if index is not None and index.stamps is not None:
         dirty, gone = differences(index.stamps, seen)
     else:
@@ -89,9 +89,9 @@ def survey(root: str) -> Survey:
     return Survey(seen.files, seen.temp_files, index, dirty, seen.links, gone, seen.oversized)
 
 
-def _racy_from(tail: tuple[bytes, int] | None) -> int:
+def _racy_from(known: Known | None) -> int:
     """The mtime from which a file is racily clean: the index file's (none: no file is)."""
-    return (tail[1] if tail is not None else 0) or (1 << 64)
+    return (known[1] if known is not None else 0) or (1 << 64)
 
 
 def differences(known: dict[str, Stamp | None], seen: _Scan) -> tuple[set[str], set[str]]:
@@ -421,8 +421,8 @@ def _encoded(root: str, known: Known | None) -> bytes:
 
     if known is None:  # no index yet, or not a file: the parent surveys (rare, and slow anyway)
         raise ValueError("no index to compare with")
-    checksum, mtime_ns, stamps = known
-    seen = _scan(root, _racy_from((checksum, mtime_ns)))
+    checksum, _, stamps = known
+    seen = _scan(root, _racy_from(known))
     if stamps is not None:
         dirty, gone = differences(stamps, seen)
     else:
