@@ -401,15 +401,8 @@ def read_recorded(
     long way."""
     if stamps is None:
         stamps = read_stat_record(git_dir, checksum)
-    read = None if stamps is None else read_verified(git_dir, checksum)
-    if stamps is None or read is None:
+    if stamps is None:
         return None
-    return recorded_index(git_dir, read, stamps)
-
-
-def read_verified(git_dir: str, checksum: bytes) -> tuple[bytes, int] | None:
-    """The index file's bytes and mtime_ns when its trailer is ``checksum`` and the SHA-1 of
-    its content; None otherwise."""
     try:
         with open(os.path.join(git_dir, "index"), "rb") as handle:
             data = handle.read()
@@ -418,17 +411,6 @@ def read_verified(git_dir: str, checksum: bytes) -> tuple[bytes, int] | None:
         return None
     if data[-20:] != checksum or _sha1(data[:-20]) != checksum:
         return None
-    return data, mtime_ns
-
-
-def recorded_index(
-    git_dir: str, read: tuple[bytes, int], stamps: dict[str, Stamp | None]
-) -> GitIndex | None:
-    """The index of ``read`` (:func:`read_verified`) with its stat record's ``stamps``, built
-    over the file's bytes (:meth:`GitIndex.from_base`) where its entries allow it; None when
-    it cannot be read."""
-    data, mtime_ns = read
-    checksum = data[-20:]
     offsets = entry_offsets(data)
     try:
         if offsets is None:
