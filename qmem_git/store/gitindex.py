@@ -10,10 +10,10 @@ for together with the index's own SHA-1 trailer, so recovery can trust "index ==
 walking every tree; any other program that rewrites the index changes the trailer, which voids
 the record. (An index extension would be neater, but C git prints "ignoring QMEM extension".)
 
-A second side file, ``.git/qmem-stat``, keeps what the index holds only in part: each file's
-full ``lstat`` data (mtime and ctime in nanoseconds, size, inode), as the index was last
-written with it, keyed by the same trailer. A writer's survey compares a scan with it as one
-dict comparison instead of parsing 10,000 entries (``store.survey``).
+A second side file, ``.git/qmem-stat`` (``store.statrecord``), keeps what the index holds only
+in part: each file's full ``lstat`` data, as the index was last written with it, keyed by the
+same trailer. A writer's survey compares a scan with it instead of parsing 10,000 entries
+(``store.survey``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ import os
 import stat
 import struct
 
-from qmem_git.core.limits import INDEX_RECORD_NAME, STAT_RECORD_NAME
+from qmem_git.core.limits import INDEX_RECORD_NAME
+from qmem_git.store import statrecord
+from qmem_git.store.statrecord import Folders, Record, Stamp
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,12 +36,6 @@ if TYPE_CHECKING:
 
 SIGNATURE = b"DIRC"
 HEAD_RECORD = INDEX_RECORD_NAME
-STAT_RECORD = STAT_RECORD_NAME
-Stamp = tuple[int, int, int, int]  # a file's lstat: (mtime_ns, size, ino, ctime_ns)
-_STAT_MAGIC = b"qmem-stat-1\n"
-_PACKED = struct.Struct("<qqQq")  # a Stamp in the stat record
-_PACKED_WRAPPED = struct.Struct("<QQQQ")  # the same bytes, for times out of range
-_U64 = (1 << 64) - 1
 _NO_HASH = b"\0" * 20  # index.skipHash: the trailer names no content
 FILE_MODE = 0o100644
 _HEADER = struct.Struct(">4sII")
@@ -95,7 +91,9 @@ class GitIndex:
     ``stamps``: every stage-0 path -> the full lstat :data:`Stamp` its entry's (truncated)
     stat fields were made from, or None where that is not known; ``stamps`` itself is None
     when nothing is known (an index read without its stat record). :meth:`set` and
-    :meth:`remove` keep it current, and :func:`write_index` records it.
+    :meth:`remove` keep it current (and name the paths they changed in ``restamped``), and
+    :func:`write_index` records it: ``recorded`` is the record's folders ``stamps`` were read
+    with or last written as, of which only the folders of ``restamped`` paths are packed again.
 
     An index made by :meth:`from_base` keeps the file's bytes and its entry offsets instead
     (a writer's survey parsed them in another process): a lookup bisects the offsets, a change
@@ -121,6 +119,8 @@ class GitIndex:
         self._base: _Base | None = None
         self._overlay: dict[str, bytes | None] = {}  # path -> new entry, None = removed
         self.stamps: dict[str, Stamp | None] | None = {} if entries is None else None
+        self.recorded: Folders | None = None
+        self.restamped: set[str] = set()
 
     @classmethod
     def from_base(
@@ -130,15 +130,20 @@ class GitIndex:
         version: int,
         mtime_ns: int,
         checksum: bytes,
-        stamps: dict[str, Stamp | None] | None = None,
     ) -> GitIndex:
         """An index over ``data`` (a version 2/3 index file) whose entries start at
-        ``offsets``, plus one more offset where they end; ``stamps`` as its record has them."""
+        ``offsets``, plus one more offset where they end."""
         index = cls(version=version, mtime_ns=mtime_ns, checksum=checksum)
         index._entries = None
         index._base = _Base(data, offsets)
-        index.stamps = stamps
+        index.stamps = None
         return index
+
+    def know(self, record: Record) -> None:
+        """Take the stamps of ``record``, the stat record written with this index."""
+        self.stamps = statrecord.stamps_of(record)
+        self.recorded = record[0]
+        self.restamped = set()
 
     @property
     def entries(self) -> dict[str, bytes]:
@@ -150,6 +155,7 @@ class GitIndex:
     def entries(self, value: dict[str, bytes]) -> None:
         self._entries = value
         self.stamps = None  # other paths, other entries: nothing known any more
+        self.recorded = None
 
     def _materialized(self) -> dict[str, bytes]:
         assert self._base is not None
@@ -217,6 +223,7 @@ class GitIndex:
     def adopt_stamps(self, files: dict[str, Stamp], dirty: set[str]) -> None:
         """Know the stamps of the scanned ``files`` that :meth:`stat_dirty` found clean."""
         self.stamps = {path: None if path in dirty else files.get(path) for path in self.paths()}
+        self.recorded = None  # recorded anew, folder by folder
 
     def set(self, path: str, st: os.stat_result, sha: str, mode: int = FILE_MODE) -> None:
         """Record ``path`` as clean with content ``sha`` and the given ``lstat`` result; its
@@ -228,6 +235,7 @@ class GitIndex:
         self.changed = True
         if self.stamps is not None and "\0" not in path:
             self.stamps[path] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+            self.restamped.add(path)
         if self._entries is None:
             self._overlay[path] = raw
             return
@@ -238,8 +246,8 @@ class GitIndex:
     def remove(self, path: str) -> None:
         """Forget ``path``, its conflict stages too (``git rm``)."""
         self._drop_stages(path)
-        if self.stamps is not None:
-            self.stamps.pop(path, None)
+        if self.stamps is not None and self.stamps.pop(path, False) is not False:
+            self.restamped.add(path)
         if self._entries is None:
             if self._raw(path) is not None:
                 self._overlay[path] = None
@@ -392,16 +400,14 @@ def index_tail(git_dir: str) -> tuple[bytes, int] | None:
         os.close(fd)
 
 
-def read_recorded(
-    git_dir: str, checksum: bytes, stamps: dict[str, Stamp | None] | None = None
-) -> GitIndex | None:
+def read_recorded(git_dir: str, checksum: bytes, record: Record | None = None) -> GitIndex | None:
     """The index as :func:`read_index` gives it, with its ``stamps``, when its trailer is still
-    ``checksum`` and a stat record was written with it (``stamps``: that record, already
+    ``checksum`` and a stat record was written with it (``record``: that record, already
     read); None when not (or when the file is damaged): the caller then reads the index the
     long way."""
-    if stamps is None:
-        stamps = read_stat_record(git_dir, checksum)
-    if stamps is None:
+    if record is None:
+        record = statrecord.read(git_dir, checksum)
+    if record is None:
         return None
     try:
         with open(os.path.join(git_dir, "index"), "rb") as handle:
@@ -421,7 +427,7 @@ def read_recorded(
             index = GitIndex.from_base(data, offsets, version, mtime_ns, checksum)
     except IndexUnreadable:
         return None
-    index.stamps = stamps
+    index.know(record)
     index.head = _read_head_record(git_dir, checksum)
     return index
 
@@ -450,76 +456,6 @@ def entry_offsets(data: bytes) -> list[int] | None:
         offset += (start - offset + length + 8) & ~7
     offsets[count] = offset
     return offsets if offset <= end else None
-
-
-def read_stat_record(git_dir: str, checksum: bytes) -> dict[str, Stamp | None] | None:
-    """The stamps written with the index whose trailer is ``checksum`` (:attr:`GitIndex.stamps`);
-    None when another index was written since, or the record is damaged."""
-    if len(checksum) != 20 or checksum == _NO_HASH:
-        return None
-    try:
-        with open(os.path.join(git_dir, STAT_RECORD), "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    head = _STAT_MAGIC + checksum
-    if not data.startswith(head):
-        return None
-    import binascii
-    import marshal
-
-    body = data[len(head) + 4 :]
-    if binascii.crc32(body).to_bytes(4, "big") != data[len(head) : len(head) + 4]:
-        return None
-    try:
-        known, packed, unknown = marshal.loads(body)
-        stamps: dict[str, Stamp | None] = dict(zip(known, _PACKED.iter_unpack(packed), strict=True))
-    except (EOFError, ValueError, TypeError, struct.error):  # damaged: not ours to trust
-        return None
-    if len(stamps) != len(known):
-        return None
-    stamps.update(dict.fromkeys(unknown))
-    return stamps
-
-
-def write_stat_record(git_dir: str, checksum: bytes, stamps: dict[str, Stamp | None]) -> None:
-    """Record ``stamps`` for the index whose trailer is ``checksum`` (temp + rename, no fsync:
-    a record lost in a crash only means the next survey parses the index). Nothing is
-    recorded for an index without a trailer to key it (none yet, or ``index.skipHash``)."""
-    if len(checksum) != 20 or checksum == _NO_HASH:
-        return
-    import binascii
-    import marshal
-
-    values = list(stamps.values())
-    if None in values:  # rare: files a writer did not find clean
-        known = {path: stamp for path, stamp in stamps.items() if stamp is not None}
-        unknown = [path for path, stamp in stamps.items() if stamp is None]
-        keys, values = list(known), list(known.values())
-    else:
-        keys, unknown = list(stamps), []
-    body = marshal.dumps((keys, _packed(values), unknown))  # type: ignore[arg-type]  # no None
-    path = os.path.join(git_dir, STAT_RECORD)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(_STAT_MAGIC + checksum + binascii.crc32(body).to_bytes(4, "big"))
-            handle.write(body)
-        os.replace(tmp, path)
-    except OSError:
-        _unlink_quietly(tmp)  # the index is written; only the shortcut is lost
-        raise
-
-
-def _packed(stamps: list[Stamp]) -> bytes:
-    """The stamps as 32 bytes each (the record loads them 4x faster than as tuples of ints).
-    A time outside 1678-2262 wraps around, so that file only ever reads as changed."""
-    from itertools import starmap
-
-    try:
-        return b"".join(starmap(_PACKED.pack, stamps))
-    except struct.error:
-        return b"".join(_PACKED_WRAPPED.pack(*(n & _U64 for n in st)) for st in stamps)
 
 
 def _read_head_record(git_dir: str, checksum: bytes) -> str | None:
@@ -664,10 +600,13 @@ def write_index(git_dir: str, index: GitIndex) -> None:
     index.checksum = data[-20:]
     _write_head_record(git_dir, index.head, index.checksum)
     if index.stamps is not None:
-        try:  # noqa: SIM105 - contextlib is not imported by this module
-            write_stat_record(git_dir, index.checksum, index.stamps)
+        try:
+            written = statrecord.write(
+                git_dir, index.checksum, index.stamps, index.recorded, index.restamped
+            )
         except OSError:
-            pass  # the next survey parses the index instead
+            return  # the next survey parses the index instead
+        index.recorded, index.restamped = written, set()
 
 
 def _write_head_record(git_dir: str, head: str | None, checksum: bytes) -> None:

@@ -190,7 +190,8 @@ def _recover(
         head_sha = head_map.get(rel) if head_map is not None else repo.lookup(head_tree, rel)
         _classify(repo, rel, head_sha, seen.files, index, found, problem_of or memory_file_problem)
     found.refuse_new(case_collisions(found.new, seen.files))
-    state = WorkState(_render_files(seen.files, seen.oversized), index)
+    cuts = {} if seen.cut is None else {survey.NEWEST: seen.cut}
+    state = WorkState(_render_files(seen.files, seen.oversized), index, cuts)
     warnings = [f"{rel}: {SYMLINK_PROBLEM}; moved to {dest}" for rel, dest in moved_links]
     if undone is not None:
         op, paths = undone

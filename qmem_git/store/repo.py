@@ -142,14 +142,19 @@ class ApplyResult(NamedTuple):
 class WorkState:
     """A writer's view of the work tree, shared by recovery and apply to avoid a second scan.
 
-    ``files``: memory file -> (mtime_ns, size, ...), the input MEMORY.md is rendered from.
+    ``files``: memory file -> (mtime_ns, size, ...), the input MEMORY.md is rendered from;
+    ``cuts``: their scan-order cuts the survey found (``store.workdir.shared_scan``).
     """
 
     def __init__(
-        self, files: dict[str, tuple[int, ...]] | None = None, index: GitIndex | None = None
+        self,
+        files: dict[str, tuple[int, ...]] | None = None,
+        index: GitIndex | None = None,
+        cuts: dict[int, int] | None = None,
     ) -> None:
         self.files = files
         self.index = index
+        self.cuts = cuts or {}
 
 
 # --- identity -------------------------------------------------------------------------------

@@ -3,9 +3,10 @@
 Recovery (``store.recovery``) needs, under the writer lock, every memory file with its stat
 data, our leftover temp files, the git index and the files whose stat disagrees with it. At
 10,000 files that is ~50 ms of ``lstat`` calls (the kernel's share alone; C git pays the same).
-The comparison itself is one dict comparison against the stat record the last writer left
-(``gitindex.read_stat_record``, its full ``lstat`` data per file); only when another program
-wrote the index since is it parsed, entry by entry (~30 ms), and the record written anew.
+The comparison is made against the stat record the last writer left (``store.statrecord``,
+each file's full ``lstat`` data, packed folder by folder): each folder's scan is packed the same
+way, so an unchanged folder costs two byte-string comparisons. Only when another program wrote
+the index since is it parsed, entry by entry (~30 ms), and the record written anew.
 
 A command that still has its imports ahead of it (the ``remember`` fast path: dulwich alone is
 ~50 ms) can :func:`start` the survey in a forked child right after taking the lock, so the two
@@ -24,16 +25,19 @@ import gc
 import marshal
 import mmap
 import os
+import struct
 
-from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES
+from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, MAX_SCANNED_DOCUMENTS
 
 TYPE_CHECKING = False  # imported before the fork: the index reader loads in the child
 if TYPE_CHECKING:
-    from qmem_git.store.gitindex import GitIndex, Stamp
+    from qmem_git.store.gitindex import GitIndex
+    from qmem_git.store.statrecord import Folders, Record, Stamp
 
 TEMP_MARKER = ".qmem-tmp-"
-# what the child compares with: (index trailer, index mtime_ns, its stat record's stamps or None)
-Known = tuple[bytes, int, "dict[str, Stamp | None] | None"]
+NEWEST = 2 * MAX_SCANNED_DOCUMENTS  # the newest files a writer ranks first (store.workdir)
+# what the child compares with: (index trailer, index mtime_ns, its stat record or None)
+Known = tuple[bytes, int, "Record | None"]
 
 
 class Survey:
@@ -43,7 +47,9 @@ class Survey:
     ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
     ``dirty`` then lists every file. ``gone``: stage-0 index paths with no memory file on
     disk (None when the index cannot be read). ``oversized``: the files over
-    ``MAX_FILE_BYTES``. ``links``: symlinks
+    ``MAX_FILE_BYTES``. ``cut``: the mtime_ns of the :data:`NEWEST`-th newest file MEMORY.md
+    may be built from (all but MEMORY.md and the oversized), None when there are no more;
+    ``store.workdir`` ranks only the files from it on. ``links``: symlinks
     outside dot-folders (never followed; recovery quarantines those named like memory files
     or standing for a memory folder). Plain class: it is built on every write.
     """
@@ -57,6 +63,7 @@ class Survey:
         links: list[str] | None = None,
         gone: set[str] | None = None,
         oversized: list[str] | None = None,
+        cut: int | None = None,
     ) -> None:
         self.files = files
         self.temp_files = temp_files
@@ -65,6 +72,7 @@ class Survey:
         self.links = links or []
         self.gone = gone
         self.oversized = oversized or []
+        self.cut = cut
 
 
 def survey(root: str) -> Survey:
@@ -74,19 +82,19 @@ def survey(root: str) -> Survey:
     git_dir = os.path.join(root, ".git")
     known = _known(root)
     seen = _scan(root, _racy_from(known))
+    files = seen.files()
     index = _read_ahead(root, known)
-    if index is not None and index.stamps is not None:
-        dirty, gone = differences(index.stamps, seen)
+    if index is not None and index.recorded is not None:
+        changed, gone = differences(index.recorded, seen)
     else:
         try:
             index = gitindex.read_index(git_dir)
         except gitindex.IndexUnreadable:
-            files = seen.files
-            return Survey(
-                files, seen.temp_files, None, set(files), seen.links, None, seen.oversized
-            )
-        dirty, gone = _compared(index, seen.files, git_dir, quiet=True)
-    return Survey(seen.files, seen.temp_files, index, dirty, seen.links, gone, seen.oversized)
+            dirty = set(files)
+            return Survey(files, seen.temp_files, None, dirty, seen.links, None, seen.oversized)
+        changed, gone = _compared(index, files, git_dir, quiet=True)
+    cut, dirty = _cut(seen), set(changed)
+    return Survey(files, seen.temp_files, index, dirty, seen.links, gone, seen.oversized, cut)
 
 
 def _racy_from(known: Known | None) -> int:
@@ -94,49 +102,74 @@ def _racy_from(known: Known | None) -> int:
     return (known[1] if known is not None else 0) or (1 << 64)
 
 
-def differences(known: dict[str, Stamp | None], seen: _Scan) -> tuple[set[str], set[str]]:
-    """(dirty, gone) of a scan against the stamps recorded with the index: dirty = files whose
-    stamp differs or is unknown, or racily clean (see :func:`_scan`); gone = recorded paths
-    the scan did not find."""
-    stamps = seen.files
-    dirty = set(seen.racy)
-    if known == stamps:  # the usual case: one comparison made in C
-        return dirty, set()
-    get = known.get
-    dirty.update(path for path, st in stamps.items() if get(path) != st)
-    return dirty, known.keys() - stamps.keys()
+def differences(recorded: Folders, seen: _Scan) -> tuple[dict[str, Stamp], set[str]]:
+    """(changed, gone) of a scan against the stat record's folders: changed = the files whose
+    stamp differs or is not known, or that are racily clean (see :func:`_scan`), with their
+    stamps; gone = recorded paths the scan did not find."""
+    from qmem_git.store import statrecord
+
+    changed = dict(seen.racy)
+    gone: set[str] = set()
+    for prefix, (names, flat) in seen.folders.items():
+        entry = recorded.get(prefix)
+        if entry is not None and entry[0] == "\0".join(names):
+            try:
+                if entry[1] == statrecord.pack(flat):
+                    continue  # the usual case: two comparisons made in C
+            except struct.error:  # a time the record cannot hold: compared one by one
+                pass
+        known = statrecord.folder_stamps(entry) if entry is not None else {}
+        for number, name in enumerate(names):
+            stamp = tuple(flat[4 * number : 4 * number + 4])
+            if known.pop(name, None) != stamp:
+                changed[prefix + name] = stamp  # type: ignore[assignment]  # four ints
+        gone.update(prefix + name for name in known)
+    for prefix in recorded.keys() - seen.folders.keys():
+        gone.update(prefix + name for name in recorded[prefix][0].split("\0"))
+    return changed, gone
 
 
 def _compared(
     index: GitIndex, stamps: dict[str, Stamp], git_dir: str, *, quiet: bool
-) -> tuple[set[str], set[str]]:
-    """(dirty, gone) the long way, entry by entry; the stamps found clean are recorded with
-    the index at once, so the next survey is a dict comparison even if nothing is written."""
-    from qmem_git.store import gitindex
+) -> tuple[dict[str, Stamp], set[str]]:
+    """(changed, gone) the long way, entry by entry; the stamps found clean are recorded with
+    the index at once, so the next survey is a comparison of packed folders even if nothing
+    is written."""
+    from qmem_git.store import statrecord
 
     dirty = index.stat_dirty(stamps)
     index.adopt_stamps(stamps, dirty)
     assert index.stamps is not None
     try:
-        gitindex.write_stat_record(git_dir, index.checksum, index.stamps)
+        index.recorded = statrecord.write(git_dir, index.checksum, index.stamps)
     except OSError:
         if not quiet:
             raise
-    return dirty, index.stamps.keys() - stamps.keys()
+    return {path: stamps[path] for path in dirty}, index.stamps.keys() - stamps.keys()
 
 
 class _Scan:
-    """What :func:`_scan` found: memory files -> :data:`Stamp`, our temp files (full paths),
-    symlinks, and the files racily clean or over ``MAX_FILE_BYTES`` among them."""
+    """What :func:`_scan` found: per folder prefix, its memory files in listing order and their
+    stamps as one flat list (four ints each, as ``statrecord.pack`` takes them); our temp
+    files (full paths), symlinks, and the files racily clean (with their stamps) or over
+    ``MAX_FILE_BYTES`` among them."""
 
-    __slots__ = ("files", "links", "oversized", "racy", "temp_files")
+    __slots__ = ("folders", "links", "oversized", "racy", "temp_files")
 
     def __init__(self) -> None:
-        self.files: dict[str, Stamp] = {}
+        self.folders: dict[str, tuple[list[str], list[int]]] = {}
         self.temp_files: list[str] = []
         self.links: list[str] = []
-        self.racy: list[str] = []
+        self.racy: list[tuple[str, Stamp]] = []
         self.oversized: list[str] = []
+
+    def files(self) -> dict[str, Stamp]:
+        """Every memory file found -> its stamp."""
+        files: dict[str, Stamp] = {}
+        for prefix, (names, flat) in self.folders.items():
+            stamps = zip(*[iter(flat)] * 4, strict=True)
+            files.update(zip([prefix + name for name in names], stamps, strict=True))
+        return files
 
 
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -153,7 +186,7 @@ def _scan(root: str, racy_ns: int) -> _Scan:
     a symlink (one put in its place since it was listed is skipped), the root as given.
     """
     seen = _Scan()
-    odd: list[str] = []
+    odd: list[tuple[str, Stamp]] = []
     stack: list[tuple[str, str, int]] = [("", root, 0)]  # (prefix, folder, open flag)
     while stack:
         prefix, directory, follow = stack.pop()
@@ -166,10 +199,29 @@ def _scan(root: str, racy_ns: int) -> _Scan:
         finally:
             if fd >= 0:
                 os.close(fd)
-    files = seen.files
-    seen.racy = [path for path in odd if files[path][0] >= racy_ns]
-    seen.oversized = [path for path in odd if files[path][1] > MAX_FILE_BYTES]
+    seen.racy = [(path, stamp) for path, stamp in odd if stamp[0] >= racy_ns]
+    seen.oversized = [path for path, stamp in odd if stamp[1] > MAX_FILE_BYTES]
     return seen
+
+
+def _cut(seen: _Scan) -> int | None:
+    """:attr:`Survey.cut` of a scan (ranking 10,000 times costs ~2 ms: a forked survey does it
+    while the parent still imports)."""
+    mtimes: list[int] = []
+    for _, flat in seen.folders.values():
+        mtimes += flat[0::4]
+    left_out = [*seen.oversized]
+    if INDEX_NAME in seen.folders.get("", ((), ()))[0]:
+        left_out.append(INDEX_NAME)
+    for path in left_out:  # any file with the same mtime stands for it as well
+        head, _, name = path.rpartition("/")
+        names, flat = seen.folders[head + "/" if head else ""]
+        mtimes.remove(flat[4 * names.index(name)])
+    if len(mtimes) <= NEWEST:
+        return None
+    import heapq
+
+    return heapq.nlargest(NEWEST, mtimes)[-1]
 
 
 def _listing(directory: str, follow: int) -> tuple[int, list[os.DirEntry[str]]] | None:
@@ -189,14 +241,16 @@ def _listing(directory: str, follow: int) -> tuple[int, list[os.DirEntry[str]]] 
 
 def _take(
     seen: _Scan,
-    odd: list[str],
+    odd: list[tuple[str, Stamp]],
     entries: list[os.DirEntry[str]],
     prefix: str,
     directory: str,
     racy_ns: int,
     stack: list[tuple[str, str, int]],
 ) -> None:
-    files = seen.files
+    names: list[str] = []
+    flat: list[int] = []
+    add, extend = names.append, flat.extend
     for entry in entries:  # hot: one pass per writer over every memory file
         name = entry.name
         if name.endswith(".md") and entry.is_file(follow_symlinks=False):
@@ -206,9 +260,10 @@ def _take(
                 except OSError:  # removed between listing and stat
                     continue
                 mtime, size = st.st_mtime_ns, st.st_size
-                files[prefix + name] = (mtime, size, st.st_ino, st.st_ctime_ns)
+                add(name)
+                extend((mtime, size, st.st_ino, st.st_ctime_ns))
                 if mtime >= racy_ns or size > MAX_FILE_BYTES:
-                    odd.append(prefix + name)
+                    odd.append((prefix + name, (mtime, size, st.st_ino, st.st_ctime_ns)))
         elif entry.is_dir(follow_symlinks=False):
             if name[0] != ".":
                 stack.append((prefix + name + "/", os.path.join(directory, name), _NO_FOLLOW))
@@ -217,6 +272,8 @@ def _take(
                 seen.links.append(prefix + name)
         elif TEMP_MARKER in name:
             seen.temp_files.append(os.path.join(directory, name))
+    if names:
+        seen.folders[prefix] = (names, flat)
 
 
 class Pending:
@@ -294,7 +351,7 @@ class Pending:
             self._shared = None
 
 
-_MAGIC = b"qmem-survey-6\n"
+_MAGIC = b"qmem-survey-7\n"
 _exiting: list[int] = []  # children that answered and are exiting: reaped without waiting
 _LENGTH = 8  # the answer's size, little-endian, ahead of the answer itself
 
@@ -331,15 +388,15 @@ def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
 
 
 def _known(root: str) -> Known | None:
-    """(trailer, index mtime_ns, stamps) of the index and its stat record; the stamps are
-    None when the record is not the index's."""
-    from qmem_git.store import gitindex
+    """(trailer, index mtime_ns, stat record) of the index; the record is None when there is
+    none for this index."""
+    from qmem_git.store import gitindex, statrecord
 
     git_dir = os.path.join(root, ".git")
     tail = gitindex.index_tail(git_dir)
     if tail is None:
         return None
-    return tail[0], tail[1], gitindex.read_stat_record(git_dir, tail[0])
+    return tail[0], tail[1], statrecord.read(git_dir, tail[0])
 
 
 def _shared_size(root: str) -> int:
@@ -409,8 +466,10 @@ def _threads_running() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-# (index trailer, changed files -> stamp, gone, oversized, temp files, links)
-_Wire = tuple[bytes, "dict[str, Stamp]", "set[str]", "list[str]", "list[str]", "list[str]"]
+# (index trailer, changed files -> stamp, gone, oversized, temp files, links, cut)
+_Wire = tuple[
+    bytes, "dict[str, Stamp]", "set[str]", "list[str]", "list[str]", "list[str]", "int | None"
+]
 
 
 def _encoded(root: str, known: Known | None) -> bytes:
@@ -421,18 +480,17 @@ def _encoded(root: str, known: Known | None) -> bytes:
 
     if known is None:  # no index yet, or not a file: the parent surveys (rare, and slow anyway)
         raise ValueError("no index to compare with")
-    checksum, _, stamps = known
+    checksum, _, record = known
     seen = _scan(root, _racy_from(known))
-    if stamps is not None:
-        dirty, gone = differences(stamps, seen)
+    if record is not None:
+        changed, gone = differences(record[0], seen)
     else:
         git_dir = os.path.join(root, ".git")
         index = gitindex.read_index(git_dir)
         if index.checksum != checksum:
             raise ValueError("the index changed while it was read")
-        dirty, gone = _compared(index, seen.files, git_dir, quiet=False)
-    changed = {path: seen.files[path] for path in dirty}
-    wire: _Wire = (checksum, changed, gone, seen.oversized, seen.temp_files, seen.links)
+        changed, gone = _compared(index, seen.files(), git_dir, quiet=False)
+    wire: _Wire = (checksum, changed, gone, seen.oversized, seen.temp_files, seen.links, _cut(seen))
     return _MAGIC + marshal.dumps(wire)
 
 
@@ -455,7 +513,7 @@ def _decode(data: bytes, root: str, ahead: GitIndex | None = None) -> Survey:
     from qmem_git.store import gitindex
 
     wire: _Wire = marshal.loads(data[len(_MAGIC) :])
-    checksum, changed, gone, oversized, temp_files, links = wire
+    checksum, changed, gone, oversized, temp_files, links, cut = wire
     index = ahead
     if index is None or index.checksum != checksum:
         index = gitindex.read_recorded(os.path.join(root, ".git"), checksum)
@@ -468,4 +526,4 @@ def _decode(data: bytes, root: str, ahead: GitIndex | None = None) -> Survey:
     if None in files.values():  # a recorded unknown the child did not report: not ours
         raise ValueError("the survey does not match the stat record")
     scanned: dict[str, Stamp] = files  # type: ignore[assignment]  # no None left
-    return Survey(scanned, temp_files, index, set(changed), links, gone, oversized)
+    return Survey(scanned, temp_files, index, set(changed), links, gone, oversized, cut)

@@ -27,11 +27,13 @@ _Keyed = tuple[float, str, str, int, int]
 class _SharedScan:
     """A writer's scan of one root (rel -> (mtime_ns, size, ...)) and the documents it parsed."""
 
-    def __init__(self, root: str, files: dict[str, tuple[int, ...]]) -> None:
+    def __init__(
+        self, root: str, files: dict[str, tuple[int, ...]], cuts: Mapping[int, int]
+    ) -> None:
         self.root = os.path.abspath(root)
         self.files = files
         self.docs: dict[tuple[str, int, int], Document | None] = {}
-        self.cuts: dict[int, int] = {}  # scan-order prefix length -> its mtime_ns cut
+        self.cuts = dict(cuts)  # scan-order prefix length -> its mtime_ns cut
         self.kept: Kept | None = None  # the last writer's documents, read on first need
         self.parsed = False  # whether a document was parsed here (not taken from ``kept``)
 
@@ -40,16 +42,19 @@ _shared: list[_SharedScan] = []
 
 
 @contextlib.contextmanager
-def shared_scan(root: str, files: dict[str, tuple[int, ...]]) -> Iterator[None]:
+def shared_scan(
+    root: str, files: dict[str, tuple[int, ...]], cuts: Mapping[int, int] | None = None
+) -> Iterator[None]:
     """Within the block, :func:`scan_documents` of ``root`` uses ``files`` instead of walking.
 
     For a writer that holds the lock, has just scanned (``store.recovery``) and keeps ``files``
     current as it writes: the plan and the MEMORY.md render of one command then cost no second
     and third ``lstat`` pass (~10,000 syscalls at 10,000 files), and each document is parsed
     once. Files written through :func:`atomic_write` meanwhile are parsed again, and the
-    stat of those ``files`` knew is kept current.
+    stat of those ``files`` knew is kept current. ``cuts``: mtime cuts of ``files`` already
+    known (see :func:`_scan_order`; the survey ranks the newest while the writer imports).
     """
-    scope = _SharedScan(root, files)
+    scope = _SharedScan(root, files, cuts or {})
     _shared.append(scope)
     try:
         yield

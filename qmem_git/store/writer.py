@@ -124,7 +124,7 @@ def _write(
         pending=started.pending,
     )
     files = state.files
-    scope = shared_scan(layout.memory_root, files) if files is not None else None
+    scope = shared_scan(layout.memory_root, files, state.cuts) if files is not None else None
     with scope or contextlib.nullcontext():
         changeset = plan()
         applied = apply_changeset(layout, changeset, identity=who, host=host, now=now, state=state)

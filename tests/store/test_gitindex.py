@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 from helpers_git import GitRepo, memory_text
 
-from qmem_git.store import gitindex
+from qmem_git.store import gitindex, statrecord
 
 
 @pytest.fixture
@@ -188,93 +187,12 @@ def test_entry_offsets_equal_the_parser_s_on_indexes_git_wrote(repo: GitRepo) ->
     assert gitindex.entry_offsets(data[:100] + data[-20:]) is None  # entries cut off
 
 
-def recorded(repo: GitRepo) -> dict[str, gitindex.Stamp | None] | None:
+def recorded(repo: GitRepo) -> dict[str, statrecord.Stamp | None] | None:
     git_dir = str(repo.root / ".git")
     tail = gitindex.index_tail(git_dir)
     assert tail is not None
-    return gitindex.read_stat_record(git_dir, tail[0])
-
-
-def stamp(path: Path) -> gitindex.Stamp:
-    st = path.lstat()
-    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-
-
-def test_writing_the_index_records_each_file_s_full_stamp(repo: GitRepo) -> None:
-    git_dir = str(repo.root / ".git")
-    index = gitindex.read_index(git_dir)
-    assert index.stamps is None  # read from the file alone: nothing known
-    assert recorded(repo) is None
-    index.adopt_stamps({}, set())  # nothing scanned: every path known as unknown
-    path = repo.root / "project" / "a.md"
-    index.set("project/a.md", path.lstat(), repo.git("rev-parse", "HEAD:project/a.md").strip())
-    index.remove("user/shared-prefix-00.md")
-    gitindex.write_index(git_dir, index)
-    record = recorded(repo)
-    assert record is not None and record == index.stamps
-    assert record["project/a.md"] == stamp(path)
-    assert "user/shared-prefix-00.md" not in record
-    assert record["user/shared-prefix-01.md"] is None
-    assert sorted(record) == sorted(gitindex.read_index(git_dir).paths())
-
-
-def test_a_record_is_void_once_another_program_writes_the_index(repo: GitRepo) -> None:
-    git_dir = str(repo.root / ".git")
-    index = gitindex.read_index(git_dir)
-    index.adopt_stamps({}, set())
-    gitindex.write_index(git_dir, index)
-    assert recorded(repo) is not None
-    repo.write("user/new.md", memory_text("user", "new", "fact"))
-    repo.git("add", "user/new.md")  # C git rewrites the index: a new trailer
-    assert recorded(repo) is None
-    assert (
-        gitindex.read_recorded(git_dir, (repo.root / ".git" / "index").read_bytes()[-20:]) is None
-    )
-
-
-@pytest.mark.parametrize("damage", ["flip", "cut", "garbage"])
-def test_a_damaged_record_is_ignored(repo: GitRepo, damage: str) -> None:
-    git_dir = str(repo.root / ".git")
-    index = gitindex.read_index(git_dir)
-    index.adopt_stamps({}, set())
-    gitindex.write_index(git_dir, index)
-    path = repo.root / ".git" / gitindex.STAT_RECORD
-    data = path.read_bytes()
-    path.write_bytes(
-        {
-            "flip": data[:-5] + bytes([data[-5] ^ 1]) + data[-4:],
-            "cut": data[:-9],
-            "garbage": data[:36] + b"\xff" * 40,
-        }[damage]
-    )
-    assert recorded(repo) is None
-
-
-def test_an_index_without_a_trailer_gets_no_record(repo: GitRepo) -> None:
-    """index.skipHash: a zero trailer names no content, so it cannot key a record."""
-    git_dir = str(repo.root / ".git")
-    gitindex.write_stat_record(git_dir, b"\0" * 20, {"project/a.md": None})
-    gitindex.write_stat_record(git_dir, b"", {"project/a.md": None})
-    assert not (repo.root / ".git" / gitindex.STAT_RECORD).exists()
-    assert gitindex.read_stat_record(git_dir, b"\0" * 20) is None
-
-
-def test_times_outside_what_the_record_packs_are_kept_as_unequal(repo: GitRepo) -> None:
-    """A file dated after 2262 (past a signed 64-bit nanosecond count) is recorded wrapped
-    around, so it never matches a scan: it only ever reads as changed, it never breaks."""
-    git_dir = str(repo.root / ".git")
-    index = gitindex.read_index(git_dir)
-    index.adopt_stamps({}, set())
-    path = repo.root / "project" / "a.md"
-    far = 2**63 + 5_000_000_000
-    os.utime(path, ns=(far, far))
-    st = path.lstat()
-    assert st.st_mtime_ns == far
-    index.set("project/a.md", st, repo.git("rev-parse", "HEAD:project/a.md").strip())
-    gitindex.write_index(git_dir, index)
-    record = recorded(repo)
-    assert record is not None and record["project/a.md"] is not None
-    assert record["project/a.md"] != stamp(path)
+    record = statrecord.read(git_dir, tail[0])
+    return None if record is None else statrecord.stamps_of(record)
 
 
 def test_the_recorded_index_equals_the_parsed_one(repo: GitRepo) -> None:

@@ -25,7 +25,7 @@ def root(tmp_path: Path) -> Path:
 
 def stamps(root: Path) -> dict[str, tuple[int, ...]]:
     """The files as a writer's survey gives them: rel -> full stamp."""
-    return dict(survey._scan(str(root), 1 << 64).files)
+    return dict(survey._scan(str(root), 1 << 64).files())
 
 
 def scan(root: Path) -> list[object]:

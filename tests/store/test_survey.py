@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers_git import GitRepo, memory_text
 
-from qmem_git.store import gitindex, survey
+from qmem_git.store import gitindex, statrecord, survey
 from qmem_git.store.survey import TEMP_MARKER, Survey
 
 
@@ -232,7 +232,8 @@ def test_an_answered_child_is_reaped_without_waiting_for_its_exit(repo: GitRepo)
 
 def record_of(repo: GitRepo) -> dict[str, object] | None:
     git_dir = str(repo.root / ".git")
-    return gitindex.read_stat_record(git_dir, (repo.root / ".git" / "index").read_bytes()[-20:])
+    record = statrecord.read(git_dir, (repo.root / ".git" / "index").read_bytes()[-20:])
+    return None if record is None else dict(statrecord.stamps_of(record))
 
 
 def seen_of(result: Survey) -> tuple[object, ...]:
@@ -292,9 +293,9 @@ def test_a_recorded_file_as_new_as_the_index_is_racily_clean(repo: GitRepo) -> N
     git_dir = str(repo.root / ".git")
     scan = survey._scan(repo.path, 1 << 64)
     index = gitindex.read_index(git_dir)
-    index.adopt_stamps(scan.files, set())  # recorded as clean, stamp and all
+    index.adopt_stamps(scan.files(), set())  # recorded as clean, stamp and all
     gitindex.write_index(git_dir, index)
-    assert record_of(repo) == scan.files
+    assert record_of(repo) == scan.files()
     assert survey.survey(repo.path).dirty == {"user/m2.md"}
     assert survey.start(repo.path).result().dirty == {"user/m2.md"}
 
@@ -302,10 +303,88 @@ def test_a_recorded_file_as_new_as_the_index_is_racily_clean(repo: GitRepo) -> N
 def test_recorded_unknowns_are_dirty_until_a_write_knows_them(repo: GitRepo) -> None:
     git_dir = str(repo.root / ".git")
     index = gitindex.read_index(git_dir)
-    index.adopt_stamps(survey._scan(repo.path, 1 << 64).files, {"user/m0.md"})
+    index.adopt_stamps(survey._scan(repo.path, 1 << 64).files(), {"user/m0.md"})
     gitindex.write_index(git_dir, index)
     record = record_of(repo)
     assert record is not None and record["user/m0.md"] is None
     here = survey.survey(repo.path)
     assert here.dirty == {"user/m0.md"} and "user/m0.md" in here.files
     assert seen_of(survey.start(repo.path).result()) == seen_of(here)
+
+
+# --- folder by folder: what a recorded folder's comparison finds ----------------------------
+
+
+def recorded_repo(repo: GitRepo) -> None:
+    """A record for the index as it is (the first survey makes it)."""
+    survey.survey(repo.path)
+    assert record_of(repo) is not None
+
+
+def both(repo: GitRepo) -> tuple[Survey, Survey]:
+    here = survey.survey(repo.path)
+    forked = survey.start(repo.path).result()
+    assert seen_of(here) == seen_of(forked)
+    return here, forked
+
+
+def test_a_folder_listed_in_another_order_is_compared_file_by_file(repo: GitRepo) -> None:
+    """The record keeps each folder in the order it lists its files; a folder listed in
+    another order (copied, rebuilt) is no cheap match, but no file in it is taken as changed."""
+    recorded_repo(repo)
+    git_dir = str(repo.root / ".git")
+    checksum = (repo.root / ".git" / "index").read_bytes()[-20:]
+    record = statrecord.read(git_dir, checksum)
+    assert record is not None
+    folders = dict(record[0])
+    names = folders["user/"][0].split("\0")
+    known = statrecord.folder_stamps(folders["user/"])
+    names.reverse()
+    flat = [number for name in names for number in known[name]]
+    folders["user/"] = ("\0".join(names), statrecord.pack(flat))
+    index = gitindex.read_recorded(git_dir, checksum)
+    assert index is not None
+    index.recorded = folders
+    seen = survey._scan(repo.path, 1 << 64)
+    assert survey.differences(folders, seen) == ({}, set())
+    assert survey.differences(record[0], seen) == ({}, set())
+
+
+def test_files_and_folders_come_and_go(repo: GitRepo) -> None:
+    recorded_repo(repo)
+    repo.write("user/m9.md", memory_text("user", "m9", "a new fact in a recorded folder"))
+    repo.write("project/new.md", memory_text("project", "new", "a new folder"))
+    (repo.root / "user" / "m1.md").unlink()
+    here, _ = both(repo)
+    assert here.dirty == {"user/m9.md", "project/new.md"} and here.gone == {"user/m1.md"}
+    for number in (0, 2, 9):
+        (repo.root / "user" / f"m{number}.md").unlink()
+    (repo.root / "user").rmdir()  # a recorded folder gone as a whole
+    here, _ = both(repo)
+    assert here.gone == {"user/m0.md", "user/m1.md", "user/m2.md"}
+    assert here.dirty == {"project/new.md"}
+
+
+# --- the cut: the newest files a writer ranks, found by the survey --------------------------
+
+
+def test_the_survey_finds_the_cut_of_the_files_memory_md_is_built_from(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither MEMORY.md nor an oversized file counts, even as the newest (the forked child
+    inherits the patched count)."""
+    from qmem_git.core.limits import MAX_FILE_BYTES
+    from qmem_git.store.recovery import _render_files
+
+    monkeypatch.setattr(survey, "NEWEST", 2)
+    repo.write("user/huge.md", "x" * (MAX_FILE_BYTES + 1))
+    (repo.root / "MEMORY.md").touch()
+    for number, age in enumerate((30, 20, 10)):
+        when = time.time() - age
+        os.utime(repo.root / "user" / f"m{number}.md", (when, when))
+    for result in both(repo):
+        render = _render_files(result.files, result.oversized)
+        assert sorted(render) == ["user/m0.md", "user/m1.md", "user/m2.md"]
+        assert result.cut == render["user/m1.md"][0]  # the 2nd newest of the three
+    (repo.root / "user" / "m0.md").unlink()
+    assert all(result.cut is None for result in both(repo))  # no more files than the count

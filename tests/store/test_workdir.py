@@ -426,3 +426,28 @@ def test_a_remembered_cut_gives_what_a_fresh_ranking_gives() -> None:
     unreadable.update(f"user/m{n:04d}.md" for n in range(900, 990))  # the cut's prefix falls short
     assert titles(cuts) == titles(None)
     assert len(titles(cuts)) == 50
+
+
+def test_a_writer_ranks_from_the_cut_its_survey_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The survey ranked the files already: within shared_scan its cut is used as is."""
+    import heapq
+
+    from qmem_git.store import survey
+
+    for number in range(9):
+        write_doc(tmp_path, f"user/m{number}.md", mtime_ns=BASE_NS + number * 1_000_000_000)
+    monkeypatch.setattr(survey, "NEWEST", 4)
+    seen = survey._scan(str(tmp_path), 1 << 64)
+    cut = survey._cut(seen)
+    assert cut == BASE_NS + 5 * 1_000_000_000  # the 4th newest
+    expected = [doc.relative_path for doc in scan_documents(str(tmp_path), 2)]
+
+    def no_ranking(*args: object) -> None:
+        raise AssertionError("ranked again")
+
+    monkeypatch.setattr(heapq, "nlargest", no_ranking)
+    with workdir.shared_scan(str(tmp_path), dict(seen.files()), {4: cut}):
+        found = [doc.relative_path for doc in scan_documents(str(tmp_path), 2)]
+    assert found == expected == ["user/m8.md", "user/m7.md"]
