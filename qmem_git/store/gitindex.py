@@ -19,17 +19,21 @@ same trailer. A writer's survey compares a scan with it instead of parsing 10,00
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import stat
 import struct
 
 from qmem_git.core.limits import INDEX_RECORD_NAME
 from qmem_git.store import statrecord
+from qmem_git.store.cachefile import put_in_place
 from qmem_git.store.statrecord import Folders, Record, Stamp
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    Buffer = bytes | memoryview  # an entry, or a run of them, as it goes into the file
 
 # Light imports only (no typing, hashlib until a checksum is due): a writer's forked survey
 # imports this module after the fork, on the critical path of `remember`.
@@ -268,14 +272,16 @@ class GitIndex:
             else:
                 del self._entries[key]
 
-    def ordered(self) -> list[bytes]:
-        """Raw entries in git's order (path bytes, then stage), several to an item when they
-        come from the file's bytes unchanged; :meth:`count` says how many there are."""
+    def laid_out(self) -> tuple[list[Buffer], list[int]]:
+        """(raw entries in git's order (path bytes, then stage), several to an item when they
+        come from the file's bytes unchanged; where each starts in the file, then where they
+        end)."""
         if self._entries is None:
             assert self._base is not None
             return self._base.spliced(self._overlay)
         self.sort()
-        return list(self._entries.values())
+        raw: list[Buffer] = list(self._entries.values())
+        return raw, list(itertools.accumulate(map(len, raw), initial=_HEADER.size))
 
     def count(self) -> int:
         """How many entries the index holds."""
@@ -326,18 +332,38 @@ class _Base:
         at, found = self._find(_sort_key(path))
         return self.data[self.offsets[at] : self.offsets[at + 1]] if found else None
 
-    def spliced(self, overlay: dict[str, bytes | None]) -> list[bytes]:
-        offsets, data = self.offsets, self.data
-        chunks: list[bytes] = []
+    def spliced(self, overlay: dict[str, bytes | None]) -> tuple[list[Buffer], list[int]]:
+        """(the entries with ``overlay`` applied, as views of the file's bytes and new entries;
+        where each entry starts in the new file, then where they end)."""
+        offsets = self.offsets
+        chunks: list[Buffer] = []
+        starts: list[int] = []
         done = 0  # entries before this one are in chunks
+        end = _HEADER.size  # where the next chunk starts in the new file
         for key, raw in sorted((_sort_key(path), raw) for path, raw in overlay.items()):
             at, found = self._find(key)
-            chunks.append(data[offsets[done] : offsets[at]])
+            end = self._copy(done, at, end, chunks, starts)
             if raw is not None:
                 chunks.append(raw)
+                starts.append(end)
+                end += len(raw)
             done = at + 1 if found else at
-        chunks.append(data[offsets[done] : offsets[-1]])
-        return chunks
+        end = self._copy(done, len(offsets) - 1, end, chunks, starts)
+        starts.append(end)
+        return chunks, starts
+
+    def _copy(
+        self, first: int, stop: int, end: int, chunks: list[Buffer], starts: list[int]
+    ) -> int:
+        """Append entries ``first`` to ``stop`` (excluded) unchanged, placed at ``end``."""
+        offsets = self.offsets
+        shift = end - offsets[first]
+        chunks.append(memoryview(self.data)[offsets[first] : offsets[stop]])  # no copy
+        if shift:
+            starts += [offset + shift for offset in offsets[first:stop]]
+        else:  # before the first entry added or removed, or after as many bytes came as went
+            starts += offsets[first:stop]
+        return end + offsets[stop] - offsets[first]
 
     def count(self, overlay: dict[str, bytes | None]) -> int:
         total = len(self.offsets) - 1
@@ -417,7 +443,7 @@ def read_recorded(git_dir: str, checksum: bytes, record: Record | None = None) -
         return None
     if data[-20:] != checksum or _sha1(data[:-20]) != checksum:
         return None
-    offsets = entry_offsets(data)
+    offsets = _kept_offsets(data, statrecord.offsets_of(record)) or entry_offsets(data)
     try:
         if offsets is None:
             index = parse_index(data, mtime_ns)
@@ -430,6 +456,19 @@ def read_recorded(git_dir: str, checksum: bytes, record: Record | None = None) -
     index.know(record)
     index.head = _read_head_record(git_dir, checksum)
     return index
+
+
+def _kept_offsets(data: bytes, offsets: Sequence[int] | None) -> Sequence[int] | None:
+    """The entry offsets the stat record kept for ``data`` when they fit it (the record is
+    the index's, as its trailer says: this only guards against a record made by hand)."""
+    if offsets is None or len(data) < _HEADER.size + 20:
+        return None
+    signature, version, count = _HEADER.unpack_from(data)
+    if signature != SIGNATURE or version not in (2, 3) or len(offsets) != count + 1:
+        return None
+    if offsets[0] != _HEADER.size or offsets[-1] > len(data) - 20:
+        return None
+    return offsets
 
 
 def entry_offsets(data: bytes) -> list[int] | None:
@@ -578,31 +617,43 @@ def _check_extensions(data: bytes, offset: int) -> None:
 
 def render_index(index: GitIndex) -> bytes:
     """The index file bytes: header, entries, SHA-1 trailer."""
-    raw = index.ordered()
-    data = b"".join([_HEADER.pack(SIGNATURE, index.version, index.count()), *raw])
-    return data + _sha1(data)
+    return b"".join(_rendered(index)[0])
+
+
+def _rendered(index: GitIndex) -> tuple[list[Buffer], list[int]]:
+    """(:func:`render_index` in pieces, the SHA-1 trailer last; where its entries start and
+    end). The pieces are views of the bytes read, not copies of 1 MB at 10,000 entries."""
+    import hashlib
+
+    raw, offsets = index.laid_out()
+    pieces = [_HEADER.pack(SIGNATURE, index.version, len(offsets) - 1), *raw]
+    digest = hashlib.sha1()
+    for piece in pieces:
+        digest.update(piece)
+    pieces.append(digest.digest())
+    return pieces, offsets
 
 
 def write_index(git_dir: str, index: GitIndex) -> None:
     """Write via ``index.lock`` + rename (git's protocol): C git never sees half a file."""
     path = os.path.join(git_dir, "index")
     lock = path + ".lock"
-    data = render_index(index)
+    pieces, offsets = _rendered(index)
     fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            handle.writelines(pieces)
         os.replace(lock, path)
     except BaseException:
         _unlink_quietly(lock)
         raise
     index.changed = False
-    index.checksum = data[-20:]
+    index.checksum = bytes(pieces[-1])
     _write_head_record(git_dir, index.head, index.checksum)
     if index.stamps is not None:
         try:
             written = statrecord.write(
-                git_dir, index.checksum, index.stamps, index.recorded, index.restamped
+                git_dir, index.checksum, index.stamps, index.recorded, index.restamped, offsets
             )
         except OSError:
             return  # the next survey parses the index instead
@@ -615,7 +666,7 @@ def _write_head_record(git_dir: str, head: str | None, checksum: bytes) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="ascii") as handle:
         handle.write(f"{head or '-'} {checksum.hex()}\n")
-    os.replace(tmp, path)
+    put_in_place(tmp, path)
 
 
 def _order_key(path: str) -> bytes:

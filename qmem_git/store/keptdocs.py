@@ -15,6 +15,7 @@ import os
 from qmem_git import __version__
 from qmem_git.core.limits import DOCS_RECORD_NAME
 from qmem_git.core.model import Document
+from qmem_git.store.cachefile import put_in_place
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def save_kept(
     try:
         with open(tmp, "wb") as handle:
             handle.write(_MAGIC + binascii.crc32(body).to_bytes(4, "big") + body)
-        os.replace(tmp, path)
+        put_in_place(tmp, path)
     except OSError:  # only the shortcut is lost
         try:  # noqa: SIM105 - contextlib is not imported on this path
             os.unlink(tmp)

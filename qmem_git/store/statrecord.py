@@ -11,6 +11,9 @@ it scans the same way, so an unchanged folder is two byte-string comparisons, an
 that differs is compared file by file. A writer that changed a few files rewrites only their
 folders (``write``, with the record it read as ``base``).
 
+The record also keeps where each entry of that index starts (and where they end), which a
+writer finds its entries by without walking 10,000 of them (``gitindex.GitIndex.from_base``).
+
 A stamp that is not known (a file no writer found clean), or that cannot be packed (a time
 outside 1678-2262), is kept as :data:`UNKNOWN`, which no ``lstat`` gives (size -1): that file
 only ever reads as changed.
@@ -20,25 +23,41 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 
 from qmem_git.core.limits import STAT_RECORD_NAME
+from qmem_git.store.cachefile import put_in_place
 
 TYPE_CHECKING = False  # a writer's forked survey imports this module on its critical path
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Collection, Mapping, Sequence
 
 Stamp = tuple[int, int, int, int]  # a file's lstat: (mtime_ns, size, ino, ctime_ns)
 # folder prefix ("" or "user/") -> (its memory file names, NUL-joined in listing order, and
 # their packed stamps)
 Folders = dict[str, tuple[str, bytes]]
-Record = tuple[Folders, list[str]]  # the folders, and the paths whose stamp is not known
+# the folders, the paths whose stamp is not known, the index's entry offsets (empty: not kept)
+Record = tuple[Folders, list[str], bytes]
 
 STAT_RECORD = STAT_RECORD_NAME
 UNKNOWN: Stamp = (0, -1, 0, 0)
-_MAGIC = b"qmem-stat-2\n"
+_MAGIC = f"qmem-stat-2 {sys.byteorder}\n".encode()
 _STAMP = struct.Struct("<qqQq")
 _NO_HASH = b"\0" * 20  # index.skipHash: the trailer names no content
 _packers: dict[int, struct.Struct] = {}
+_OFFSET_SIZE = 8  # an entry offset: unsigned, 64 bits, in this machine's byte order
+
+
+def offsets_of(record: Record) -> Sequence[int] | None:
+    """Where the entries of the record's index start, then where they end; None when the
+    record does not keep them."""
+    if not record[2]:
+        return None
+    import array
+
+    offsets = array.array("Q")
+    offsets.frombytes(record[2])
+    return offsets
 
 
 def pack(flat: list[int]) -> bytes:
@@ -96,10 +115,12 @@ def read(git_dir: str, checksum: bytes) -> Record | None:
 
 def _well_formed(record: object) -> bool:
     """The shapes every reader relies on (the CRC only tells the bytes are as written)."""
-    if not (isinstance(record, tuple) and len(record) == 2):
+    if not (isinstance(record, tuple) and len(record) == 3):
         return False
-    folders, unknown = record
+    folders, unknown, offsets = record
     if not isinstance(folders, dict) or not isinstance(unknown, list):
+        return False
+    if not isinstance(offsets, bytes) or len(offsets) % _OFFSET_SIZE:
         return False
     for prefix, entry in folders.items():
         if not (isinstance(prefix, str) and isinstance(entry, tuple) and len(entry) == 2):
@@ -118,12 +139,14 @@ def write(
     stamps: Mapping[str, Stamp | None],
     base: Folders | None = None,
     restamped: Collection[str] = (),
+    offsets: Sequence[int] = (),
 ) -> Folders | None:
     """Record ``stamps`` for the index whose trailer is ``checksum`` (temp + rename, no fsync:
     a record lost in a crash only means the next survey parses the index); returns the
     folders written. ``base``: the folders read with ``stamps``, of which only the paths in
-    ``restamped`` changed since (only their folders are packed again). Nothing is recorded for
-    an index without a trailer to key it (none yet, or ``index.skipHash``)."""
+    ``restamped`` changed since (only their folders are packed again). ``offsets``: where the
+    index's entries start and end, when known. Nothing is recorded for an index without a
+    trailer to key it (none yet, or ``index.skipHash``)."""
     if len(checksum) != 20 or checksum == _NO_HASH:
         return None
     import binascii
@@ -134,14 +157,16 @@ def write(
     unknown = sorted(unpackable)
     if None in stamps.values():  # rare: files a writer did not find clean
         unknown += [path for path, stamp in stamps.items() if stamp is None]
-    body = marshal.dumps((folders, unknown))
+    import array
+
+    body = marshal.dumps((folders, unknown, array.array("Q", offsets).tobytes()))
     path = os.path.join(git_dir, STAT_RECORD)
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as handle:
             handle.write(_MAGIC + checksum + binascii.crc32(body).to_bytes(4, "big"))
             handle.write(body)
-        os.replace(tmp, path)
+        put_in_place(tmp, path)
     except OSError:
         try:  # noqa: SIM105 - contextlib is not imported by this module
             os.unlink(tmp)  # the index is written; only the shortcut is lost

@@ -88,11 +88,12 @@ def survey(root: str) -> Survey:
         changed, gone = differences(index.recorded, seen)
     else:
         try:
-            index = gitindex.read_index(git_dir)
+            offsets: list[int] = []
+            index = gitindex.read_index_data(git_dir, offsets)[0]
         except gitindex.IndexUnreadable:
             dirty = set(files)
             return Survey(files, seen.temp_files, None, dirty, seen.links, None, seen.oversized)
-        changed, gone = _compared(index, files, git_dir, quiet=True)
+        changed, gone = _compared(index, files, git_dir, offsets, quiet=True)
     cut, dirty = _cut(seen), set(changed)
     return Survey(files, seen.temp_files, index, dirty, seen.links, gone, seen.oversized, cut)
 
@@ -130,18 +131,18 @@ def differences(recorded: Folders, seen: _Scan) -> tuple[dict[str, Stamp], set[s
 
 
 def _compared(
-    index: GitIndex, stamps: dict[str, Stamp], git_dir: str, *, quiet: bool
+    index: GitIndex, stamps: dict[str, Stamp], git_dir: str, offsets: list[int], *, quiet: bool
 ) -> tuple[dict[str, Stamp], set[str]]:
     """(changed, gone) the long way, entry by entry; the stamps found clean are recorded with
     the index at once, so the next survey is a comparison of packed folders even if nothing
-    is written."""
+    is written. ``offsets``: where the index's entries start and end (empty: not known)."""
     from qmem_git.store import statrecord
 
     dirty = index.stat_dirty(stamps)
     index.adopt_stamps(stamps, dirty)
     assert index.stamps is not None
     try:
-        index.recorded = statrecord.write(git_dir, index.checksum, index.stamps)
+        index.recorded = statrecord.write(git_dir, index.checksum, index.stamps, offsets=offsets)
     except OSError:
         if not quiet:
             raise
@@ -486,10 +487,11 @@ def _encoded(root: str, known: Known | None) -> bytes:
         changed, gone = differences(record[0], seen)
     else:
         git_dir = os.path.join(root, ".git")
-        index = gitindex.read_index(git_dir)
+        offsets: list[int] = []
+        index = gitindex.read_index_data(git_dir, offsets)[0]
         if index.checksum != checksum:
             raise ValueError("the index changed while it was read")
-        changed, gone = _compared(index, seen.files(), git_dir, quiet=False)
+        changed, gone = _compared(index, seen.files(), git_dir, offsets, quiet=False)
     wire: _Wire = (checksum, changed, gone, seen.oversized, seen.temp_files, seen.links, _cut(seen))
     return _MAGIC + marshal.dumps(wire)
 

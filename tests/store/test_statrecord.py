@@ -6,6 +6,7 @@ import binascii
 import marshal
 import os
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,7 @@ def test_each_folder_is_kept_in_the_order_it_lists_its_files(repo: GitRepo) -> N
     recorded_index(repo)
     record = read(repo)
     assert record is not None
-    folders, unknown = record
+    folders, unknown, _ = record
     assert sorted(folders) == ["project/", "project/deep/", "user/"] and unknown == []
     for prefix, (names, packed) in folders.items():
         listed = [n for n in os.listdir(repo.root / prefix) if n.endswith(".md")]
@@ -146,22 +147,31 @@ def test_a_damaged_record_is_ignored(repo: GitRepo, damage: str) -> None:
     "body",
     [
         [],
-        ({}, "not a list"),
-        ({"user/": ("m00.md", b"short")}, []),  # stamps for fewer files than names
-        ({"user/": ("", b"")}, []),  # an empty folder is never recorded
-        ({"user/": ("m00.md", 32 * b"\0", "extra")}, []),
-        ({"user/": ["m00.md", 32 * b"\0"]}, []),
-        ({1: ("m00.md", 32 * b"\0")}, []),
-        ({}, [1]),
+        ({}, []),
+        ({}, "not a list", b""),
+        ({"user/": ("m00.md", b"short")}, [], b""),  # stamps for fewer files than names
+        ({"user/": ("", b"")}, [], b""),  # an empty folder is never recorded
+        ({"user/": ("m00.md", 32 * b"\0", "extra")}, [], b""),
+        ({"user/": ["m00.md", 32 * b"\0"]}, [], b""),
+        ({1: ("m00.md", 32 * b"\0")}, [], b""),
+        ({}, [1], b""),
+        ({}, [], b"odd"),  # not whole offsets
     ],
 )
 def test_a_record_of_the_wrong_shape_is_ignored(repo: GitRepo, body: object) -> None:
     """The checksum only tells the bytes are as written: what they hold is checked too."""
     recorded_index(repo)
-    payload = marshal.dumps(body)
-    head = b"qmem-stat-2\n" + trailer(repo) + binascii.crc32(payload).to_bytes(4, "big")
-    (repo.root / ".git" / statrecord.STAT_RECORD).write_bytes(head + payload)
+    hand_made(repo, ({"user/": ("m00.md", 32 * b"\0")}, [], b""))
+    assert read(repo) == ({"user/": ("m00.md", 32 * b"\0")}, [], b"")  # the right shape
+    hand_made(repo, body)
     assert read(repo) is None
+
+
+def hand_made(repo: GitRepo, body: object) -> None:
+    payload = marshal.dumps(body)
+    head = f"qmem-stat-2 {sys.byteorder}\n".encode() + trailer(repo)
+    path = repo.root / ".git" / statrecord.STAT_RECORD
+    path.write_bytes(head + binascii.crc32(payload).to_bytes(4, "big") + payload)
 
 
 def test_an_index_without_a_trailer_gets_no_record(repo: GitRepo) -> None:
@@ -190,3 +200,41 @@ def test_times_outside_what_the_record_packs_are_kept_as_unknown(repo: GitRepo) 
 def test_an_inode_number_past_the_signed_range_is_packed(repo: GitRepo) -> None:
     big = (1, 2, 2**64 - 3, 4)
     assert statrecord.folder_stamps(("x.md", statrecord.pack(list(big)))) == {"x.md": big}
+
+
+def test_the_record_keeps_where_each_entry_of_its_index_starts(repo: GitRepo) -> None:
+    """Written from a parsed index and from one spliced from the file's bytes alike."""
+    recorded_index(repo)  # the index parsed entry by entry
+    data = (repo.root / ".git" / "index").read_bytes()
+    record = read(repo)
+    assert record is not None
+    assert list(statrecord.offsets_of(record) or []) == gitindex.entry_offsets(data)
+    index = gitindex.read_recorded(git_dir(repo), trailer(repo))  # spliced from the bytes
+    assert index is not None
+    repo.write("user/new.md", memory_text("user", "new", "fact"))
+    new = repo.root / "user" / "new.md"
+    index.set("user/new.md", new.lstat(), repo.git("hash-object", "-w", str(new)).strip())
+    index.remove("project/a.md")
+    gitindex.write_index(git_dir(repo), index)
+    data = (repo.root / ".git" / "index").read_bytes()
+    record = read(repo)
+    assert record is not None
+    assert list(statrecord.offsets_of(record) or []) == gitindex.entry_offsets(data)
+    assert repo.git("ls-files").split() == sorted(
+        [*(f"user/m{n:02d}.md" for n in range(12)), "user/new.md", "project/deep/b.md"]
+    )
+
+
+def test_offsets_that_do_not_fit_the_index_are_not_used(repo: GitRepo) -> None:
+    recorded_index(repo)
+    record = read(repo)
+    assert record is not None
+    folders, unknown, _ = record
+    index = gitindex.read_index(git_dir(repo))
+    index.adopt_stamps(scanned(repo), set())
+    gitindex.write_index(git_dir(repo), index)  # the same index: the same trailer
+    statrecord.write(git_dir(repo), trailer(repo), index.stamps or {}, offsets=[12, 13])
+    lazy = gitindex.read_recorded(git_dir(repo), trailer(repo))
+    assert lazy is not None and lazy.get("user/m03.md") is not None
+    assert gitindex.render_index(lazy) == (repo.root / ".git" / "index").read_bytes()
+    assert (folders, unknown) == read(repo)[:2]  # type: ignore[index]
