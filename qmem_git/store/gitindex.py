@@ -26,7 +26,7 @@ import struct
 
 from qmem_git.core.limits import INDEX_RECORD_NAME
 from qmem_git.store import statrecord
-from qmem_git.store.cachefile import put_in_place
+from qmem_git.store.cachefile import write_cache
 from qmem_git.store.statrecord import Folders, Record, Stamp
 
 TYPE_CHECKING = False
@@ -662,11 +662,8 @@ def write_index(git_dir: str, index: GitIndex) -> None:
 
 def _write_head_record(git_dir: str, head: str | None, checksum: bytes) -> None:
     """Record which commit the index we just wrote matches (temp + rename)."""
-    path = os.path.join(git_dir, HEAD_RECORD)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="ascii") as handle:
-        handle.write(f"{head or '-'} {checksum.hex()}\n")
-    put_in_place(tmp, path)
+    record = f"{head or '-'} {checksum.hex()}\n".encode("ascii")
+    write_cache(os.path.join(git_dir, HEAD_RECORD), record)
 
 
 def _order_key(path: str) -> bytes:

@@ -17,6 +17,7 @@ import os
 import time
 
 from qmem_git.core.limits import IDENTITY_RECORD_NAME
+from qmem_git.store.cachefile import write_cache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -116,15 +117,10 @@ def _read(git_dir: str) -> tuple[Key, str, str] | None:
 
 
 def _write(git_dir: str, key: Key, name: str, email: str) -> None:
-    """Temp + rename, no fsync: a record lost in a crash means reading the config once more."""
-    path = os.path.join(git_dir, IDENTITY_RECORD_NAME)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(marshal.dumps((_FORMAT, key, name, email)))
-        os.replace(tmp, path)
+    """A record lost (in a crash, or not written) means reading the config once more."""
+    try:  # noqa: SIM105 - contextlib is not imported on this path
+        write_cache(
+            os.path.join(git_dir, IDENTITY_RECORD_NAME), marshal.dumps((_FORMAT, key, name, email))
+        )
     except OSError:
-        try:  # noqa: SIM105 - contextlib is not imported on this path
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass

@@ -15,7 +15,7 @@ import os
 from qmem_git import __version__
 from qmem_git.core.limits import DOCS_RECORD_NAME
 from qmem_git.core.model import Document
-from qmem_git.store.cachefile import put_in_place
+from qmem_git.store.cachefile import read_checked, write_checked
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,22 +31,13 @@ Kept = dict[str, tuple[tuple[int, ...], "tuple[object, ...] | None"]]
 
 def load_kept(git_dir: str) -> Kept:
     """The kept documents; empty when there are none or the record cannot be trusted."""
-    import binascii
     import marshal
 
-    try:
-        with open(os.path.join(git_dir, DOCS_RECORD_NAME), "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return {}
-    head = len(_MAGIC) + 4
-    if (
-        not data.startswith(_MAGIC)
-        or binascii.crc32(data[head:]).to_bytes(4, "big") != data[len(_MAGIC) : head]
-    ):
+    body = read_checked(os.path.join(git_dir, DOCS_RECORD_NAME), _MAGIC)
+    if body is None:
         return {}
     try:
-        kept = marshal.loads(data[head:])
+        kept = marshal.loads(body)
     except (EOFError, ValueError, TypeError):
         return {}
     return kept if isinstance(kept, dict) else {}
@@ -75,7 +66,6 @@ def save_kept(
 ) -> None:
     """Keep ``docs`` (rel -> document, None for no document) whose files' ``stamps`` are full
     ones (a file written by this command has only its mtime and size: parsed next time)."""
-    import binascii
     import marshal
 
     kept: Kept = {}
@@ -86,15 +76,7 @@ def save_kept(
         if doc is not None and len(doc.body) + len(doc.frontmatter) > MAX_KEPT_TEXT:
             continue
         kept[rel] = (stamp, None if doc is None else tuple(doc))
-    body = marshal.dumps(kept)
-    path = os.path.join(git_dir, DOCS_RECORD_NAME)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(_MAGIC + binascii.crc32(body).to_bytes(4, "big") + body)
-        put_in_place(tmp, path)
+    try:  # noqa: SIM105 - contextlib is not imported on this path
+        write_checked(os.path.join(git_dir, DOCS_RECORD_NAME), _MAGIC, marshal.dumps(kept))
     except OSError:  # only the shortcut is lost
-        try:  # noqa: SIM105 - contextlib is not imported on this path
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass

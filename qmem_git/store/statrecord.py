@@ -26,7 +26,7 @@ import struct
 import sys
 
 from qmem_git.core.limits import STAT_RECORD_NAME
-from qmem_git.store.cachefile import put_in_place
+from qmem_git.store.cachefile import read_checked, write_checked
 
 TYPE_CHECKING = False  # a writer's forked survey imports this module on its critical path
 if TYPE_CHECKING:
@@ -92,20 +92,11 @@ def read(git_dir: str, checksum: bytes) -> Record | None:
     index was written since, or the record is damaged."""
     if len(checksum) != 20 or checksum == _NO_HASH:
         return None
-    try:
-        with open(os.path.join(git_dir, STAT_RECORD), "rb") as handle:
-            data = handle.read()
-    except OSError:
+    body = read_checked(os.path.join(git_dir, STAT_RECORD), _MAGIC + checksum)
+    if body is None:
         return None
-    head = _MAGIC + checksum
-    if not data.startswith(head):
-        return None
-    import binascii
     import marshal
 
-    body = data[len(head) + 4 :]
-    if binascii.crc32(body).to_bytes(4, "big") != data[len(head) : len(head) + 4]:
-        return None
     try:
         record = marshal.loads(body)
     except (EOFError, ValueError, TypeError):
@@ -149,7 +140,7 @@ def write(
     trailer to key it (none yet, or ``index.skipHash``)."""
     if len(checksum) != 20 or checksum == _NO_HASH:
         return None
-    import binascii
+    import array
     import marshal
 
     root = os.path.dirname(os.path.abspath(git_dir))
@@ -157,22 +148,8 @@ def write(
     unknown = sorted(unpackable)
     if None in stamps.values():  # rare: files a writer did not find clean
         unknown += [path for path, stamp in stamps.items() if stamp is None]
-    import array
-
     body = marshal.dumps((folders, unknown, array.array("Q", offsets).tobytes()))
-    path = os.path.join(git_dir, STAT_RECORD)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(_MAGIC + checksum + binascii.crc32(body).to_bytes(4, "big"))
-            handle.write(body)
-        put_in_place(tmp, path)
-    except OSError:
-        try:  # noqa: SIM105 - contextlib is not imported by this module
-            os.unlink(tmp)  # the index is written; only the shortcut is lost
-        except OSError:
-            pass
-        raise
+    write_checked(os.path.join(git_dir, STAT_RECORD), _MAGIC + checksum, body)
     return folders
 
 

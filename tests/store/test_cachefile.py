@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qmem_git.store.cachefile import put_in_place
+import pytest
+
+from qmem_git.store.cachefile import put_in_place, read_checked, write_cache, write_checked
 
 
 def test_the_new_version_replaces_the_old_one(tmp_path: Path) -> None:
@@ -25,3 +27,21 @@ def test_a_first_version_needs_no_old_one(tmp_path: Path) -> None:
     assert path.read_bytes() == b"first" and sorted(p.name for p in tmp_path.iterdir()) == [
         "qmem-docs"
     ]
+
+
+def test_a_checked_file_gives_its_body_back_only_while_whole(tmp_path: Path) -> None:
+    path = tmp_path / "qmem-docs"
+    write_checked(str(path), b"head/1\n", b"body")
+    assert read_checked(str(path), b"head/1\n") == b"body"
+    assert read_checked(str(path), b"head/2\n") is None  # another format or key
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + b"x")
+    assert read_checked(str(path), b"head/1\n") is None  # damaged body
+    assert read_checked(str(tmp_path / "missing"), b"head/1\n") is None
+
+
+def test_a_failed_write_leaves_no_temp_file(tmp_path: Path) -> None:
+    (tmp_path / "qmem-stat").mkdir()  # a folder in its place: the rename fails
+    with pytest.raises(OSError):
+        write_cache(str(tmp_path / "qmem-stat"), b"data")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["qmem-stat"]
