@@ -84,3 +84,12 @@ def daemon(served: Path) -> Iterator[object]:
     server = GitDaemon(served).start()
     yield server
     server.stop()
+
+
+def require_tool(available: bool, what: str) -> None:
+    """Skip a test whose outside tool is missing, naming it; under ``CI`` a missing tool fails."""
+    if available:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is missing, and CI must run this test")
+    pytest.skip(f"{what} is missing", allow_module_level=True)

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from conftest import require_tool
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -114,7 +116,7 @@ class SshServer:
         return f"ssh://{self.HOST}{path}"
 
     def start(self) -> SshServer:
-        assert os.path.exists(self.SSHD), "the ssh tests need sshd (apt-get install openssh-server)"
+        require_tool(os.path.exists(self.SSHD), "sshd (apt-get install openssh-server)")
         self.work.mkdir(parents=True, exist_ok=True)
         for name in ("host_key", "client_key"):
             subprocess.run(
