@@ -4,6 +4,13 @@ Console scripts (pyproject): qmem-validate, qmem-index, qmem-secrets, qmem-no-co
 Findings are printed one per line as ``path:line:col: severity: message [rule]`` with paths as
 pre-commit passed them. pre-commit hands ``qmem-validate`` every staged ``*.md`` file of the
 repository, so files outside a memory directory are ignored rather than reported.
+
+Memory lives in a repository in three ways, and all three are found by shape: a project's
+``.qwen/memory`` (Qwen Code's local mode, committed with the project), a project's
+``.qwen/team-memory`` (Qwen Code's team tier) and a repository whose root is a memory folder.
+The team folder's MEMORY.md has Qwen Code's own team format (sorted by path, equal descriptions
+grouped), which this package does not generate: the hooks check the team memories but leave its
+MEMORY.md alone rather than rewrite it in the project tier's format.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from qmem_git.core.validate import Finding, check_conflict_markers, check_secret
 from qmem_git.ops.validate import validate_paths
 from qmem_git.store.workdir import atomic_write, render_index
 
+QWEN_DIR_NAME = ".qwen"
+TEAM_DIR_NAME = "team-memory"  # Qwen Code's team tier: <git root>/.qwen/team-memory
 SCAN_LIMIT_BYTES = 16 * 1024 * 1024  # secrets/conflict hooks run on any text file
 BINARY_SNIFF_BYTES = 8000  # git's own heuristic: a NUL in the first 8000 bytes means binary
 
@@ -40,7 +49,7 @@ def validate_main(argv: Sequence[str] | None = None) -> int:
     groups: dict[str, list[str]] = {}
     for name in args.filenames:
         root = _root_for(name, args.memory_root)
-        if root is not None:
+        if root is not None and not _team_index(root, name):
             groups.setdefault(root, []).append(name)
     status = 0
     for root, names in sorted(groups.items()):
@@ -73,11 +82,24 @@ def find_memory_root(path: str) -> str | None:
         current = parent
 
 
+def is_team_root(directory: str) -> bool:
+    """Qwen Code's team tier: ``<project>/.qwen/team-memory``."""
+    parent, name = os.path.split(os.path.abspath(directory))
+    return name == TEAM_DIR_NAME and os.path.basename(parent) == QWEN_DIR_NAME
+
+
+def _team_index(root: str, name: str) -> bool:
+    """The team folder's own MEMORY.md (Qwen Code's team format: not ours to check)."""
+    return is_team_root(root) and os.path.abspath(name) == os.path.join(root, INDEX_NAME)
+
+
 @functools.lru_cache(maxsize=1024)
 def is_memory_root(directory: str) -> bool:
-    """A folder with MEMORY.md and a type folder or legacy topic file, or a ``memory`` folder
-    with a type folder. Requiring both signs keeps an unrelated MEMORY.md (say, project docs)
-    from being taken for a memory index and rewritten."""
+    """A folder with MEMORY.md and a type folder or legacy topic file, a ``memory`` folder
+    with a type folder, or Qwen Code's ``.qwen/team-memory``. Requiring two signs keeps an
+    unrelated MEMORY.md (say, project docs) from being taken for a memory index and rewritten."""
+    if is_team_root(directory) and os.path.isdir(directory):
+        return True
     has_index = os.path.isfile(os.path.join(directory, INDEX_NAME))
     has_types = any(os.path.isdir(os.path.join(directory, kind)) for kind in MEMORY_TYPES)
     has_legacy = any(os.path.isfile(os.path.join(directory, name)) for name in LEGACY_TOPIC_FILES)
@@ -98,6 +120,11 @@ def index_main(argv: Sequence[str] | None = None) -> int:
     roots = args.memory_root or discover_memory_roots(os.getcwd())
     status = 0
     for root in roots:
+        if is_team_root(root):  # Qwen Code's team format, which fix_index would get wrong
+            _print_lines(
+                [f"note: {_shown(os.path.join(root, INDEX_NAME))} is a team index; skipped"]
+            )
+            continue
         code, lines = fix_index(root)
         _print_lines(lines)
         status = max(status, code)

@@ -326,3 +326,148 @@ def test_try_repo(hook_env: HookEnv, tmp_path: Path) -> None:
     assert index.read_text() == expected
     for name in ("qmem detect secrets", "qmem no conflict markers"):
         assert any(name in line and "Passed" in line for line in out.splitlines()), out
+
+
+# --- the documented snippet, in the three places memory lives in a repository ---------------
+
+DOCS = PROJECT_ROOT / "docs" / "integrations.md"
+SNIPPET_MARKER = "<!-- pre-commit-snippet -->\n```yaml\n"
+SNIPPET_URL = "https://github.com/qmem-git/qmem-git"
+TEAM_INDEX = (  # Qwen Code's team format: sorted by path, equal descriptions grouped
+    "- [Freeze](project/freeze.md) — Freeze memory\n"
+    "- [Terse](user/terse.md) — Terse memory (also: user/terse-2.md)\n"
+)
+
+
+def documented_config(hook_env: HookEnv) -> str:
+    """The snippet users paste, with the hooks' repository swapped for this checkout."""
+    text = DOCS.read_text(encoding="utf-8")
+    start = text.index(SNIPPET_MARKER) + len(SNIPPET_MARKER)
+    snippet = text[start : text.index("```", start)]
+    assert f"\n  - repo: {SNIPPET_URL}\n" in snippet
+    assert "\n    rev: main  #" in snippet
+    rev = _git(hook_env.source, hook_env.env, "rev-parse", "HEAD")
+    return snippet.replace(SNIPPET_URL, str(hook_env.source)).replace("rev: main", f"rev: {rev}")
+
+
+def project_with_config(tmp_path: Path, hook_env: HookEnv) -> Path:
+    repo = tmp_path / "project"
+    repo.mkdir()
+    _git(repo, hook_env.env, "init", "-q", "-b", "main")
+    (repo / ".pre-commit-config.yaml").write_text(documented_config(hook_env))
+    (repo / "README.md").write_text("# A project\n")
+    return repo
+
+
+def run_all(hook_env: HookEnv, repo: Path, *args: str) -> tuple[int, str]:
+    result = pre_commit(repo, hook_env.env, "run", *args)
+    return result.returncode, result.stdout + result.stderr
+
+
+def passed(out: str, name: str) -> bool:
+    return any(line.startswith(name) and line.endswith("Passed") for line in out.splitlines())
+
+
+def test_snippet_checks_local_mode_memory_committed_with_the_project(
+    hook_env: HookEnv, tmp_path: Path
+) -> None:
+    repo = project_with_config(tmp_path, hook_env)
+    index = make_memory(repo / ".qwen" / "memory") / "MEMORY.md"
+    _git(repo, hook_env.env, "add", "-A")
+    code, out = run_all(hook_env, repo, "--all-files")
+    assert code == 0, out
+    assert passed(out, "qmem validate memory files") and passed(out, "qmem rebuild MEMORY.md")
+    expected = index.read_text()
+    index.write_text("stale\n")
+    bad = ".qwen/memory/user/bad.md"
+    (repo / bad).write_text(memory().replace("type: user", "type: misc"))
+    _git(repo, hook_env.env, "add", "-A")
+    code, out = run_all(hook_env, repo)  # what a `git commit` would check: the staged files
+    assert code == 1, out
+    assert f"{bad}:4:1: error: frontmatter type 'misc'" in out
+    assert "Fixing .qwen/memory/MEMORY.md" in out and index.read_text() == expected
+    (repo / bad).unlink()
+    _git(repo, hook_env.env, "add", "-A")
+    code, out = run_all(hook_env, repo)
+    assert code == 0, out
+
+
+def test_snippet_checks_team_memory_but_leaves_its_index_alone(
+    hook_env: HookEnv, tmp_path: Path
+) -> None:
+    repo = project_with_config(tmp_path, hook_env)
+    team = make_memory(repo / ".qwen" / "team-memory", index=False)
+    os.utime(team / "project" / "freeze.md", (1_700_000_000, 1_700_000_000))
+    (team / "MEMORY.md").write_text(TEAM_INDEX)
+    assert render_index(str(team)).text != TEAM_INDEX  # our format would differ
+    _git(repo, hook_env.env, "add", "-A")
+    code, out = run_all(hook_env, repo, "--all-files")
+    assert code == 0, out
+    assert passed(out, "qmem validate memory files") and passed(out, "qmem rebuild MEMORY.md")
+    assert (team / "MEMORY.md").read_text() == TEAM_INDEX
+    bad = ".qwen/team-memory/feedback/leak.md"
+    (repo / bad).parent.mkdir()
+    (repo / bad).write_text(memory("feedback", "Leak", f"Use {TOKEN} for the bot."))
+    _git(repo, hook_env.env, "add", "-A")
+    code, out = run_all(hook_env, repo)
+    assert code == 1, out
+    assert f"{bad}:7:5: error: possible secret: GitHub PAT" in out and "Q" * 10 not in out
+    assert (team / "MEMORY.md").read_text() == TEAM_INDEX
+
+
+def test_snippet_checks_a_repository_of_memory_files(hook_env: HookEnv, tmp_path: Path) -> None:
+    repo = project_with_config(tmp_path, hook_env)
+    (repo / "README.md").unlink()
+    make_memory(repo)
+    (repo / "MEMORY.md").write_text("")
+    _git(repo, hook_env.env, "add", "-A")
+    code, out = run_all(hook_env, repo, "--all-files")
+    assert code == 1 and "Fixing MEMORY.md" in out, out
+    assert (repo / "MEMORY.md").read_text() == render_index(str(repo)).text
+    _git(repo, hook_env.env, "add", "-A")
+    code, out = run_all(hook_env, repo, "--all-files")
+    assert code == 0, out
+    assert passed(out, "qmem validate memory files")
+
+
+def test_snippet_in_a_local_mode_qmem_git_store(hook_env: HookEnv, tmp_path: Path) -> None:
+    """qmem-git's local-mode store is its own repository, hidden from the project's: the
+    project's hooks see no memory file, and the documented command checks the store."""
+    repo = project_with_config(tmp_path, hook_env)
+    env = {**hook_env.env, "QWEN_CODE_MEMORY_LOCAL": "1"}
+    for args in (["init"], ["remember", "--type", "user", "I prefer terse responses"]):
+        command = [sys.executable, "-m", "qmem_git", *args]
+        subprocess.run(command, cwd=repo, env=env, check=True, capture_output=True)
+    store = repo / ".qwen" / "memory"
+    config = ["--config", "../../.pre-commit-config.yaml"]
+    code, out = run_all(hook_env, store, "--all-files", *config)
+    assert code == 0, out
+    assert passed(out, "qmem validate memory files") and passed(out, "qmem rebuild MEMORY.md")
+    bad = store / "user" / "i-prefer-terse-responses.md"
+    bad.write_text(bad.read_text().replace("type: user", "type: misc"))
+    _git(store, env, "add", "-A")
+    _git(repo, env, "add", "-A")
+    assert _git(repo, env, "ls-files", ".qwen") == ""  # init hid the store from the project
+    code, out = run_all(hook_env, repo, "--all-files")
+    assert code == 0 and "misc" not in out, out
+    code, out = run_all(hook_env, store, *config)
+    assert code == 1, out
+    assert "user/i-prefer-terse-responses.md:4:1: error: frontmatter type 'misc'" in out
+    assert _git(store, env, "status", "--porcelain", "--ignored", ".pre-commit-config.yaml") == ""
+
+
+def test_team_folder_index_is_left_alone_by_the_main_functions(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    team = make_memory(repo / ".qwen" / "team-memory", index=False)
+    (team / "MEMORY.md").write_text(TEAM_INDEX)
+    subprocess.run(["git", "init", "-q"], check=True)
+    names = [".qwen/team-memory/MEMORY.md", ".qwen/team-memory/user/terse.md"]
+    assert precommit.validate_main(names) == 0
+    assert precommit.index_main([]) == 0
+    assert (team / "MEMORY.md").read_text() == TEAM_INDEX
+    assert "team-memory/MEMORY.md is a team index; skipped" in capsys.readouterr().out
+    (team / "user" / "terse.md").write_text(memory().replace("type: user", "type: misc"))
+    assert precommit.validate_main(names) == 1
+    assert "[type-invalid]" in capsys.readouterr().out
+    assert precommit.is_team_root(str(team)) and not precommit.is_team_root(str(repo / "team"))
