@@ -762,9 +762,9 @@ def purge(opts: Options, paths: tuple[str, ...], secrets: bool, dry_run: bool) -
 
     Rewrites only commits no remote has; every other memory, and each commit's message, is
     kept; the old tip stays as refs/qmem/purged/<time>. What a remote already has is
-    reported (exit 1): rotate that credential and rewrite the remote.
+    reported (a credential there: exit 1; rotate it and rewrite the remote).
     """
-    from qmem_git.ops.purge import leak_warnings, purge_summary, run_purge
+    from qmem_git.ops.purge import leak_warnings, purge_summary, run_purge, secret_left
 
     settings = opts.settings()
     rels = [relative_to_root(settings, path) for path in paths]
@@ -772,7 +772,7 @@ def purge(opts: Options, paths: tuple[str, ...], secrets: bool, dry_run: bool) -
     for line in leak_warnings(result):
         note(opts, line)
     emit(opts, purge_summary(result), result.as_dict())
-    if result.leaked:
+    if secret_left(result):
         exit_with(1)
 
 

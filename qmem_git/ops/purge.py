@@ -78,11 +78,30 @@ def purge_summary(result: PurgeResult) -> str:
 
 def leak_warnings(result: PurgeResult) -> list[str]:
     """One warning per file version a remote already has: purge cannot take it back."""
-    return [
-        f"warning: {leak.path} is already on {leak.remote} (commit {leak.commit[:12]}: "
-        f"{leak.what}); purge cannot take "
-        "it back: rotate the credential now, rewrite that remote's history (e.g. "
-        "`git filter-repo` in a clone of it, then force-push), then on each machine run "
-        "`qmem-git sync --force` and `qmem-git purge --secrets`"
-        for leak in result.leaked
-    ]
+    rewrite = (
+        "rewrite that remote's history (e.g. `git filter-repo` in a clone of it, then "
+        "force-push), then on each machine run `qmem-git sync --force` and `qmem-git purge`"
+    )
+    lines = []
+    for leak in result.leaked:
+        where = f"{leak.path} is already on {leak.remote} (commit {leak.commit[:12]}"
+        if is_secret(leak.what):
+            lines.append(
+                f"warning: {where}: {leak.what}); purge cannot take it back: rotate the "
+                f"credential now, then {rewrite} --secrets`"
+            )
+        else:
+            lines.append(
+                f"warning: {where}); purge keeps what a remote has: if it holds a credential, "
+                f"rotate it and {rewrite} PATH`"
+            )
+    return lines
+
+
+def is_secret(what: str) -> bool:
+    return what.startswith("secret")
+
+
+def secret_left(result: PurgeResult) -> bool:
+    """A credential a remote already has (the CLI exits 1: it needs rotating)."""
+    return any(is_secret(leak.what) for leak in result.leaked)
