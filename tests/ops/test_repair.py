@@ -125,3 +125,23 @@ def test_a_remote_tip_holding_both_spellings_is_refused_with_the_command(
     assert fresh.code == 1
     line = one_error_line(fresh.err)
     assert "case-insensitive" in line and "qmem-git repair" in line
+
+
+def test_a_snapshot_never_commits_a_second_normalisation_of_a_name(tmp_path: Path) -> None:
+    root = tmp_path / "s" / "memory"
+    assert qmem(root, "init").code == 0
+    composed, decomposed = "caf\u00e9.md", "cafe\u0301.md"
+    (root / "user").mkdir(exist_ok=True)
+    (root / "user" / composed).write_text(note_doc("Composed", "Written first"))
+    assert qmem(root, "snapshot").code == 0
+    (root / "user" / decomposed).write_text(note_doc("Decomposed", "Written second"))
+    run = qmem(root, "snapshot")
+    assert run.code == 0 and "path-collision" in run.err
+    assert (
+        git(root, "ls-tree", "-r", "--name-only", "-z", "HEAD")
+        .split("\0")
+        .count(f"user/{composed}")
+        == 1
+    )
+    assert f"user/{decomposed}" not in git(root, "ls-tree", "-r", "--name-only", "-z", "HEAD")
+    assert_clean_repo(root)
