@@ -6,7 +6,12 @@ and C git checking the result (``fsck --strict``, ``log -p`` on the remote).
 
 from __future__ import annotations
 
+import os
+import random
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -175,3 +180,38 @@ def test_purge_needs_something_to_purge(memory: Path) -> None:
     assert outside.code == 2 and "'..'" in one_error_line(outside.err)
     nothing = qmem(memory, "purge", "--secrets")
     assert nothing.code == 0 and "Nothing to purge in the 0 commit(s)" in nothing.out
+
+
+def test_purge_killed_at_random_moments_loses_no_memory(memory: Path, remote: Path) -> None:
+    """kill -9 anywhere in a purge: the next writer's recovery and a second purge end with every
+    memory kept, no token in ``main`` and a repository C git calls sound."""
+    rng = random.Random(2121)
+    plant(memory, "reference/deploy.md", memory_doc("Deploy", f"Token {TOKEN}"))
+    for i in range(8):
+        assert qmem(memory, "remember", f"Service number {i} listens on port {7000 + i}").code == 0
+    kept = {p for p in tracked(memory) if p not in ("reference/deploy.md", "MEMORY.md")}
+    start = time.monotonic()
+    assert qmem(memory, "purge", "--secrets", "--dry-run").code == 0
+    single = time.monotonic() - start
+    for _ in range(4):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "qmem_git", "--memory-dir", str(memory), "purge", "--secrets"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(single * 0.3, single * 1.2))
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    final = qmem(memory, "purge", "--secrets")
+    assert final.code == 0, final.err
+    assert TOKEN not in everything(memory)
+    assert kept <= set(tracked(memory))
+    assert_clean_repo(memory)
+    assert qmem(memory, "index", "--check").code == 0
+    assert qmem(memory, "sync").code == 0 and TOKEN not in everything(remote)
+    fsck_strict(remote)
+
+
+def tracked(repo: Path) -> list[str]:
+    return git(repo, "ls-tree", "-r", "--name-only", "HEAD").split()
