@@ -139,10 +139,12 @@ class _Purge:
         branch, head = self.repo.head()
         result = PurgeResult(dry_run, head, head)
         remotes = self._remote_tips()
-        result.leaked = self._leaked(remotes)
+        pushed: set[str] = set()
+        result.leaked = self._leaked(remotes, pushed)
         if head is None:
             return result
-        unpushed = only_in(objects_info(self.objects), [head], list(remotes.values())).new
+        walk = only_in(objects_info(self.objects), [head], list(remotes.values()))
+        unpushed = walk.new - pushed  # exact even where committer clocks went backwards
         result.unpushed = len(unpushed)
         for sha in _parents_first(self.objects, head, unpushed):
             self._rewrite(sha, result, dry_run)
@@ -165,11 +167,11 @@ class _Purge:
                 tips[name.decode("utf-8", "replace")] = value.decode("ascii")
         return tips
 
-    def _leaked(self, remotes: dict[str, str]) -> list[Leak]:
+    def _leaked(self, remotes: dict[str, str], seen: set[str]) -> list[Leak]:
         """What the remotes' histories (as last seen) already hold of what was asked for: each
-        commit's own changes are read once, each blob scanned once."""
+        commit's own changes are read once, each blob scanned once. ``seen`` gets every commit
+        a remote has."""
         leaked: list[Leak] = []
-        seen: set[str] = set()
         found: set[tuple[str, str]] = set()
         for name, tip in sorted(remotes.items()):
             stack = [tip]

@@ -637,9 +637,9 @@ def _refuse(path: str, problem: str, commit: str) -> UnsafePath:
     hint = "nothing was changed locally; remove that path from the remote's history"
     if problem.startswith(SECRET_PREFIX):
         hint = (
-            "nothing was fetched; the credential has left the machine that pushed it: rotate "
-            "it now, then rewrite the remote's history (on that machine `qmem-git purge "
-            "--secrets` while the commit is unpushed, else `git filter-repo` and a force-push)"
+            "nothing was fetched; the credential is on the remote: rotate it now, then rewrite "
+            "the remote's history (`git filter-repo` in a clone, force-push) and run "
+            "`qmem-git purge --secrets` on the machines that hold it"
         )
     elif COLLISION_PROBLEM in problem:
         hint = "nothing was changed locally; run `qmem-git repair` where that history was made"
