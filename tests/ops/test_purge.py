@@ -215,3 +215,29 @@ def test_purge_killed_at_random_moments_loses_no_memory(memory: Path, remote: Pa
 
 def tracked(repo: Path) -> list[str]:
     return git(repo, "ls-tree", "-r", "--name-only", "HEAD").split()
+
+
+def test_purge_rewrites_an_unpushed_merge_and_keeps_the_other_machines_memories(
+    tmp_path: Path, memory: Path, remote: Path
+) -> None:
+    other = tmp_path / "b" / "memory"
+    assert qmem(other, "clone", str(remote)).code == 0
+    assert qmem(other, "remember", "Machine B knows the staging database host").code == 0
+    assert qmem(other, "sync").code == 0
+    plant(memory, "reference/deploy.md", memory_doc("Deploy", f"Token {TOKEN}"))
+    merged = qmem(memory, "--json", "sync", "--no-push")  # merges here, pushes nothing
+    assert merged.code == 0, merged.err
+    assert merged.json()["merged"] is True
+    assert len(git(memory, "log", "-1", "--format=%P").split()) == 2
+    assert qmem(memory, "forget", "--id", "reference/deploy.md").code == 0
+    done = qmem(memory, "purge", "--secrets")
+    assert done.code == 0, done.err
+    assert TOKEN not in everything(memory)
+    merge = git(memory, "log", "--merges", "-1", "--format=%H %P").split()
+    assert len(merge) == 3 and git(remote, "rev-parse", "main").strip() in merge[1:]
+    assert trailers(memory, merge[0])["Qmem-Op"] == "merge"
+    assert "staging database host" in (memory / "MEMORY.md").read_text()
+    assert_clean_repo(memory)
+    assert qmem(memory, "sync").code == 0 and qmem(other, "sync").code == 0
+    assert head(other) == head(memory) and TOKEN not in everything(remote)
+    fsck_strict(remote)
