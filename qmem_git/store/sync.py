@@ -1303,6 +1303,8 @@ def _sync_once(run: _SyncRun, repo: Repository, transport: Transport) -> bool:
         local = repo.head()[1]
         kind, base = relation(objects, local, remote_head)
         if options.dry_run:
+            if options.push and local is not None and kind in ("ahead", "diverged"):
+                OutgoingCheck(objects, remote_head).check(local)  # what the real run refuses
             _describe_dry_run(result, objects, kind, local, remote_head, base)
             return True
         fetched.quarantine.install()

@@ -66,6 +66,8 @@ def test_a_forgotten_secret_is_never_pushed_and_purge_clears_the_way(
     assert "refusing to push: reference/deploy.md" in line and "github-pat" in line
     assert "purge --secrets" in line and TOKEN not in refused.err
     assert qmem(memory, "forget", "--id", "reference/deploy.md").code == 0
+    dry_sync = qmem(memory, "sync", "--dry-run")  # a dry run says what the real one refuses
+    assert dry_sync.code == 1 and "refusing to push" in one_error_line(dry_sync.err)
     again = qmem(memory, "sync")  # the bug: the commit holding the token went out here
     assert again.code == 1 and "refusing to push" in one_error_line(again.err)
     assert git(remote, "rev-parse", "main").strip() == pushed
