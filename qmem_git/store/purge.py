@@ -169,8 +169,9 @@ class _Purge:
 
     def _leaked(self, remotes: dict[str, str], seen: set[str]) -> list[Leak]:
         """What the remotes' histories (as last seen) already hold of what was asked for: each
-        commit's own changes are read once, each blob scanned once. ``seen`` gets every commit
-        a remote has."""
+        commit's own changes are read once, each blob scanned once; MEMORY.md is not (it only
+        repeats the descriptions of the files, which are). ``seen`` gets every commit a remote
+        has."""
         leaked: list[Leak] = []
         found: set[tuple[str, str]] = set()
         for name, tip in sorted(remotes.items()):
@@ -185,7 +186,7 @@ class _Purge:
                 stack.extend(parents)
                 trees = [self.objects.tree_of(p) for p in parents]
                 for path, blob in _introduced(self.objects, _hex(commit.tree), trees):
-                    what = self._wanted(path, blob)
+                    what = self._wanted(path, blob) if path != INDEX_NAME else None
                     if what is not None and (path, blob) not in found:
                         found.add((path, blob))
                         leaked.append(Leak(name, sha, path, what))
