@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from qmem_git.core.model import INDEX_NAME
 from qmem_git.core.names import check_path_safety
 from qmem_git.errors import UsageError
 from qmem_git.ops.lifecycle import require_store
@@ -50,6 +51,8 @@ def run_purge(
 def _checked(path: str) -> str:
     rel = path.strip("/")
     problems = check_path_safety(rel) if rel not in ("", ".") else ["names the whole memory"]
+    if rel == INDEX_NAME:
+        problems = ["MEMORY.md is rebuilt from the files; purge the memory files it lists"]
     if problems:
         raise UsageError(f"cannot purge {path!r}: {problems[0]}", "give a path inside the memory")
     return rel

@@ -180,6 +180,8 @@ def test_purge_needs_something_to_purge(memory: Path) -> None:
     assert bare.code == 2 and "--secrets" in one_error_line(bare.err)
     outside = qmem(memory, "purge", "../elsewhere.md")
     assert outside.code == 2 and "'..'" in one_error_line(outside.err)
+    index = qmem(memory, "purge", "MEMORY.md")
+    assert index.code == 2 and "rebuilt from the files" in one_error_line(index.err)
     nothing = qmem(memory, "purge", "--secrets")
     assert nothing.code == 0 and "Nothing to purge in the 0 commit(s)" in nothing.out
 
