@@ -651,7 +651,7 @@ def _refuse(path: str, problem: str, commit: str) -> UnsafePath:
 def _refuse_push(path: str, problem: str, commit: str) -> UnsafePath:
     hint = (
         "other machines' syncs would refuse this history, even once a later commit fixes the "
-        "file: rewrite it in the memory folder (`qmem-git purge PATH`), then sync"
+        f"file: take it out of the unpushed commits (`qmem-git purge {path}`), then sync"
     )
     if problem.startswith(SECRET_PREFIX):
         hint = (
