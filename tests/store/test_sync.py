@@ -928,3 +928,35 @@ def test_the_remotes_root_tree_moved_into_a_type_folder_is_not_pushed(
         a.sync()
     assert caught.value.message.startswith("refusing to push: user/MEMORY.md: ")
     assert git_in(remote, "rev-parse", "main") == before
+
+
+def test_the_push_check_scans_only_the_blobs_the_remote_lacks(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """Issue 21: every new blob is scanned for secrets, so the cost follows what is new, not
+    the length of history: after 25 pushed memories, one more reads two blobs (it and
+    MEMORY.md)."""
+    from qmem_git.store.sync import OutgoingCheck
+
+    a, _ = pair
+    for i in range(25):
+        a.remember(f"Service {i} of the fleet answers on port {9100 + i}")
+    a.sync()
+    a.remember("One more memory after the push")
+    repo = Repository(str(a.root))
+    try:
+        objects = Objects(repo.objects)
+        read: list[str] = []
+        blob = objects.blob
+
+        def counted(sha: str) -> bytes:
+            read.append(sha)
+            return blob(sha)
+
+        objects.blob = counted  # type: ignore[method-assign]
+        pushed = git_in(remote, "rev-parse", "main").strip()
+        OutgoingCheck(objects, pushed).check(a.head())
+        new = git_in(a.root, "diff-tree", "-r", "--no-commit-id", "--format=", "HEAD").split("\n")
+        assert len(set(read)) == len([line for line in new if line]) == 2
+    finally:
+        repo.close()
