@@ -753,6 +753,41 @@ def snapshot(opts: Options, op: str | None, dry_run: bool) -> None:
 
 
 @main.command()
+@click.argument("paths", nargs=-1)
+@click.option("--secrets", is_flag=True, help="Every file version holding a credential.")
+@dry_run_option
+@pass_options
+def purge(opts: Options, paths: tuple[str, ...], secrets: bool, dry_run: bool) -> None:
+    """Take files (PATH...) or credentials (--secrets) out of the commits not yet pushed.
+
+    Rewrites only commits no remote has; every other memory, and each commit's message, is
+    kept; the old tip stays as refs/qmem/purged/<time>. What a remote already has is
+    reported (a credential there: exit 1; rotate it and rewrite the remote).
+    """
+    from qmem_git.ops.purge import leak_warnings, purge_summary, run_purge, secret_left
+
+    settings = opts.settings()
+    rels = [relative_to_root(settings, path) for path in paths]
+    result = run_purge(settings, now(), paths=rels, secrets=secrets, dry_run=dry_run)
+    for line in leak_warnings(result):
+        note(opts, line)
+    emit(opts, purge_summary(result), result.as_dict())
+    if secret_left(result):
+        exit_with(1)
+
+
+@main.command()
+@dry_run_option
+@pass_options
+def repair(opts: Options, dry_run: bool) -> None:
+    """Rename memory files whose names differ only in letter case or Unicode normalisation
+    (one commit; both memories are kept), so sync can push again."""
+    from qmem_git.ops.repair import run_repair
+
+    report_outcome(opts, run_repair(opts.settings(), now(), dry_run=dry_run), dry_run, {})
+
+
+@main.command()
 @click.argument("query")
 @click.option(
     "--limit",

@@ -21,6 +21,7 @@ OPS = (
     "merge",
     "recover",
     "index",
+    "repair",
 )
 
 MTIME_TRAILER = "Qmem-Mtime"

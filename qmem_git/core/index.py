@@ -71,3 +71,19 @@ def _cut_to_bytes(encoded: bytes) -> str:
     if newline < 0:
         return head.decode("utf-8", errors="ignore")
     return head.decode("utf-8")
+
+
+def drop_index_lines(text: str, paths: Iterable[str], *, secrets: bool = False) -> str:
+    """``text`` (a MEMORY.md) without the lines that link to one of ``paths`` and, with
+    ``secrets``, without the lines holding a credential: what ``purge`` does to the index of a
+    commit it rewrites (the files it describes are gone from that commit)."""
+    from qmem_git.core.secrets import scan_for_secrets
+
+    links = tuple(f"]({path})" for path in paths)
+    kept = [
+        line
+        for line in text.split("\n")
+        if not (links and any(link in line for link in links))
+        and not (secrets and scan_for_secrets(line))
+    ]
+    return "\n".join(kept)

@@ -16,6 +16,9 @@ merged file map and a list of what was reconciled come out. The rules (issue 6, 
   value and the other is reported;
 - the same new path with different content on both sides keeps both: the newer one moves to the
   next free ``-N`` name; a file that cannot be merged per entry is kept twice the same way;
+- two paths a case-insensitive or normalising disk sees as one (``user/Notes.md`` from one side,
+  ``user/notes.md`` from the other) are never both kept: the later spelling in sorted order
+  (one the base already had keeps its name) moves to the next free ``-N`` name;
 - MEMORY.md is never merged (the caller regenerates it). Nothing ever writes conflict markers.
 
 "Newer" compares the time each side last changed the file (the caller reads it from history);
@@ -112,7 +115,51 @@ def merge_trees(
         notes.append(
             Reconciled(path, "kept-both", f"both sides wrote {path}; the newer copy is {new_path}")
         )
+    notes += _separate_spellings(files, reserved, base)
     return MergeResult(files, tuple(notes))
+
+
+def _separate_spellings(
+    files: dict[str, str], reserved: Collection[str], base: Mapping[str, str]
+) -> list[Reconciled]:
+    """Rename (in ``files``) what a case-insensitive disk would merge with another path: two
+    machines wrote ``user/Notes.md`` and ``user/notes.md``. Nothing is lost: the later
+    spelling moves to a free ``-N`` name (or into the kept folder's spelling)."""
+    established = {*reserved, *(p for p in files if p in base)}
+    renames = clash_renames([*reserved, *files], established)
+    notes = []
+    for old, new in sorted(renames.items()):
+        if old in files:
+            files[new] = files.pop(old)
+            detail = f"{old} differs from another name only in letter case; kept as {new}"
+            notes.append(Reconciled(old, "renamed-case-clash", detail))
+    return notes
+
+
+def clash_renames(paths: Collection[str], established: Collection[str] = ()) -> dict[str, str]:
+    """old path -> new path for the ``paths`` a case-insensitive, normalising disk would see as
+    one (``fold_name``), so that none clash any more.
+
+    ``established`` paths keep their spelling first, then the rest in sorted order (the same
+    answer on every machine). A later spelling of a folder moves into the kept spelling; a file
+    name taken that way gets the next free ``-N`` name.
+    """
+    folders: dict[str, str] = {}  # folded folder path -> the spelling kept
+    taken: set[str] = set()  # folded file paths
+    renames: dict[str, str] = {}
+    for path in sorted(paths, key=lambda p: (p not in established, p)):
+        *dirs, name = path.split("/")
+        kept = ""
+        for folder in dirs:
+            spelled = f"{kept}/{folder}" if kept else folder
+            kept = folders.setdefault(fold_name(spelled), spelled)
+        candidate = f"{kept}/{name}" if kept else name
+        if fold_name(candidate) in taken or fold_name(candidate) in folders:
+            candidate = free_path(candidate, taken | set(folders))
+        taken.add(fold_name(candidate))
+        if candidate != path:
+            renames[path] = candidate
+    return renames
 
 
 def _theirs_newer(ours_time: int, theirs_time: int, ours: str | None, theirs: str | None) -> bool:

@@ -330,7 +330,7 @@ def _collisions(paths: list[str], display: Display) -> list[Finding]:
     for group in find_case_collisions(paths):
         first, *others = group
         for other in others:
-            message = collision_message(other, first)
+            message = collision_message(other, first) + "; `qmem-git repair` renames one"
             findings.append(Finding(display(other), 1, 1, "error", message, "path-collision"))
     return findings
 

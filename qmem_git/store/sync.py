@@ -10,9 +10,11 @@ rejects because it moved meanwhile starts over (bounded). A remote with branches
 Fetched objects land in a quarantine object store (``.git/qmem-incoming-*``, alternates to the
 real one) and are checked there like ``git fsck`` would, plus the memory layout rules: only
 regular files (100644) with allowed names under the four type folders and MEMORY.md, no
-symlinks, submodules, ``.git*`` names, device names or case-folding collisions, no blob over
-256 KiB, and the files the sync would write must pass every error rule of ``qmem-git validate``
-(MEMORY.md and legacy topic files: readable, without conflict markers). Only then is the pack
+symlinks, submodules, ``.git*`` names, device names, no case-folding collisions in the tip, no
+blob over 256 KiB, no credential in any new blob of any new commit (history keeps what a later
+commit removes, so a push never sends a secret that ``forget`` took out of the tip), and the
+files the sync would write must pass every error rule of ``qmem-git validate`` (MEMORY.md and
+legacy topic files: readable, without conflict markers). Only then is the pack
 moved into the repository; a refusal leaves nothing behind.
 
 Time comes from history (ARCHITECTURE §3): every memory file written or kept by a sync gets the
@@ -51,7 +53,7 @@ from qmem_git.core.names import (
     fold_name,
 )
 from qmem_git.core.paths import Layout
-from qmem_git.core.validate import check_conflict_markers, decode_memory_bytes
+from qmem_git.core.validate import check_conflict_markers, check_secrets, decode_memory_bytes
 from qmem_git.errors import InvalidMemoryFile, QmemError, RemoteError, RepoLocked, UnsafePath
 from qmem_git.store import gitindex
 from qmem_git.store.remotes import (
@@ -486,7 +488,7 @@ def check_incoming(
     Returns the number of new commits. Raises UnsafePath naming the path and commit (made by
     ``refuse``, for the words of the direction checked).
     """
-    check = _IncomingCheck(objects, known, refuse or _refuse, settled)
+    check = _IncomingCheck(objects, known, refuse or _refuse, settled, tip)
     stack, seen, count = [tip], set(), 0
     while stack:
         sha = stack.pop()
@@ -627,20 +629,38 @@ class Known(Protocol):
     def __contains__(self, sha: ObjectID, /) -> bool: ...
 
 
+SECRET_PREFIX = "secret:"
+COLLISION_PROBLEM = "on case-insensitive disks"
+
+
 def _refuse(path: str, problem: str, commit: str) -> UnsafePath:
+    hint = "nothing was changed locally; remove that path from the remote's history"
+    if problem.startswith(SECRET_PREFIX):
+        hint = (
+            "nothing was fetched; the credential is on the remote: rotate it now, then rewrite "
+            "the remote's history (`git filter-repo` in a clone, force-push) and run "
+            "`qmem-git purge --secrets` on the machines that hold it"
+        )
+    elif COLLISION_PROBLEM in problem:
+        hint = "nothing was changed locally; run `qmem-git repair` where that history was made"
     return UnsafePath(
-        f"refusing the remote's history: {path}: {problem} (commit {commit[:12]})",
-        "nothing was changed locally; remove that path from the remote's history",
+        f"refusing the remote's history: {path}: {problem} (commit {commit[:12]})", hint
     )
 
 
 def _refuse_push(path: str, problem: str, commit: str) -> UnsafePath:
-    return UnsafePath(
-        f"refusing to push: {path}: {problem} (commit {commit[:12]})",
+    hint = (
         "other machines' syncs would refuse this history, even once a later commit fixes the "
-        "file: rewrite it in the memory folder (e.g. `git rebase -i` to drop or fix that "
-        "commit), then sync",
+        f"file: take it out of the unpushed commits (`qmem-git purge {path}`), then sync"
     )
+    if problem.startswith(SECRET_PREFIX):
+        hint = (
+            "nothing was pushed; history keeps what forget removed: run "
+            "`qmem-git purge --secrets --dry-run`, then `qmem-git purge --secrets`, then sync"
+        )
+    elif COLLISION_PROBLEM in problem:
+        hint = "nothing was pushed; run `qmem-git repair` (renames one of them), then sync"
+    return UnsafePath(f"refusing to push: {path}: {problem} (commit {commit[:12]})", hint)
 
 
 def _checked_as_folder(tree: Tree) -> bool:
@@ -651,7 +671,9 @@ def _checked_as_folder(tree: Tree) -> bool:
 
 
 class _IncomingCheck:
-    """Layout, modes, names, case collisions and blob sizes of new trees, each checked once.
+    """Layout, modes, names, blob sizes and secrets of new trees, each checked once; case
+    collisions in the tip's tree only (older trees are never checked out; ``repair`` fixes a
+    history that holds one with a commit on top).
 
     Trees already in the repository passed these checks when they arrived (or were built
     here); directly in a type folder, where the rules are the same wherever they sit, they are
@@ -660,9 +682,15 @@ class _IncomingCheck:
     """
 
     def __init__(
-        self, objects: Objects, known: Known, refuse: Refusal, settled: Settled | None = None
+        self,
+        objects: Objects,
+        known: Known,
+        refuse: Refusal,
+        settled: Settled | None = None,
+        tip: str | None = None,
     ) -> None:
         self.objects = objects
+        self.tip = tip  # case collisions matter where files are checked out: the tip's tree
         self.known = known
         self.refuse = refuse
         # what the receiver has already, path by path: not its to refuse
@@ -693,7 +721,7 @@ class _IncomingCheck:
             name = raw_name.decode("utf-8", "surrogateescape")
             path = prefix + name
             key = self.fold(name)
-            if key in folded:
+            if key in folded and commit == self.tip:
                 other = prefix + folded[key]
                 if not (path in self.settled and other in self.settled):
                     message = f"collides with {other} on case-insensitive disks"
@@ -720,12 +748,22 @@ class _IncomingCheck:
             self.paths.add(path)
         if sha not in self.blobs:
             if _oid(sha) not in self.known:
-                size = len(self.objects.blob(sha))
-                if size > MAX_FILE_BYTES:
+                data = self.objects.blob(sha)
+                if len(data) > MAX_FILE_BYTES:
                     limit = f"{MAX_FILE_BYTES:,}"
-                    message = f"file is {size:,} bytes; the limit is {limit}"
+                    message = f"file is {len(data):,} bytes; the limit is {limit}"
                     raise self.refuse(path, message, commit)
+                secret = secret_problem(path, data)
+                if secret:  # in any commit: history keeps what a later commit removes
+                    raise self.refuse(path, secret, commit)
             self.blobs.add(sha)
+
+
+def secret_problem(path: str, data: bytes) -> str | None:
+    """``secret: ...`` when the blob holds a credential (spec §14), else None. Every new blob
+    of every new commit is scanned, MEMORY.md too (it repeats descriptions)."""
+    findings = check_secrets(path, data.decode("utf-8", "replace"))
+    return f"{findings[0].rule}: {findings[0].message}" if findings else None
 
 
 def _check_folder(path: str, commit: str, refuse: Refusal) -> None:
@@ -1265,6 +1303,8 @@ def _sync_once(run: _SyncRun, repo: Repository, transport: Transport) -> bool:
         local = repo.head()[1]
         kind, base = relation(objects, local, remote_head)
         if options.dry_run:
+            if options.push and local is not None and kind in ("ahead", "diverged"):
+                OutgoingCheck(objects, remote_head).check(local)  # what the real run refuses
             _describe_dry_run(result, objects, kind, local, remote_head, base)
             return True
         fetched.quarantine.install()

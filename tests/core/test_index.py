@@ -258,3 +258,21 @@ def test_index_is_current_tolerates_exactly_one_trailing_newline() -> None:
     assert not index_is_current("stale", expected)
     empty = build_index([])
     assert index_is_current("", empty) and index_is_current("\n", empty)
+
+
+def test_drop_index_lines_removes_links_and_credentials_only() -> None:
+    from qmem_git.core.index import drop_index_lines
+
+    token = "ghp_" + "Z9y8" * 9
+    text = "\n".join(
+        [
+            "- [Keep](user/keep.md) — kept",
+            "- [Gone](reference/gone.md) — removed file",
+            f"- [Leak](user/leak.md) — token {token}",
+        ]
+    )
+    assert drop_index_lines(text, ["reference/gone.md"]) == "\n".join(
+        [text.split("\n")[0], text.split("\n")[2]]
+    )
+    assert drop_index_lines(text, [], secrets=True) == "\n".join(text.split("\n")[:2])
+    assert drop_index_lines(text, ["user/keep"]) == text  # a prefix is not a link

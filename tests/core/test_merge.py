@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from qmem_git.core.codec import parse_document, split_frontmatter
 from qmem_git.core.entries import parse_entries, render_entries
-from qmem_git.core.merge import entry_key, free_path, merge_trees
+from qmem_git.core.merge import clash_renames, entry_key, free_path, merge_trees
 from qmem_git.core.model import Entry
+from qmem_git.core.names import fold_name
 
 P = "user/prefs.md"
 
@@ -355,3 +356,37 @@ def test_property_one_sided_merges_are_identities(case: tuple[list[Entry], ...])
     assert merge_trees(maps(base), maps(ours), maps(base)).files == maps(ours)
     assert merge_trees(maps(base), maps(base), maps(theirs)).files == maps(theirs)
     assert merge_trees(maps(base), maps(ours), maps(ours)).files == maps(ours)
+
+
+# --- names that differ only in letter case or normalisation (issue 21, item 4) ---
+
+
+def test_two_spellings_of_one_name_are_both_kept_under_different_names() -> None:
+    ours = {"user/notes.md": doc("Ours: lower case")}
+    theirs = {"user/Notes.md": doc("Theirs: upper case")}
+    one = merge_trees({}, ours, theirs)
+    other = merge_trees({}, theirs, ours)  # the machine that merges does not matter
+    assert one.files == other.files
+    assert sorted(one.files) == ["user/Notes.md", "user/notes-2.md"]
+    assert one.files["user/notes-2.md"] == ours["user/notes.md"]
+    assert [n.kind for n in one.reconciled] == ["renamed-case-clash"]
+
+
+def test_the_spelling_the_base_had_keeps_its_name() -> None:
+    base = {"user/notes.md": doc("Base")}
+    ours = {"user/notes.md": doc("Base", "Ours edits")}
+    theirs = {**base, "user/NOTES.md": doc("Theirs adds a new spelling")}
+    merged = merge_trees(base, ours, theirs, reserved=())
+    assert sorted(merged.files) == ["user/NOTES-2.md", "user/notes.md"]
+    assert merged.files["user/notes.md"] == ours["user/notes.md"]
+
+
+def test_nfc_and_nfd_spellings_and_folder_spellings_are_separated() -> None:
+    nfc, nfd = "user/caf\u00e9.md", "user/cafe\u0301.md"
+    merged = merge_trees({}, {nfc: doc("Composed")}, {nfd: doc("Decomposed")})
+    assert len(merged.files) == 2
+    folded = {fold_name(p) for p in merged.files}
+    assert len(folded) == 2
+    folders = clash_renames(["user/Work/a.md", "user/work/b.md", "user/work/a.md"])
+    assert folders == {"user/work/a.md": "user/Work/a-2.md", "user/work/b.md": "user/Work/b.md"}
+    assert clash_renames(["user/a.md", "user/b.md"]) == {}

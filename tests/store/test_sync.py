@@ -406,10 +406,13 @@ def test_what_the_remote_already_has_does_not_block_a_push(
     assert git_in(remote, "rev-parse", "main") == git_in(a.root, "rev-parse", "HEAD")
 
 
-def test_a_merge_that_would_make_two_spellings_of_one_name_is_not_pushed(
+def test_a_merge_of_two_spellings_of_one_name_keeps_both_under_two_names(
     remote: Path, pair: tuple[Machine, Machine]
 ) -> None:
-    """Each side is fine alone; their merge holds user/Proxy.md and user/proxy.md."""
+    """Each side is fine alone; their merge would hold user/Proxy.md and user/proxy.md: the
+    later spelling moves to user/proxy-2.md (issue 21: that merge used to wedge every sync)."""
+    from qmem_git.core.names import find_case_collisions
+
     a, b = pair
     for machine, name in ((a, "Proxy"), (b, "proxy")):
         path = machine.root / "user" / f"{name}.md"
@@ -417,11 +420,15 @@ def test_a_merge_that_would_make_two_spellings_of_one_name_is_not_pushed(
         path.write_text(DOC.format(n=f"The proxy host is {name}.corp.example"))
         machine.remember(f"The {name} fact was written by hand into its own file")
     a.sync()
-    remote_before = git_in(remote, "rev-parse", "main")
-    with pytest.raises(UnsafePath, match=r"refusing to push: .*collides with"):
-        b.sync()
-    assert git_in(remote, "rev-parse", "main") == remote_before
-    assert a.sync().action == "up-to-date"
+    result = b.sync()
+    assert result.pushed and "renamed-case-clash" in [n.kind for n in result.reconciled]
+    paths = git_in(remote, "ls-tree", "-r", "--name-only", "main").split()
+    assert find_case_collisions(paths) == []
+    assert {"user/Proxy.md", "user/proxy-2.md"} <= set(paths)
+    assert "proxy.corp.example" in (b.root / "user" / "proxy-2.md").read_text()
+    assert a.sync().action == "fast-forward"
+    assert git_in(remote, "rev-parse", "main") == git_in(a.root, "rev-parse", "HEAD")
+    fsck_strict(remote)
 
 
 def test_malformed_object_is_refused_like_fsck(
@@ -921,3 +928,35 @@ def test_the_remotes_root_tree_moved_into_a_type_folder_is_not_pushed(
         a.sync()
     assert caught.value.message.startswith("refusing to push: user/MEMORY.md: ")
     assert git_in(remote, "rev-parse", "main") == before
+
+
+def test_the_push_check_scans_only_the_blobs_the_remote_lacks(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """Issue 21: every new blob is scanned for secrets, so the cost follows what is new, not
+    the length of history: after 25 pushed memories, one more reads two blobs (it and
+    MEMORY.md)."""
+    from qmem_git.store.sync import OutgoingCheck
+
+    a, _ = pair
+    for i in range(25):
+        a.remember(f"Service {i} of the fleet answers on port {9100 + i}")
+    a.sync()
+    a.remember("One more memory after the push")
+    repo = Repository(str(a.root))
+    try:
+        objects = Objects(repo.objects)
+        read: list[str] = []
+        blob = objects.blob
+
+        def counted(sha: str) -> bytes:
+            read.append(sha)
+            return blob(sha)
+
+        objects.blob = counted  # type: ignore[method-assign]
+        pushed = git_in(remote, "rev-parse", "main").strip()
+        OutgoingCheck(objects, pushed).check(a.head())
+        new = git_in(a.root, "diff-tree", "-r", "--no-commit-id", "--format=", "HEAD").split("\n")
+        assert len(set(read)) == len([line for line in new if line]) == 2
+    finally:
+        repo.close()
