@@ -40,8 +40,9 @@ QUERY_INPUT = "qmemQuery"
 FORGET_INPUT = "qmemForgetQuery"
 TASKS_FILE = os.path.join("vscode-tasks", "tasks.json")
 HOOK_TEMPLATE = "git-pre-commit.sh"
-# The bundled copy of the memory repo's pre-commit hook runs qmem-git from PATH.
-PRE_COMMIT_COMMAND = 'qmem-git --memory-dir "$(git rev-parse --show-toplevel)" validate --staged'
+# The bundled copy of the memory repo's pre-commit hook runs qmem-git from PATH (no fallback
+# interpreter: the copy is not tied to an install).
+PRE_COMMIT_COMMAND = "qmem_git_validate"
 
 _QUIET = {"reveal": "silent", "revealProblems": "onProblem", "panel": "dedicated"}
 _SHOWN = {"reveal": "always", "panel": "dedicated", "focus": True}
