@@ -105,8 +105,9 @@ def render_tasks() -> list[dict[str, Any]]:
         ),
         _task(
             "forget",
-            "Remove matching memories (one commit; undo brings them back)",
-            ["forget", f"${{input:{FORGET_INPUT}}}"],
+            "List the matching memories, then remove them if you confirm (restore brings "
+            "them back)",
+            ["forget", "--interactive", f"${{input:{FORGET_INPUT}}}"],
             _SHOWN,
         ),
     ]
