@@ -1593,7 +1593,6 @@ def _global_option(
 
 
 TEXT_ONLY = frozenset({"demo"})  # no --json: their output is for people
-PAGED = frozenset({"log", "show", "diff", "history"})
 
 
 def _accept_global_options(group: click.Group) -> None:
@@ -1615,11 +1614,8 @@ def _accept_global_options(group: click.Group) -> None:
             _global_option(
                 "--memory-dir", field="memory_dir", flag=False, help_text=MEMORY_DIR_HELP
             ),
+            _global_option("--no-pager", field="pager", value=False, help_text=NO_PAGER_HELP),
         ]
-        if name in PAGED:
-            command.params.append(
-                _global_option("--no-pager", field="pager", value=False, help_text=NO_PAGER_HELP)
-            )
 
 
 _accept_global_options(main)

@@ -143,6 +143,12 @@ def test_quiet_prints_only_errors_in_validate_and_recall(memory: Path) -> None:
     assert missed.code == 1 and missed.out == missed.err == ""
 
 
+def test_global_options_may_follow_any_command_name(memory: Path) -> None:
+    for args in (("stats", "--no-pager"), ("where", "--no-pager", "-q"), ("remote", "--no-pager")):
+        result = qmem(memory, *args)
+        assert result.code == 0, (args, result.err)
+
+
 def test_quiet_and_verbose_read_the_same_in_every_help() -> None:
     texts = {
         name: [p.help for p in command.params if isinstance(p, click.Option)]
