@@ -19,10 +19,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return hook_main(args[: len(args) - len(rest)] + rest[1:])
     recall = fastpath.parse_recall(args)
-    if recall is not None:
+    if recall is not None and fastpath.plain_globals(recall):
         return fastpath.fast_recall(recall)
     remember = fastpath.parse_remember(args)
-    if remember is not None:
+    if remember is not None and fastpath.plain_globals(remember):
         code = fastpath.fast_remember(remember)
         if code is not None:
             return code

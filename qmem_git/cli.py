@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ import click
 from qmem_git import __version__
 from qmem_git.core.limits import TYPE_NAMES
 from qmem_git.errors import QmemError, UsageError
-from qmem_git.fastpath import failure, for_terminal
+from qmem_git.fastpath import colour_on, error_line, failure, for_terminal
 from qmem_git.settings import Settings, build_settings
 
 if TYPE_CHECKING:
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from qmem_git.store.history import LogEntry
 
 F = TypeVar("F", bound=Callable[..., Any])
+Styler = Callable[[str], str]
+DEFAULT_PAGER = "less -FRX"
 
 
 @dataclass
@@ -41,9 +44,38 @@ class Options:
     json: bool = False
     quiet: bool = False
     verbose: bool = False
+    pager: bool = True
 
-    def settings(self) -> Settings:
+    def settings(self, *, create: bool = False) -> Settings:
+        """``create``: this command may make a missing ``--memory-dir`` (init, clone)."""
+        self.check_folders(create=create)
         return build_settings(os.environ, project=self.project, memory_dir=self.memory_dir)
+
+    def check_folders(self, *, create: bool = False) -> None:
+        """Folders named on the command line must exist (exit 2): a typo is never created."""
+        if self.project is not None:
+            missing_folder("--project", self.project, "check the path; the project must exist")
+        if self.memory_dir is not None and not create:
+            missing_folder(
+                "--memory-dir",
+                self.memory_dir,
+                "check the path, or make a store there with `qmem-git --memory-dir DIR init`",
+            )
+
+
+def missing_folder(option: str, path: str, hint: str) -> None:
+    """A usage error unless ``path`` is an existing folder (a link loop says so)."""
+    import stat
+
+    try:
+        if stat.S_ISDIR(os.stat(os.path.expanduser(path)).st_mode):
+            return
+        reason = "not a folder"
+    except FileNotFoundError:
+        reason = "no such folder"
+    except OSError as exc:
+        reason = exc.strerror or "cannot be read"
+    raise UsageError(f"{option} {path}: {reason}", hint)
 
 
 pass_options = click.make_pass_decorator(Options, ensure=True)
@@ -53,41 +85,105 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def emit(opts: Options, text: str = "", data: object = None, *, diff: bool = False) -> None:
+def emit(
+    opts: Options,
+    text: str = "",
+    data: object = None,
+    *,
+    style: Styler | None = None,
+    page: bool = False,
+) -> None:
     """Print ``data`` as JSON under ``--json``, else ``text`` unless ``-q``.
 
-    On a terminal, control characters in ``text`` are spelled out, and with ``diff`` its diff
-    lines are coloured (unless ``NO_COLOR``); piped, ``text`` is written exactly.
+    On a terminal, control characters in ``text`` are spelled out, then ``style`` colours it
+    (unless ``NO_COLOR``), and with ``page`` it goes through the pager; piped, ``text`` is
+    written exactly.
     """
     if opts.json:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
     elif text and not opts.quiet:
         shown = for_terminal(sys.stdout, text)
-        if diff and sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
-            from qmem_git.core.unidiff import colorize
+        if style is not None and colour_on(sys.stdout):
+            shown = style(shown)
+        pager = pager_command(opts) if page else None
+        if pager is None:
+            click.echo(shown, color=True)  # click would strip escapes it takes for colour
+            return
+        os.environ["PAGER"] = pager  # click's pager runs $PAGER (split like a shell would)
+        click.echo_via_pager(shown, color=True)
 
-            shown = colorize(shown)
-        click.echo(shown, color=True)  # click would strip escapes it takes for colour
+
+def pager_command(opts: Options) -> str | None:
+    """As git: ``$QMEM_PAGER``, else ``$PAGER``, else ``less -FRX``; none when stdout is not
+    a terminal, with ``--no-pager`` or ``--json``, or when the pager is empty or ``cat``."""
+    if not opts.pager or opts.json or not sys.stdout.isatty():
+        return None
+    chosen = os.environ.get("QMEM_PAGER", os.environ.get("PAGER", DEFAULT_PAGER)).strip()
+    return None if chosen in ("", "cat") else chosen
+
+
+def paint(text: str, fg: str, err: bool = False) -> str:
+    """``click.style(text, fg=fg)`` when the stream is a terminal without ``NO_COLOR``."""
+    return click.style(text, fg=fg) if colour_on(sys.stderr if err else sys.stdout) else text
 
 
 def note(opts: Options, text: str) -> None:
     """A side remark on stderr (recovery actions, warnings); silenced by ``-q``."""
     if not opts.quiet:
-        click.echo(for_terminal(sys.stderr, text), err=True)
+        shown = for_terminal(sys.stderr, text)
+        head, sep, rest = shown.partition(":")
+        if sep and head in ("warning", "note"):
+            shown = paint(head + sep, err=True, fg="yellow") + rest
+        click.echo(shown, err=True, color=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--project", type=click.Path(file_okay=False), help="Project directory (default: cwd)."
+QUIET_HELP = "Print only errors (the exit status tells the rest)."
+VERBOSE_HELP = "More detail: notes on what changed, tracebacks on internal errors."
+NO_PAGER_HELP = "Do not page log, show, diff or history output."
+PROJECT_HELP = "Project directory (default: the current one); it must exist."
+MEMORY_DIR_HELP = (
+    "Use this memory root directly; its parent holds the state files. It must exist, "
+    "except for init and clone, which create it."
 )
-@click.option(
-    "--memory-dir",
-    type=click.Path(file_okay=False),
-    help="Use this memory root directly; its parent holds the state files.",
+
+
+def refuse_quiet_with_verbose(ctx: click.Context) -> None:
+    opts = ctx.find_object(Options)
+    if opts is not None and opts.quiet and opts.verbose:
+        raise click.UsageError("-q/--quiet and -v/--verbose cannot be used together", ctx)
+
+
+class QmemCommand(click.Command):
+    """A command that refuses ``-q`` with ``-v``, wherever on the line they were given."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        refuse_quiet_with_verbose(ctx)
+        return super().invoke(ctx)
+
+
+class QmemGroup(click.Group):
+    command_class = QmemCommand
+    group_class = type  # sub-groups (remote) are QmemGroups too
+
+    def invoke(self, ctx: click.Context) -> object:
+        refuse_quiet_with_verbose(ctx)
+        return super().invoke(ctx)
+
+
+@click.group(
+    cls=QmemGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit status: 0 ok; 1 nothing matched (a QUERY, PATH or filter you gave matched "
+    "nothing: forget, restore, recall, history, log) or problems found (validate, index "
+    "--check, doctor) or refused; 2 usage (bad option, missing folder); 3 lock busy; 5 remote "
+    "unreachable; 6 repository corrupt.",
 )
+@click.option("--project", type=click.Path(file_okay=False), help=PROJECT_HELP)
+@click.option("--memory-dir", type=click.Path(file_okay=False), help=MEMORY_DIR_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("-q", "--quiet", is_flag=True, help="Print only errors.")
-@click.option("-v", "--verbose", is_flag=True, help="More detail; tracebacks on internal errors.")
+@click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
+@click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)
+@click.option("--no-pager", is_flag=True, help=NO_PAGER_HELP)
 @click.version_option(__version__, prog_name="qmem-git")
 @click.pass_context
 def main(
@@ -97,14 +193,25 @@ def main(
     as_json: bool,
     quiet: bool,
     verbose: bool,
+    no_pager: bool,
 ) -> None:
     """Managed auto-memory for AI coding agents, kept as a reviewable git repository.
 
     Memories are markdown files under user/, feedback/, project/ and reference/ with a
     generated MEMORY.md index. Every change the agent makes is one git commit you can
     review (log, show, diff, history) and undo.
+
+    \b
+    Start with:
+      qmem-git init                           make the memory folder a repository
+      qmem-git install-hooks --agent claude   let the agent recall and extract
+      qmem-git log --stat                     review what it learned (paged)
+
+    On a terminal, log, show, diff and history go through a pager ($QMEM_PAGER, $PAGER,
+    else less -FRX; --no-pager to turn it off) and output is coloured unless NO_COLOR is set.
+    Global options may also follow the command name (qmem-git log --json).
     """
-    ctx.obj = Options(project, memory_dir, as_json, quiet, verbose)
+    ctx.obj = Options(project, memory_dir, as_json, quiet, verbose, not no_pager)
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -132,9 +239,10 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def fail(message: str, code: int, show_traceback: bool = False) -> int:
+    """One ``Error:`` line on stderr (multi-line messages are joined; red on a terminal)."""
     if show_traceback:
         traceback.print_exc()
-    click.echo(for_terminal(sys.stderr, f"Error: {message}"), err=True)
+    click.echo(error_line(sys.stderr, message), err=True, nl=False, color=True)
     return code
 
 
@@ -163,12 +271,13 @@ def init(opts: Options, remote_url: str | None) -> None:
     """Create the memory folder and make it a git repository (safe to run again).
 
     Existing memory files (for example ones Qwen Code already wrote) are committed as the
-    first commit. A pre-commit hook is installed so hand-made commits are validated too.
-    With --remote URL the store is connected to that remote and synced once.
+    first commit. A pre-commit hook is installed so hand-made commits are validated too
+    (it finds qmem-git on PATH). With --remote URL the store is connected to that remote and
+    synced once. A missing --memory-dir is created; --project must exist.
     """
     from qmem_git.ops.lifecycle import hook_command, init_memory
 
-    settings = opts.settings()
+    settings = opts.settings(create=True)
     root = settings.layout.memory_root
     if remote_url:
         from qmem_git.ops.sync import clone_summary, connect
@@ -286,9 +395,16 @@ def validate(opts: Options, paths: tuple[str, ...], fmt: str, staged: bool) -> N
     if fmt == "gcc" and not inside:
         report = report.anchored(root)  # editors resolve paths against their own workspace
     chosen = "json" if opts.json else fmt
-    output = format_findings(report.findings, chosen)  # type: ignore[arg-type]
+    findings = report.findings
+    if opts.quiet and chosen != "json":  # -q: only the errors, no summary, no "No problems"
+        findings = tuple(finding for finding in findings if finding.severity == "error")
+    output = ""
+    if findings or not opts.quiet or chosen == "json":
+        output = format_findings(findings, chosen)  # type: ignore[arg-type]
+    if chosen != "json" and colour_on(sys.stdout):
+        output = style_severities(output)
     if chosen == "json" or output:
-        click.echo(output)
+        click.echo(output, color=True)
     if chosen != "json" and not opts.quiet:
         errors, warnings = report.count("error"), report.count("warning")
         note(
@@ -296,6 +412,20 @@ def validate(opts: Options, paths: tuple[str, ...], fmt: str, staged: bool) -> N
             f"{report.files_checked} file(s) checked: {errors} error(s), {warnings} warning(s)",
         )
     exit_with(report.exit_code)
+
+
+# a finding's severity: gcc format (path:line:col: error: ...) or text format (  3:1  error ...)
+SEVERITY = re.compile(r"^(.*?:\d+:\d+: |  \d+:\d+ +)(error|warning|info)(?=[: ])", re.M)
+SEVERITY_STYLE: dict[str, dict[str, Any]] = {
+    "error": {"fg": "red", "bold": True},
+    "warning": {"fg": "yellow"},
+    "info": {"fg": "cyan"},
+}
+
+
+def style_severities(text: str) -> str:
+    """Each finding's severity coloured: error red, warning yellow, info cyan."""
+    return SEVERITY.sub(lambda m: m[1] + click.style(m[2], **SEVERITY_STYLE[m[2]]), text)
 
 
 def _staged_report(opts: Options, settings: Settings) -> Report:
@@ -410,15 +540,24 @@ def log_entry_text(entry: LogEntry, stat: bool) -> str:
 
 
 @main.command()
-@click.option("-n", "--max-count", "limit", type=click.IntRange(min=1), help="Show at most N.")
+@click.option(
+    "-n", "--max-count", "limit", type=click.IntRange(min=1), help="Show at most N operations."
+)
 @click.option("--op", help="Only this operation (extract, dream, forget, remember, undo, ...).")
 @click.option("--path", help="Only operations that touched this file or folder.")
 @click.option("--stat", is_flag=True, help="List the files each operation changed.")
 @pass_options
 def log(opts: Options, limit: int | None, op: str | None, path: str | None, stat: bool) -> None:
-    """History of memory operations, newest first.
+    """History of memory operations, newest first (paged on a terminal).
 
     Reads the operation, session, topics and changed files from each commit's trailers.
+    Exits 1 when --op or --path matches nothing.
+
+    \b
+    Examples:
+      qmem-git log -n 5 --stat
+      qmem-git log --op forget
+      qmem-git log --path user/
     """
     from qmem_git.ops.history import log as read_log
     from qmem_git.ops.lifecycle import require_repository
@@ -428,7 +567,35 @@ def log(opts: Options, limit: int | None, op: str | None, path: str | None, stat
     rel = relative_to_root(settings, path) if path is not None else None
     entries = read_log(settings.layout.memory_root, limit=limit, op=op, path=rel)
     text = "\n".join(log_entry_text(e, stat) for e in entries) or no_operations(op, path)
-    emit(opts, text, [log_entry_json(e) for e in entries])
+    emit(opts, text, [log_entry_json(e) for e in entries], style=style_log, page=True)
+    if not entries:
+        exit_with(1)
+
+
+LOG_LINE = re.compile(r"^([0-9a-f]{10}) (\S+ \S+) ", re.M)
+COMMIT_LINE = re.compile(r"^(commit [0-9a-f]{40})$", re.M)
+
+
+def style_log(text: str) -> str:
+    """``log``/``history`` lines: the commit id yellow, the date dim (as git colours them)."""
+    return LOG_LINE.sub(
+        lambda m: f"{click.style(m[1], fg='yellow')} {click.style(m[2], dim=True)} ", text
+    )
+
+
+def style_show(text: str) -> str:
+    """``show``: the ``commit`` heading yellow, the diff coloured."""
+    from qmem_git.core.unidiff import colorize
+
+    head, sep, rest = text.partition("\n\n")
+    head = COMMIT_LINE.sub(lambda m: click.style(m[1], fg="yellow"), head)
+    return head + sep + colorize(rest) if sep else colorize(text)
+
+
+def style_diff(text: str) -> str:
+    from qmem_git.core.unidiff import colorize
+
+    return colorize(text)
 
 
 def no_operations(op: str | None, path: str | None) -> str:
@@ -443,7 +610,11 @@ def no_operations(op: str | None, path: str | None) -> str:
 @click.argument("rev", required=False, default="HEAD")
 @pass_options
 def show(opts: Options, rev: str) -> None:
-    """Show one operation: its message, trailers and diff (default: the last one)."""
+    """Show one operation: its message, trailers and diff (default: the last one).
+
+    REV is a commit id from `qmem-git log` (4+ hex digits), HEAD, HEAD~N or HEAD^.
+    Paged on a terminal.
+    """
     from qmem_git.ops.history import show as show_commit
     from qmem_git.ops.lifecycle import require_repository
 
@@ -458,7 +629,8 @@ def show(opts: Options, rev: str) -> None:
         opts,
         header + "\n" + body + "\n\n" + result.diff_text,
         {**log_entry_json(entry), "message": result.message, "diff": result.diff_text},
-        diff=True,
+        style=style_show,
+        page=True,
     )
 
 
@@ -466,7 +638,7 @@ def show(opts: Options, rev: str) -> None:
 @click.argument("revs", nargs=-1)
 @pass_options
 def diff(opts: Options, revs: tuple[str, ...]) -> None:
-    """Unified diff of memory changes.
+    """Unified diff of memory changes (coloured and paged on a terminal).
 
     \b
     qmem-git diff          what the last operation changed
@@ -485,7 +657,8 @@ def diff(opts: Options, revs: tuple[str, ...]) -> None:
         opts,
         result.text or "No changes.",
         {"files": files, "diff": result.text},
-        diff=True,
+        style=style_diff,
+        page=True,
     )
 
 
@@ -493,7 +666,11 @@ def diff(opts: Options, revs: tuple[str, ...]) -> None:
 @click.argument("path")
 @pass_options
 def history(opts: Options, path: str) -> None:
-    """Every operation that touched one memory file, including its creation and deletion."""
+    """Every operation that touched one memory file, including its creation and deletion.
+
+    PATH is relative to the memory folder (user/terse.md) or a path inside it. Exits 1 when
+    the file has no history. Paged on a terminal.
+    """
     from qmem_git.ops.history import history as file_history
     from qmem_git.ops.lifecycle import require_repository
 
@@ -501,7 +678,9 @@ def history(opts: Options, path: str) -> None:
     require_repository(settings)
     entries = file_history(settings.layout.memory_root, relative_to_root(settings, path))
     text = "\n".join(log_entry_text(e, True) for e in entries) or f"No history for {path}."
-    emit(opts, text, [log_entry_json(e) for e in entries])
+    emit(opts, text, [log_entry_json(e) for e in entries], style=style_log, page=True)
+    if not entries:
+        exit_with(1)
 
 
 def relative_to_root(settings: Settings, path: str) -> str:
@@ -526,7 +705,12 @@ def relative_to_root(settings: Settings, path: str) -> str:
 @dry_run_option
 @pass_options
 def undo(opts: Options, rev: str | None, force: bool, dry_run: bool) -> None:
-    """Revert one operation (default: the last) as a new commit."""
+    """Revert one operation (default: the last) as a new commit.
+
+    REV is a commit id from `qmem-git log`, HEAD or HEAD~N. Refuses when a later operation
+    changed the same files (unless --force); to bring back one forgotten memory, `restore`
+    is finer-grained.
+    """
     from qmem_git.ops.lifecycle import require_store
     from qmem_git.ops.runner import execute
     from qmem_git.ops.undo import plan_undo, undo_target
@@ -607,7 +791,7 @@ def extract(
 @click.option("--session-id", help="Current session id (for the same-session gate).")
 @click.option(
     "--transcripts-dir",
-    type=click.Path(file_okay=False),
+    type=click.Path(file_okay=False, exists=True),
     help="Folder of the agent's session transcripts the session gate counts "
     "(default: Qwen Code's chats folder of the project; the hooks pass the agent's own).",
 )
@@ -643,7 +827,7 @@ def dream(
     if result.status == "skipped":
         emit(
             opts,
-            f"Dream skipped: {result.skipped_reason}",
+            f"Dream skipped: {dream_skip_reason(result.skipped_reason)}",
             {"status": "skipped", "skipped_reason": result.skipped_reason},
         )
         return
@@ -659,36 +843,94 @@ def dream(
         click.echo(f"Deduplicated entries: {result.plan.deduped_entries}")
 
 
+def dream_skip_reason(reason: str | None) -> str:
+    """Why a gated dream did not run, in words, with what to do about it."""
+    from qmem_git.core import dreamgate
+
+    now_hint = "run `qmem-git dream --force` to consolidate now"
+    words = {
+        dreamgate.DISABLED: "auto-dream is turned off in the agent's settings",
+        dreamgate.SAME_SESSION: "this session has already dreamed",
+        dreamgate.MIN_HOURS: f"the last dream was less than {dreamgate.DEFAULT_MIN_HOURS} hours "
+        "ago",
+        dreamgate.MIN_SESSIONS: f"fewer than {dreamgate.DEFAULT_MIN_SESSIONS} agent sessions "
+        "since the last dream",
+        dreamgate.LOCKED: "another dream is running",
+    }
+    if reason == dreamgate.LOCKED:
+        return f"{words[reason]}; try again when it finishes"
+    return f"{words.get(reason or '', reason or 'not due')}; {now_hint}"
+
+
+def query_or_ids(command: str, query: str | None, ids: tuple[str, ...]) -> None:
+    """``forget`` and ``restore`` take a QUERY or --id, not both and not neither (exit 2)."""
+    has_query = bool(query and query.strip())
+    if has_query and ids:
+        raise UsageError(
+            "give a QUERY or --id, not both", f"qmem-git {command} QUERY, or {command} --id ID"
+        )
+    if not has_query and not ids:
+        raise UsageError("give a QUERY or --id", f"qmem-git {command} QUERY, or {command} --id ID")
+
+
 @main.command()
 @click.argument("query", required=False)
 @click.option("--id", "ids", multiple=True, help="Entry id (path, or path:index); repeatable.")
+@click.option(
+    "-i",
+    "--interactive",
+    is_flag=True,
+    help="List what would go, then ask before removing exactly those entries.",
+)
 @planner_option
 @dry_run_option
 @pass_options
 def forget(
-    opts: Options, query: str | None, ids: tuple[str, ...], planner: str, dry_run: bool
+    opts: Options,
+    query: str | None,
+    ids: tuple[str, ...],
+    interactive: bool,
+    planner: str,
+    dry_run: bool,
 ) -> None:
     """Remove memories matching QUERY (or --id) as one commit; restore can bring them back.
 
     QUERY matches, case-insensitively, anywhere in an entry's summary, why or how-to-apply.
-    Use --dry-run first to see what would go.
+    Use --dry-run (or -i, which then asks) to see what would go first. Exits 1 when nothing
+    matches.
+
+    \b
+    Examples:
+      qmem-git forget --dry-run "release freeze"
+      qmem-git forget -i "release freeze"
+      qmem-git forget --id project/release.md:0
     """
     from qmem_git.ops.pipeline import run_forget
 
+    query_or_ids("forget", query, ids)
     require(
-        bool(ids) != bool(query and query.strip()), "give a QUERY or --id", "qmem-git forget --help"
+        not (interactive and (dry_run or opts.json)),
+        "--interactive asks on the terminal; it does not combine with --dry-run or --json",
+        "qmem-git forget -i QUERY",
     )
+    preview = dry_run or interactive
     result = run_forget(
-        opts.settings(), now(), query=query, ids=ids, dry_run=dry_run, planner=planner
+        opts.settings(), now(), query=query, ids=ids, dry_run=preview, planner=planner
     )
     matches = [
         {"id": m.id, "type": m.type, "summary": m.entry.summary} for m in result.plan.matches
     ]
-    if dry_run and not opts.json:
+    if preview and not opts.json:
         lines = [f"Would forget {len(matches)} entr{'y' if len(matches) == 1 else 'ies'}:"]
         lines += [f"  {m['id']}  {m['summary']}" for m in matches]
         emit(opts, "\n".join(lines))
-        return
+        if not interactive:
+            return
+        if not click.confirm("Forget these?", default=False, err=True):
+            note(opts, "Nothing forgotten.")
+            return
+        chosen = tuple(str(m["id"]) for m in matches)  # what was shown, not a second search
+        result = run_forget(opts.settings(), now(), query=None, ids=chosen, planner=planner)
     report_outcome(
         opts,
         result.outcome,
@@ -703,21 +945,31 @@ def forget(
 
 @main.command()
 @click.argument("query", required=False)
-@click.option("--id", "ids", multiple=True, help="Forget id or path of the memory; repeatable.")
+@click.option(
+    "--id",
+    "ids",
+    multiple=True,
+    help="Id forget printed (path:index) or the memory file's path; repeatable.",
+)
 @click.option("--from", "from_rev", help="Search history from this revision back.")
 @dry_run_option
 @pass_options
 def restore(
     opts: Options, query: str | None, ids: tuple[str, ...], from_rev: str | None, dry_run: bool
 ) -> None:
-    """Bring back memories that forget or dream removed (one commit)."""
+    """Bring back memories that forget or dream removed (one commit).
+
+    QUERY matches the removed entries' text, as in forget; --id names them (the id forget
+    printed, or the file's path). Exits 1 when nothing removed matches.
+
+    \b
+    Examples:
+      qmem-git restore "release freeze"
+      qmem-git restore --dry-run --id project/release.md
+    """
     from qmem_git.ops.pipeline import run_restore
 
-    require(
-        bool(ids) or bool(query and query.strip()),
-        "give a QUERY or --id",
-        "qmem-git restore --help",
-    )
+    query_or_ids("restore", query, ids)
     result = run_restore(
         opts.settings(), now(), query=query, ids=ids, from_rev=from_rev, dry_run=dry_run
     )
@@ -799,12 +1051,14 @@ def repair(opts: Options, dry_run: bool) -> None:
 @click.option("--exclude", multiple=True, help="Memory path never to return; repeatable.")
 @pass_options
 def recall(opts: Options, query: str, limit: int, exclude: tuple[str, ...]) -> None:
-    """Print the 'Relevant memory' block for QUERY (read-only; the agent hooks call this).
+    """Print the 'Relevant memory' block for QUERY (read-only; what the agent hooks inject).
 
-    Works on a plain folder too (--memory-dir without a repository).
+    Works on a plain folder too (--memory-dir without a repository). Exits 1 when no memory
+    matches, so `qmem-git -q recall WORDS` answers by its exit status alone.
     """
     from qmem_git.fastpath import run_recall
 
+    opts.check_folders()
     code = run_recall(
         project=opts.project,
         memory_dir=opts.memory_dir,
@@ -812,6 +1066,7 @@ def recall(opts: Options, query: str, limit: int, exclude: tuple[str, ...]) -> N
         limit=limit,
         exclude=list(exclude),
         as_json=opts.json,
+        quiet=opts.quiet,
     )
     if code:
         exit_with(code)
@@ -820,7 +1075,11 @@ def recall(opts: Options, query: str, limit: int, exclude: tuple[str, ...]) -> N
 @main.command()
 @pass_options
 def stats(opts: Options) -> None:
-    """Telemetry summary: counts, status mix and p50/p95 durations per operation."""
+    """Telemetry summary: counts, status mix and p50/p95 durations per operation.
+
+    Read from <state dir>/telemetry.jsonl, which holds no prompt or memory text;
+    QMEM_TELEMETRY=0 stops recording.
+    """
     from qmem_git.core.telemetry import summarize
     from qmem_git.store.telemetry import read_events
 
@@ -884,12 +1143,23 @@ def demo(opts: Options, keep: bool) -> None:
 
     Uses bundled Qwen Code and Claude Code transcripts, runs the agent hooks as the agents
     would, and syncs to a local bare remote and a second machine. It never touches your
-    real memory folders. The output is text only (--json is refused).
+    real memory folders. The output is text for people (there is no --json); -q prints only
+    errors.
     """
-    import shutil
-    import tempfile
+    import contextlib
 
     require(not opts.json, "demo prints text only; --json is not supported", "run `qmem-git demo`")
+    flags = ["--no-pager", *(["-q"] if opts.quiet else [])]  # its steps never page
+    with contextlib.ExitStack() as stack:
+        if opts.quiet:
+            sink = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))
+            stack.enter_context(contextlib.redirect_stdout(sink))
+        _run_demo(keep, flags)
+
+
+def _run_demo(keep: bool, flags: list[str]) -> None:
+    import shutil
+    import tempfile
 
     base = tempfile.mkdtemp(prefix="qmem-demo-")
     project = os.path.join(base, "shop-api")
@@ -909,11 +1179,11 @@ def demo(opts: Options, keep: bool) -> None:
         if title:
             click.echo(f"\n== {title} ==")
         if args[0].startswith("@"):
-            failures += _demo_action(args[0], project, base, paths) != 0
+            failures += _demo_action(args[0], project, base, paths, flags) != 0
             continue
-        argv = ["--project", project, *(a.format(**paths) for a in args)]
-        click.echo("$ qmem-git " + " ".join(_quote(a) for a in argv[2:]))
-        failures += run(argv) != 0
+        shown = [a.format(**paths) for a in args]
+        click.echo("$ qmem-git " + " ".join(_quote(a) for a in shown))
+        failures += run([*flags, "--project", project, *shown]) != 0
     if keep:
         click.echo(f"\nDemo folder kept: {base} (its memory folders are git repositories).")
     else:
@@ -936,9 +1206,11 @@ def _demo_files(base: str) -> dict[str, str]:
     return paths
 
 
-def _demo_action(action: str, project: str, base: str, paths: dict[str, str]) -> int:
+def _demo_action(
+    action: str, project: str, base: str, paths: dict[str, str], flags: list[str]
+) -> int:
     if action == "@hooks":
-        return _demo_hooks(project, paths["claude"])
+        return _demo_hooks(project, paths["claude"], flags)
     if action == "@duplicate":
         memory = build_settings(os.environ, project=project).layout.memory_root
         _write_demo_duplicate(memory)
@@ -952,12 +1224,12 @@ def _demo_action(action: str, project: str, base: str, paths: dict[str, str]) ->
         return 0
     second = os.path.join(base, "workstation", "memory")
     click.echo(f"$ qmem-git --memory-dir {second} clone {paths['remote']}")
-    code = run(["--memory-dir", second, "clone", paths["remote"]])
+    code = run([*flags, "--memory-dir", second, "clone", paths["remote"]])
     click.echo(f"$ qmem-git --memory-dir {second} log -n 3")
-    return code or run(["--memory-dir", second, "log", "-n", "3"])
+    return code or run([*flags, "--memory-dir", second, "log", "-n", "3"])
 
 
-def _demo_hooks(project: str, transcript: str) -> int:
+def _demo_hooks(project: str, transcript: str, flags: list[str]) -> int:
     """SessionStart, UserPromptSubmit and Stop as Claude Code runs them: JSON on stdin."""
     import subprocess
     import time
@@ -996,13 +1268,27 @@ def _demo_hooks(project: str, transcript: str) -> int:
         else:
             click.echo("(no output; extraction runs in the background)")
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len(read_log(memory)) == before:
+    while time.monotonic() < deadline and (len(read_log(memory)) == before or _extracting(project)):
         time.sleep(0.2)
     if len(read_log(memory)) == before:
         click.echo("the background extraction did not commit in time", err=True)
         return 1
     click.echo("$ qmem-git log -n 1")
-    return run(["--project", project, "log", "-n", "1"])
+    return run([*flags, "--project", project, "log", "-n", "1"])
+
+
+def _extracting(project: str) -> bool:
+    """True while the background extraction still holds the project's extraction slot (the
+    next step's extract would only be queued behind it)."""
+    from qmem_git.store.extractqueue import LOCK_FILE
+    from qmem_git.store.locks import TryLock
+
+    state_dir = build_settings(os.environ, project=project).layout.state_dir
+    slot = TryLock(os.path.join(state_dir, LOCK_FILE))
+    if not slot.acquire():
+        return True
+    slot.release()
+    return False
 
 
 def _write_demo_duplicate(memory: str) -> None:
@@ -1022,7 +1308,11 @@ def _quote(arg: str) -> str:
 @main.command()
 @pass_options
 def doctor(opts: Options) -> None:
-    """Check this project's memory store and say how to fix what is wrong."""
+    """Check this project's memory store and say how to fix what is wrong.
+
+    Checks the layout, the repository and its objects, MEMORY.md, every memory file, the
+    git hook and the model endpoint. Exits 1 when a check fails (warnings do not count).
+    """
     from qmem_git.ops.doctor import run_checks
 
     checks = run_checks(opts.settings())
@@ -1036,9 +1326,19 @@ def doctor(opts: Options) -> None:
         {"check": c.name, "ok": c.ok, "warning": c.warning, "detail": c.detail, "hint": c.hint}
         for c in checks
     ]
-    emit(opts, "\n".join(lines), data)
+    emit(opts, "\n".join(lines), data, style=style_doctor)
     if any(not c.ok and not c.warning for c in checks):
         exit_with(1)
+
+
+DOCTOR_MARK = re.compile(r"^\[(  ok|warn|FAIL)\]", re.M)
+DOCTOR_COLOUR = {"  ok": "green", "warn": "yellow", "FAIL": "red"}
+
+
+def style_doctor(text: str) -> str:
+    return DOCTOR_MARK.sub(
+        lambda m: "[" + click.style(m[1], fg=DOCTOR_COLOUR[m[1]], bold=m[1] == "FAIL") + "]", text
+    )
 
 
 # --------------------------------------------------------------------------- sharing
@@ -1051,13 +1351,16 @@ def sync_progress(opts: Options) -> Callable[[str], None] | None:
     return lambda text: click.echo(for_terminal(sys.stderr, f"qmem-git: {text}"), err=True)
 
 
-@main.group()
-def remote() -> None:
-    """Manage the git remotes memory is shared through.
+@main.group(invoke_without_command=True)
+@click.pass_context
+def remote(ctx: click.Context) -> None:
+    """Manage the git remotes memory is shared through (alone: list them, as `git remote`).
 
     URLs: a path, file://, git://, http(s):// (token from QMEM_GIT_USERNAME/QMEM_GIT_TOKEN or
     your git credential helper) or ssh (user@host:path). Credentials are never printed.
     """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(remote_list)
 
 
 @remote.command("add")
@@ -1140,7 +1443,8 @@ def clone(opts: Options, url: str, merge: bool) -> None:
     """
     from qmem_git.ops.sync import clone_summary, run_clone
 
-    outcome = run_clone(opts.settings(), url, now(), merge=merge, progress=sync_progress(opts))
+    settings = opts.settings(create=True)
+    outcome = run_clone(settings, url, now(), merge=merge, progress=sync_progress(opts))
     emit(opts, clone_summary(outcome), outcome.as_dict())
 
 
@@ -1181,7 +1485,12 @@ def hook(opts: Options, args: tuple[str, ...]) -> None:
 
 
 @main.command("install-hooks")
-@click.option("--agent", type=click.Choice(["qwen", "claude"]), required=True)
+@click.option(
+    "--agent",
+    type=click.Choice(["qwen", "claude"]),
+    required=True,
+    help="Whose settings to edit: qwen (Qwen Code, ~/.qwen) or claude (Claude Code, ~/.claude).",
+)
 @click.option(
     "--scope",
     type=click.Choice(["user", "project"]),
@@ -1206,6 +1515,12 @@ def install_hooks(
     kept as settings.json.bak-<timestamp>. The hooks recall memories into each prompt,
     extract after each turn (in the background) and dream at session end. Without --engine,
     Qwen Code keeps writing memory itself and qmem-git commits its changes (companion mode).
+
+    \b
+    Examples:
+      qmem-git install-hooks --agent claude --dry-run   show the new settings.json
+      qmem-git install-hooks --agent qwen --engine      qmem-git extracts, not Qwen Code
+      qmem-git install-hooks --agent claude --uninstall
     """
     from qmem_git.integrations.hooksettings import install_hooks as install
 
@@ -1224,7 +1539,9 @@ def install_hooks(
 
 
 @main.command("install-tasks")
-@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@click.argument(
+    "directory", metavar="[DIR]", required=False, type=click.Path(file_okay=False, exists=True)
+)
 @click.option("--uninstall", is_flag=True, help="Remove qmem-git's tasks (only ours).")
 @dry_run_option
 @pass_options
@@ -1232,7 +1549,8 @@ def install_tasks(opts: Options, directory: str | None, uninstall: bool, dry_run
     """Add qmem: tasks to DIR/.vscode/tasks.json (default: the project directory).
 
     Tasks: validate on folder open (problems in the editor), recall, log, diff, sync,
-    dream and forget. Other tasks are kept; --uninstall removes only ours.
+    dream and forget (which lists the matches and asks before removing). Other tasks are
+    kept; --uninstall removes only ours.
     """
     from qmem_git.integrations.vscode import install_tasks as install
 
@@ -1293,17 +1611,23 @@ def review(opts: Options) -> None:
 # --------------------------------------------------------------------------- global options
 
 
-def _global_option(*decls: str, field: str, flag: bool, help_text: str) -> click.Option:
-    """A global option a command also accepts after its name (``qmem-git log --json``)."""
+def _global_option(
+    *decls: str, field: str, help_text: str, flag: bool = True, value: object = True
+) -> click.Option:
+    """A global option a command also accepts after its name (``qmem-git log --json``);
+    a flag sets ``field`` to ``value``."""
 
-    def store(ctx: click.Context, _param: click.Parameter, value: object) -> None:
-        if value:
-            setattr(ctx.ensure_object(Options), field, value)
+    def store(ctx: click.Context, _param: click.Parameter, given: object) -> None:
+        if given:
+            setattr(ctx.ensure_object(Options), field, value if flag else given)
 
     if flag:
         return click.Option(decls, is_flag=True, expose_value=False, callback=store, help=help_text)
     path = click.Path(file_okay=False)
     return click.Option(decls, type=path, expose_value=False, callback=store, help=help_text)
+
+
+TEXT_ONLY = frozenset({"demo"})  # no --json: their output is for people
 
 
 def _accept_global_options(group: click.Group) -> None:
@@ -1314,18 +1638,18 @@ def _accept_global_options(group: click.Group) -> None:
             _accept_global_options(command)
         if name == "hook":  # served by hookentry: the agent's event JSON decides, not flags
             continue
+        if name not in TEXT_ONLY:
+            command.params.append(
+                _global_option("--json", field="json", help_text="Machine-readable output.")
+            )
         command.params += [
-            _global_option("--json", field="json", flag=True, help_text="Machine-readable output."),
+            _global_option("-q", "--quiet", field="quiet", help_text=QUIET_HELP),
+            _global_option("-v", "--verbose", field="verbose", help_text=VERBOSE_HELP),
+            _global_option("--project", field="project", flag=False, help_text=PROJECT_HELP),
             _global_option(
-                "-q", "--quiet", field="quiet", flag=True, help_text="Print only errors."
+                "--memory-dir", field="memory_dir", flag=False, help_text=MEMORY_DIR_HELP
             ),
-            _global_option("-v", "--verbose", field="verbose", flag=True, help_text="More detail."),
-            _global_option(
-                "--project", field="project", flag=False, help_text="Project directory."
-            ),
-            _global_option(
-                "--memory-dir", field="memory_dir", flag=False, help_text="Memory root."
-            ),
+            _global_option("--no-pager", field="pager", value=False, help_text=NO_PAGER_HELP),
         ]
 
 

@@ -72,6 +72,19 @@ def _options(rest: list[str], values: tuple[str, ...], opts: dict[str, object]) 
     return positional
 
 
+def plain_globals(opts: dict[str, object]) -> bool:
+    """False for what click must explain: ``-q`` with ``-v``, a ``--project`` or
+    ``--memory-dir`` that is not an existing folder (exit 2, never created)."""
+    import os
+
+    if opts.get("quiet") and opts.get("verbose"):
+        return False
+    folders = (opts.get(key) for key in ("project", "memory_dir"))
+    return all(
+        os.path.isdir(os.path.expanduser(folder)) for folder in folders if isinstance(folder, str)
+    )
+
+
 # --------------------------------------------------------------------------- recall
 
 
@@ -104,6 +117,7 @@ def fast_recall(opts: dict[str, object]) -> int:
         limit=limit if isinstance(limit, int) else 5,
         exclude=[str(p) for p in excluded] if isinstance(excluded, list) else [],
         as_json=bool(opts.get("json")),
+        quiet=bool(opts.get("quiet")),
     )
 
 
@@ -115,8 +129,13 @@ def run_recall(
     limit: int,
     exclude: list[str],
     as_json: bool,
+    quiet: bool = False,
 ) -> int:
-    """Print the Relevant memory block (or JSON) for ``query``; shared with the click command."""
+    """Print the Relevant memory block (or JSON) for ``query``; shared with the click command.
+
+    Exit 1 when no memory matched (as for every command whose QUERY matches nothing); ``-q``
+    prints nothing, so the exit status alone answers.
+    """
     import os
     import time
 
@@ -141,16 +160,39 @@ def run_recall(
         )
     except (Exception, KeyboardInterrupt) as exc:  # one Error: line, as in remember
         message, code, _ = failure(exc)
-        sys.stderr.write(for_terminal(sys.stderr, f"Error: {message}\n"))
+        sys.stderr.write(error_line(sys.stderr, message))
         return code
     record_recall(env, layout.state_dir, query, result, started)
     if as_json:
         import json
 
         sys.stdout.write(json.dumps(result_to_json(result), ensure_ascii=False, indent=2) + "\n")
-    else:
+    elif not quiet:
         sys.stdout.write(for_terminal(sys.stdout, result.prompt))
-    return 0
+    if result.selected or limit == 0:
+        return 0
+    if not quiet and not as_json:
+        sys.stderr.write(for_terminal(sys.stderr, f"No memory matches {query[:80]!r}.\n"))
+    return 1
+
+
+ERROR_LABEL = "\x1b[31m\x1b[1mError:\x1b[0m"  # click.style("Error:", fg="red", bold=True)
+
+
+def colour_on(stream: object) -> bool:
+    """Colour only on a terminal, and never with ``NO_COLOR`` set (no-color.org)."""
+    import os
+
+    isatty = getattr(stream, "isatty", None)
+    return isatty is not None and bool(isatty()) and not os.environ.get("NO_COLOR")
+
+
+def error_line(stream: object, message: str) -> str:
+    """The one ``Error: ...`` line: whatever ``message`` holds stays on one line, control
+    characters are spelled out on a terminal, and there ``Error:`` is red (not with NO_COLOR).
+    Shared with the click commands."""
+    label = ERROR_LABEL if colour_on(stream) else "Error:"
+    return f"{label} {for_terminal(stream, ' '.join(message.split()))}\n"
 
 
 def for_terminal(stream: object, text: str) -> str:
@@ -263,7 +305,7 @@ def fast_remember(opts: dict[str, object]) -> int | None:
             import traceback
 
             traceback.print_exception(exc)
-        sys.stderr.write(for_terminal(sys.stderr, f"Error: {message}\n"))
+        sys.stderr.write(error_line(sys.stderr, message))
         return code
     text, data = describe_outcome(outcome, False, {})
     if not opts.get("quiet"):

@@ -468,6 +468,8 @@ def schedule(hook: Hook, env: Mapping[str, str], awaiting: bool | None) -> None:
     delay = agents.CLAUDE_FLUSH_DELAY_S if hook.agent == "claude" and transcript else 0.0
     log = agents.log_path(hook.state_dir)
     os.makedirs(hook.state_dir, exist_ok=True)
+    if hook.memory_dir:  # the worker's commands refuse a missing --memory-dir; first use makes it
+        os.makedirs(hook.memory_dir, exist_ok=True)
     agents.spawn_detached(agents.worker_argv(steps, log, delay), hook.project)
 
 

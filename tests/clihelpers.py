@@ -42,13 +42,16 @@ def qmem(
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
-def qmem_on_tty(memory: Path, *args: str, env: dict[str, str] | None = None) -> Run:
+def qmem_on_tty(
+    memory: Path, *args: str, env: dict[str, str] | None = None, stdin_tty: bool = False
+) -> Run:
     """Run ``qmem-git`` with stdout and stderr on a pseudo-terminal, as a person sees it;
-    ``out`` holds both streams (the terminal's CR LF read back as LF)."""
+    ``out`` holds both streams (the terminal's CR LF read back as LF). With ``stdin_tty``
+    stdin is the terminal too (a person at it: what the pager needs)."""
     leader, follower = pty.openpty()
     with subprocess.Popen(
         [sys.executable, "-m", "qmem_git", "--memory-dir", str(memory), *args],
-        stdin=subprocess.DEVNULL,
+        stdin=follower if stdin_tty else subprocess.DEVNULL,
         stdout=follower,
         stderr=follower,
         env={**os.environ, **(env or {})},

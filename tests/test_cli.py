@@ -152,6 +152,7 @@ def test_undo_refuses_when_a_later_operation_touched_the_file(memory: Path) -> N
 
 
 def test_reading_commands_outside_a_repository(tmp_path: Path) -> None:
+    (tmp_path / "nowhere").mkdir()  # a missing folder is another error (test_cli_behaviour)
     result = qmem(tmp_path / "nowhere", "log")
     assert result.code == 2
     assert "qmem-git init" in one_error_line(result.err)
@@ -422,6 +423,7 @@ def test_doctor_reports_and_fails_on_problems(memory: Path, tmp_path: Path) -> N
     assert broken.code == 1
     assert "[FAIL] index: MEMORY.md is stale" in broken.out
     assert "fix: qmem-git index" in broken.out
+    (tmp_path / "none").mkdir()
     assert qmem(tmp_path / "none", "doctor").code == 1
 
 
@@ -551,6 +553,7 @@ def test_a_redirecting_model_endpoint_falls_back_and_records_why(tmp_path: Path)
     from integrations.model_server import API_KEY, ModelServer, Reply, chat
 
     memory = tmp_path / "state" / "memory"
+    assert qmem(memory, "init").code == 0
     transcript = qwen_transcript(tmp_path / "t.jsonl", "s-1", ["I prefer terse responses."])
     with ModelServer() as server:
         moved = {"Location": server.base_url + "/moved/chat/completions"}
@@ -584,10 +587,10 @@ def test_log_says_which_filter_matched_nothing(memory: Path) -> None:
 
 
 def test_demo_refuses_json_as_a_usage_error(tmp_path: Path) -> None:
-    for args in (("demo", "--json"), ("--json", "demo")):
-        result = qmem(tmp_path / "memory", *args, env={"TMPDIR": str(tmp_path)})
+    for args, said in ((("demo", "--json"), "No such option"), (("--json", "demo"), "text only")):
+        result = qmem(tmp_path, *args, env={"TMPDIR": str(tmp_path)})
         assert result.code == 2, result.err
-        assert "text only" in one_error_line(result.err)
+        assert said in one_error_line(result.err)
     assert [p for p in tmp_path.iterdir() if p.name.startswith("qmem-demo-")] == []
 
 
@@ -607,6 +610,7 @@ def test_doctor_hints_point_at_real_fixes(memory: Path) -> None:
     run = qmem(memory, "--json", "doctor", env={"QMEM_CONFIG": str(config)})
     model = next(c for c in run.json() if c["check"] == "model")
     assert not model["ok"] and "README" in model["hint"] and "docs-models" not in model["hint"]
+    (memory.parent / "fresh").mkdir()
     planner = qmem(memory.parent / "fresh", "dream", "--force", "--planner", "model")
     assert planner.code == 2
     assert "docs-models.md" not in planner.err and "README" in one_error_line(planner.err)

@@ -27,6 +27,7 @@ def model_env(server: ModelServer) -> dict[str, str]:
 
 def test_extract_with_model_records_strategy(tmp_path: Path, server: ModelServer) -> None:
     memory = tmp_path / "state" / "memory"
+    memory.mkdir(parents=True)  # --memory-dir must exist
     transcript = qwen_transcript(
         tmp_path / "t.jsonl", "s-1", ["I'm the staff engineer owning billing."]
     )
@@ -51,6 +52,7 @@ def test_extract_with_model_records_strategy(tmp_path: Path, server: ModelServer
 
 def test_extract_falls_back_and_exits_0(tmp_path: Path, server: ModelServer) -> None:
     memory = tmp_path / "state" / "memory"
+    memory.mkdir(parents=True)  # --memory-dir must exist
     transcript = qwen_transcript(tmp_path / "t.jsonl", "s-1", ["I prefer terse responses."])
     server.script(error(401, f"bad key {API_KEY}"))
     run = qmem(
@@ -71,6 +73,7 @@ def test_extract_falls_back_and_exits_0(tmp_path: Path, server: ModelServer) -> 
 
 def test_planner_model_without_endpoint_is_a_usage_error(tmp_path: Path) -> None:
     transcript = qwen_transcript(tmp_path / "t.jsonl", "s-1", ["I prefer terse responses."])
+    (tmp_path / "m").mkdir()  # --memory-dir must exist
     run = qmem(tmp_path / "m", "extract", "--planner", "model", "--transcript", str(transcript))
     assert run.code == 2
     assert "needs a model endpoint" in one_error_line(run.err)
@@ -78,6 +81,7 @@ def test_planner_model_without_endpoint_is_a_usage_error(tmp_path: Path) -> None
 
 def test_recall_by_meaning_and_forget_and_dream(tmp_path: Path, server: ModelServer) -> None:
     memory = tmp_path / "state" / "memory"
+    memory.mkdir(parents=True)  # --memory-dir must exist
     assert (
         qmem(
             memory,

@@ -160,6 +160,7 @@ def test_remember_prints_and_commits_what_click_would(tmp_path: Path, flags: lis
 
 def test_remember_on_a_store_not_set_up_yet_goes_through_click(tmp_path: Path) -> None:
     root = tmp_path / "state" / "memory"
+    root.mkdir(parents=True)  # an empty folder given as --memory-dir; a missing one is refused
     result = qmem(root, "remember", TEXT)
     assert result.code == 0, result.err
     assert trailers(root)["Qmem-Op"] == "remember"

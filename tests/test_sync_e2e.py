@@ -399,6 +399,7 @@ def test_cli_small_things_agree(tmp_path: Path, memory: Path, served: Path) -> N
     assert qmem(memory, "remember", "Machine A keeps its first memory").code == 0
     assert qmem(memory, "init", "--remote", url).code == 0
     other = tmp_path / "b" / "memory"
+    other.mkdir(parents=True)  # --memory-dir must exist
     assert qmem(other, "remember", "Machine B brings one memory along").code == 0
     first = qmem(other, "clone", "--merge", url)
     assert first.code == 0 and first.out.startswith("Merged local memories with origin")

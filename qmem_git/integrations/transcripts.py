@@ -77,7 +77,7 @@ def read_transcript(path: str, memory_roots: Sequence[str] = ()) -> Transcript:
         with open_regular(path) as handle:  # a FIFO or /dev/zero would never end
             if _first_byte(handle) == b"[":
                 return _read_json_list(handle, path, memory_roots)
-            return _read_jsonl(handle, memory_roots)
+            return _read_jsonl(handle, path, memory_roots)
     except OSError as exc:
         raise UsageError(
             f"{path}: cannot read transcript ({exc.strerror or exc})",
@@ -145,10 +145,17 @@ def _history_item(item: object) -> dict[str, Any]:
     return {"role": role, "parts": []}
 
 
-def _read_jsonl(handle: IO[bytes], memory_roots: Sequence[str]) -> Transcript:
+def _read_jsonl(handle: IO[bytes], path: str, memory_roots: Sequence[str]) -> Transcript:
+    """A JSONL transcript; a file none of whose lines is a JSON record is not one (exit 2)."""
     reader = _JsonlReader(memory_roots)
     for line in _lines(handle, MAX_LINE_BYTES):
         reader.feed_line(line)
+    if reader.bad_lines and not reader.records:
+        raise UsageError(
+            f"{path} is not a transcript: none of its {reader.bad_lines} line(s) is a JSON record",
+            "pass the agent's session file (Qwen Code or Claude Code JSONL) or a JSON list of "
+            "{role, text}",
+        )
     return reader.result()
 
 
@@ -193,6 +200,7 @@ class _JsonlReader:
         self.failed_calls: set[str] = set()
         self.session_id: str | None = None
         self.bad_lines = 0
+        self.records = 0  # lines that were JSON objects, whatever their shape
 
     def feed_line(self, line: bytes | None) -> None:
         if line is None:
@@ -207,6 +215,7 @@ class _JsonlReader:
             self.bad_lines += 1
             return
         if isinstance(record, dict):
+            self.records += 1
             try:
                 self.feed(record)
             except (TypeError, ValueError, AttributeError, RecursionError):

@@ -40,8 +40,9 @@ QUERY_INPUT = "qmemQuery"
 FORGET_INPUT = "qmemForgetQuery"
 TASKS_FILE = os.path.join("vscode-tasks", "tasks.json")
 HOOK_TEMPLATE = "git-pre-commit.sh"
-# The bundled copy of the memory repo's pre-commit hook runs qmem-git from PATH.
-PRE_COMMIT_COMMAND = 'qmem-git --memory-dir "$(git rev-parse --show-toplevel)" validate --staged'
+# The bundled copy of the memory repo's pre-commit hook runs qmem-git from PATH (no fallback
+# interpreter: the copy is not tied to an install).
+PRE_COMMIT_COMMAND = "qmem_git_validate"
 
 _QUIET = {"reveal": "silent", "revealProblems": "onProblem", "panel": "dedicated"}
 _SHOWN = {"reveal": "always", "panel": "dedicated", "focus": True}
@@ -104,8 +105,9 @@ def render_tasks() -> list[dict[str, Any]]:
         ),
         _task(
             "forget",
-            "Remove matching memories (one commit; undo brings them back)",
-            ["forget", f"${{input:{FORGET_INPUT}}}"],
+            "List the matching memories, then remove them if you confirm (restore brings "
+            "them back)",
+            ["forget", "--interactive", f"${{input:{FORGET_INPUT}}}"],
             _SHOWN,
         ),
     ]

@@ -129,9 +129,11 @@ def describe_remotes(memory_root: str) -> list[str]:
 
 
 def hook_command() -> str:
-    """What the memory repo's git pre-commit hook runs: this interpreter, so no PATH needed."""
-    top = '"$(git rev-parse --show-toplevel)"'
-    return f'"{sys.executable}" -m qmem_git --memory-dir {top} validate --staged'
+    """What the memory repo's git pre-commit hook runs: the template's lookup (``qmem-git`` on
+    PATH first, as a shell finds it), with this interpreter as the fallback it names."""
+    import shlex
+
+    return f"qmem_git_validate {shlex.quote(sys.executable)}"
 
 
 def ensure_repository(settings: Settings, now: datetime, *, dry_run: bool = False) -> None:

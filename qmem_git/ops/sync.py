@@ -297,6 +297,7 @@ def sync_summary(result: SyncResult) -> str:
             "fast-forward": f"Would fast-forward to {theirs} from {remote}",
             "pushed": f"Would push {head} to {remote}",
             "merged": f"Would merge {remote}/main into {head}",
+            "ahead": f"{head} is ahead of {remote}; would not push (--no-push)",
         }
     else:
         pushed = f", pushed to {remote}" if result.pushed else " (not pushed)"

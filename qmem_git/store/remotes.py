@@ -45,6 +45,10 @@ _AUTH_HINT = (
     "set QMEM_GIT_USERNAME and QMEM_GIT_TOKEN (a personal access token), or configure a git "
     "credential helper (`git config --global credential.helper store`)"
 )
+_REJECTED_HINT = (
+    "the token from the URL or QMEM_GIT_TOKEN was refused: check that it has not expired, "
+    "grants access to this repository, and that QMEM_GIT_USERNAME matches it"
+)
 
 
 @dataclass(frozen=True)
@@ -505,6 +509,9 @@ def remote_error(
     where = redact(url)
     text = redact_all(_describe(exc), secrets)
     message, hint = _classify(exc, text, where, action)
+    if hint == _AUTH_HINT and secrets:  # a token was given (URL or QMEM_GIT_TOKEN): it failed
+        message = message.replace("authentication required", "the token was rejected")
+        hint = _REJECTED_HINT
     return RemoteError(redact_all(message, secrets), hint)
 
 

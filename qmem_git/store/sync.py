@@ -1305,7 +1305,7 @@ def _sync_once(run: _SyncRun, repo: Repository, transport: Transport) -> bool:
         if options.dry_run:
             if options.push and local is not None and kind in ("ahead", "diverged"):
                 OutgoingCheck(objects, remote_head).check(local)  # what the real run refuses
-            _describe_dry_run(result, objects, kind, local, remote_head, base)
+            _describe_dry_run(result, objects, kind, local, remote_head, base, options.push)
             return True
         fetched.quarantine.install()
     finally:
@@ -1442,10 +1442,13 @@ def _describe_dry_run(
     local: str | None,
     remote_head: str | None,
     base: str | None,
+    push: bool = True,
 ) -> None:
-    """What the sync would do, computed from the quarantine (which is then thrown away)."""
+    """What the sync would do, computed from the quarantine (which is then thrown away);
+    without ``push`` local commits stay ``ahead``, as the real run leaves them."""
     result.head = local
-    names = {"same": "up-to-date", "empty": "empty", "behind": "fast-forward", "ahead": "pushed"}
+    ahead = "pushed" if push else "ahead"
+    names = {"same": "up-to-date", "empty": "empty", "behind": "fast-forward", "ahead": ahead}
     result.action = names.get(kind, "merged")
     if kind == "behind":
         assert remote_head is not None

@@ -426,6 +426,21 @@ def steps_of(argv: list[str]) -> list[list[str]]:
     return steps
 
 
+def test_stop_with_a_memory_dir_not_made_yet_makes_it_for_the_worker(
+    capsys: pytest.CaptureFixture[str], project: Path, spawned: list[list[str]], tmp_path: Path
+) -> None:
+    """The worker's qmem-git commands refuse a missing --memory-dir (exit 2); the hook's own
+    store is made on first use, as the agent cannot be asked to run init."""
+    memory = tmp_path / "fresh" / "memory"
+    path = transcript(project)
+    data = payload(project, "Stop", transcript_path=str(path), stop_hook_active=False)
+    argv = ["--agent", "claude", "--memory-dir", str(memory), "stop"]
+    assert run(capsys, argv, data) is None
+    assert len(spawned) == 1 and memory.is_dir()
+    scope = ["-q", "--project", str(project), "--memory-dir", str(memory)]
+    assert steps_of(spawned[0])[0][:5] == scope
+
+
 def test_stop_starts_an_extraction_once_per_new_content(
     capsys: pytest.CaptureFixture[str], project: Path, memories: Path, spawned: list[list[str]]
 ) -> None:
@@ -783,6 +798,7 @@ def test_the_session_end_dream_counts_the_agents_own_transcripts(tmp_path: Path)
     dream = next(step for step in steps if "dream" in step)
     assert dream[dream.index("--transcripts-dir") + 1] == str(transcripts)
     memory = tmp_path / "memory"
+    memory.mkdir()  # --memory-dir must exist
     transcripts.mkdir(parents=True)
     for number in range(6):
         (transcripts / f"{number:08d}-0000-4000-8000-000000000000.jsonl").write_text("{}\n")

@@ -58,6 +58,13 @@ def test_rendered_tasks_are_marked_and_complete() -> None:
     assert used == {f"${{input:{item['id']}}}" for item in data["inputs"]}
 
 
+def test_the_forget_task_lists_and_asks_before_removing() -> None:
+    """A task run by a click in the editor must not remove memories on its first run."""
+    forget = next(t for t in vscode.render_tasks() if t["label"] == "qmem: forget")
+    assert forget["args"][:2] == ["forget", "--interactive"]
+    assert "asks" in forget["detail"] or "confirm" in forget["detail"]
+
+
 def test_install_merges_into_jsonc_and_round_trips(tmp_path: Path) -> None:
     path = tmp_path / ".vscode" / "tasks.json"
     path.parent.mkdir()

@@ -269,11 +269,12 @@ def test_qmem_auto_dream_0_skips_scheduled_dreams_before_touching_anything(
     tmp_path: Path,
 ) -> None:  # checklist 55, through the real command
     memory = tmp_path / "state" / "memory"
+    memory.mkdir(parents=True)  # --memory-dir must exist; nothing is made in it or beside it
     env = {**os.environ, "QMEM_AUTO_DREAM": "0"}
     args = [sys.executable, "-m", "qmem_git", "--json", "--memory-dir", str(memory), "dream"]
     done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"status": "skipped", "skipped_reason": "disabled"}
-    assert not (tmp_path / "state").exists()
+    assert os.listdir(tmp_path / "state") == ["memory"] and os.listdir(memory) == []
     forced = subprocess.run([*args, "--force"], capture_output=True, text=True, env=env)
     assert forced.returncode == 0 and (memory / ".git").is_dir()  # a manual dream still runs

@@ -206,6 +206,7 @@ def test_cli_snapshot_dry_run_of_a_symlinked_type_folder_predicts_the_real_run(
 ) -> None:
     """The writer quarantines the link and puts HEAD's files back: nothing is deleted."""
     memory = tmp_path / "memory"
+    memory.mkdir()
     assert qmem(memory, "remember", "The staging cluster deploys from branch rel-1").code == 0
     (memory / "user").rename(tmp_path / "elsewhere")
     (memory / "user").symlink_to(tmp_path / "elsewhere")
@@ -233,16 +234,23 @@ def test_cli_snapshot_op_is_one_of_the_known_operations(tmp_path: Path) -> None:
 
 def test_dry_run_on_a_store_that_does_not_exist_writes_nothing(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
-    for args in (
+    commands = (
         ("snapshot",),
         ("remember", "The release train leaves every Tuesday"),
         ("forget", "train"),
         ("restore", "train"),
-    ):
+    )
+    for args in commands:  # no folder: a usage error, and no folder made
+        run = qmem(memory, *args, "--dry-run")
+        assert run.code == 2, (args, run.err)
+        assert "no such folder" in run.err
+        assert os.listdir(tmp_path) == []
+    memory.mkdir()
+    for args in commands:  # an empty folder: not a store yet, and a dry run makes none
         run = qmem(memory, *args, "--dry-run")
         assert run.code == 2, (args, run.err)
         assert "is not a memory repository" in run.err and "--dry-run" in run.err
-        assert not tmp_path.joinpath("memory").exists() and os.listdir(tmp_path) == []
+        assert os.listdir(tmp_path) == ["memory"] and os.listdir(memory) == []
 
 
 def test_files_a_sparse_checkout_leaves_out_are_not_deletions(state: tuple[GitRepo, Path]) -> None:

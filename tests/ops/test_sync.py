@@ -205,6 +205,22 @@ def test_wrong_password_is_401_and_redacted(
     with pytest.raises(RemoteError) as caught:
         a.connect(url)
     assert "HTTP 401" in str(caught.value) and "wrong-pass-123" not in str(caught.value)
+    assert "the token was rejected (HTTP 401)" in caught.value.message
+    assert "was refused" in caught.value.hint and "set QMEM_GIT" not in caught.value.hint
+
+
+def test_a_rejected_token_from_the_environment_is_named_as_rejected(
+    tmp_path: Path, clock: list[int], http: HttpGitServer
+) -> None:
+    """With a token given, the hint must not tell the user to supply one."""
+    (a,) = machines(tmp_path, clock, "a", QMEM_GIT_USERNAME=http.user, QMEM_GIT_TOKEN="expired-9")
+    a.remember("An expired token is reported as rejected")
+    with pytest.raises(RemoteError) as caught:
+        a.connect(http.url("mem.git"))
+    assert caught.value.exit_code == 5
+    assert "the token was rejected (HTTP 401)" in caught.value.message
+    assert "QMEM_GIT_TOKEN was refused" in caught.value.hint
+    assert "expired-9" not in str(caught.value)
 
 
 def test_server_dying_mid_push_leaves_everything_intact_and_next_sync_works(
