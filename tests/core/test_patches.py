@@ -272,15 +272,17 @@ def test_names_unsafe_on_windows_are_skipped() -> None:
 
 
 def test_after_100_suffixes_the_epoch_ms_is_used() -> None:
-    taken = frozenset({"user/use-pnpm-for-installs.md"}) | {
-        f"user/use-pnpm-for-installs-{n}.md" for n in range(2, 101)
-    }
-    patches = [Patch("user", "Use pnpm for installs"), Patch("user", "use pnpm, for installs!")]
-    result = plan({}, patches, taken)
-    assert result.created == [
-        f"user/use-pnpm-for-installs-{NOW_MS}.md",
-        f"user/use-pnpm-for-installs-{NOW_MS + 1}.md",
+    # two different facts whose slugs agree in the first 80 characters
+    head = "Use pnpm for installs in every package of the monorepo workspace and each service"
+    slug = slugify(head)
+    assert len(slug) >= 80
+    taken = frozenset({f"user/{slug}.md"}) | {f"user/{slug}-{n}.md" for n in range(2, 101)}
+    patches = [
+        Patch("user", f"{head} folders because lockfiles differ between managers"),
+        Patch("user", f"{head} except docs, which still builds with yarn and webpack"),
     ]
+    result = plan({}, patches, taken)
+    assert result.created == [f"user/{slug}-{NOW_MS}.md", f"user/{slug}-{NOW_MS + 1}.md"]
 
 
 def test_long_summary_title() -> None:  # checklist 41
