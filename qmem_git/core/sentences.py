@@ -73,6 +73,11 @@ _REQUEST_START = re.compile(
     r"|désactive|active|change|modifie|teste)\b",
     _I,
 )
+# "just rename it", "ok so now add …": words that open a request without changing it
+_SOFTENER = re.compile(
+    r"^(?:(?:just|simply|quickly|so|and|ok|okay|alright|now|then|also)\b[,\s]*)+", _I
+)
+
 _REQUEST_CJK = re.compile(
     r"^(?:请|帮我|麻烦|能不能|可以帮|给我)"
     r"|(?:ください|下さい|てほしい|お願いします|お願い)[。.!！]?$"
@@ -187,7 +192,7 @@ def talk_kind(sentence: str, explicit: bool = False) -> TalkKind | None:
         return None if _conditional_rule(text) else "question"
     if _THANKS.match(text):
         return "thanks"
-    if not explicit and _is_request(text):
+    if not explicit and _is_request(_SOFTENER.sub("", text)):
         return "request"
     if _CHATTER.search(text):
         return "chatter"
