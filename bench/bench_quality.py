@@ -16,22 +16,19 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from qmem_git.core.extract import Message  # noqa: E402
-from qmem_git.core.model import Document  # noqa: E402
-from qmem_git.core.patches import Patch  # noqa: E402
 from qmem_git.core.planner import plan_heuristic  # noqa: E402
 from qmem_git.core.recall import select_heuristic  # noqa: E402
-from qmem_git.modelconfig import ModelConfig, load_model_config  # noqa: E402
+from qmem_git.modelconfig import load_model_config  # noqa: E402
 from qmem_git.ops.evaluate import (  # noqa: E402
     ExtractScores,
+    ModelPlanner,
     RecallScores,
-    Selector,
     documents,
+    model_selector,
     score_extraction,
     score_recall,
 )
@@ -91,43 +88,6 @@ def recall_table(rows: list[tuple[str, str | None, RecallScores]]) -> list[str]:
     return lines
 
 
-def model_planner(config: ModelConfig, existing: list[Document]) -> Any:
-    from qmem_git.ops.models import extract_planner
-
-    planner = extract_planner(config, lambda: existing)
-
-    def plan(messages: list[Message]) -> list[Patch]:
-        result = planner(messages)
-        if result.strategy.name != "model":
-            raise RuntimeError(f"the model did not answer: {result.strategy}")
-        return result.patches
-
-    return plan
-
-
-def model_selector(config: ModelConfig) -> Selector:
-    from qmem_git.ops.recallmodel import recall_selector
-
-    selector = recall_selector(config)
-    return lambda docs, query, limit: selector(docs, query, limit)
-
-
-def tolerant(planner: Any) -> Any:
-    """A model planner whose failures count as keeping nothing (and are counted)."""
-    failures: list[str] = []
-
-    def plan(messages: list[Message]) -> list[Patch]:
-        try:
-            patches: list[Patch] = planner(messages)
-            return patches
-        except Exception as exc:  # a bench row, not a crash
-            failures.append(str(exc))
-            return []
-
-    plan.failures = failures  # type: ignore[attr-defined]
-    return plan
-
-
 def targets_met(extract: ExtractScores, recall: RecallScores) -> list[str]:
     """The issue's heuristic targets that the whole set misses."""
     missed = []
@@ -159,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     ext_rows = [("heuristic", b, score_extraction(extract_set, plan_heuristic, b)) for b in BATCHES]
     rec_rows = [("heuristic", b, score_recall(recall_set, select_heuristic, b)) for b in BATCHES]
     config = None if options.no_model else load_model_config(os.environ, str(Path.home())).config
+    planner = None
     if config is not None:
-        planner = tolerant(model_planner(config, documents(extract_set["existing"])))
+        planner = ModelPlanner(config, documents(extract_set["existing"]))
         ext_rows.append(("model", None, score_extraction(extract_set, planner)))
         rec_rows.append(("model", None, score_recall(recall_set, model_selector(config))))
 
@@ -173,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     if config is None:
         print("model rows: no model endpoint configured (QMEM_LLM_BASE_URL, QMEM_LLM_MODEL)")
     else:
+        failed = len(planner.failures) if planner else 0
         print(f"model rows: {config.model} at {config.base_url}")
+        print(f"extraction turns the model did not answer (nothing kept): {failed}")
     if options.misses:
         for path, batch, s in [*ext_rows, *rec_rows]:
             if batch is None:

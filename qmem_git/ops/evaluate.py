@@ -25,6 +25,10 @@ from qmem_git.core.model import Document
 from qmem_git.core.patches import Patch, normalize_patches, plan_patches
 from qmem_git.core.recall import MAX_RECALL_DOCS
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmem_git.modelconfig import ModelConfig
+
 EvalSet = Mapping[str, Any]
 Planner = Callable[[list[Message]], Sequence[Patch]]
 Selector = Callable[[list[Document], str, int], Sequence[Document]]
@@ -218,3 +222,39 @@ def _count_case(scores: RecallScores, case: Mapping[str, Any], chosen: list[str]
     scores.first_right += first
     if not first:
         scores.misses.append(f"first {chosen[:1]} != {relevant[0]}: {case['id']}")
+
+
+# --- the model paths, scored on the same sets -------------------------------------------------
+
+
+class ModelPlanner:
+    """The model's extraction planner (spec §7.4) over the set's existing memories.
+
+    A turn the model did not answer (error, invalid answer) keeps nothing and is counted in
+    ``failures``: the heuristic fallback the real run would use is scored on its own row.
+    """
+
+    def __init__(self, config: ModelConfig, existing: Sequence[Document]) -> None:
+        from qmem_git.ops.models import extract_planner
+
+        self.planner = extract_planner(config, lambda: existing)
+        self.failures: list[str] = []
+
+    def __call__(self, messages: list[Message]) -> list[Patch]:
+        result = self.planner(messages)
+        if result.strategy.name != "model":
+            self.failures.append(result.strategy.fallback or result.strategy.name)
+            return []
+        return result.patches
+
+
+def model_selector(config: ModelConfig) -> Selector:
+    """The model's recall selector (spec §10.6); a failure raises (counted as an error)."""
+    from qmem_git.ops.recallmodel import recall_selector
+
+    selector = recall_selector(config)
+
+    def select(docs: list[Document], query: str, limit: int) -> Sequence[Document]:
+        return selector(docs, query, limit)
+
+    return select

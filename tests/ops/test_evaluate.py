@@ -9,10 +9,12 @@ the measured level. ``bench/bench_quality.py`` prints the same numbers.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from integrations.model_server import ModelServer, chat
 
 from qmem_git.core.extract import Message
 from qmem_git.core.model import Document
@@ -20,7 +22,13 @@ from qmem_git.core.patches import Patch
 from qmem_git.core.planner import plan_heuristic
 from qmem_git.core.recall import select_heuristic
 from qmem_git.core.tokenize import CJK_RANGES
-from qmem_git.ops.evaluate import documents, score_extraction, score_recall
+from qmem_git.ops.evaluate import (
+    ModelPlanner,
+    documents,
+    model_selector,
+    score_extraction,
+    score_recall,
+)
 
 EVAL = Path(__file__).resolve().parent.parent / "fixtures" / "eval"
 EXTRACT: dict[str, Any] = json.loads((EVAL / "extract-eval.json").read_text(encoding="utf-8"))
@@ -29,6 +37,12 @@ RECALL: dict[str, Any] = json.loads((EVAL / "recall-eval.json").read_text(encodi
 
 def has_cjk(text: str) -> bool:
     return any(start <= ord(c) <= end for c in text for start, end in CJK_RANGES)
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    with ModelServer() as running:
+        yield running
 
 
 # --- the sets are what the issue asks for ----------------------------------------------------
@@ -176,3 +190,33 @@ def test_a_failing_selector_counts_as_an_error_and_silence() -> None:
     scores = score_recall(RECALL, broken)
     assert scores.errors == scores.prompts
     assert scores.top1 == 0.0 and scores.silence == 1.0
+
+
+# --- the model paths are scored on the same sets ------------------------------------------
+
+
+def test_model_paths_are_scored_on_the_same_sets(server: ModelServer) -> None:
+    """A loopback model that keeps nothing and selects nothing: every case is asked once."""
+    turns = len(EXTRACT["turns"])
+    server.script(*[chat({"patches": [], "touchedTopics": []})] * turns)
+    planner = ModelPlanner(server.config(), documents(EXTRACT["existing"]))
+    extraction = score_extraction(EXTRACT, planner)
+    assert planner.failures == []
+    assert extraction.durable_kept == 0 and extraction.questions_or_requests_kept == 0
+    assert len(server.requests) == turns
+
+    server.script(*[chat({"selected_memories": []})] * len(RECALL["cases"]))
+    recall = score_recall(RECALL, model_selector(server.config()))
+    assert recall.errors == 0 and recall.silence == 1.0 and recall.top1 == 0.0
+    assert len(server.requests) == turns + len(RECALL["cases"])
+
+
+def test_model_failures_are_counted_not_hidden(server: ModelServer) -> None:
+    server.script(*[chat("not json")] * 20)
+    planner = ModelPlanner(server.config(max_retries=0), documents(EXTRACT["existing"]))
+    data = {"existing": EXTRACT["existing"], "turns": EXTRACT["turns"][:3]}
+    assert score_extraction(data, planner).durable_kept == 0
+    assert len(planner.failures) == 3
+    selector = model_selector(server.config(max_retries=0))
+    one = {"docs": RECALL["docs"], "cases": RECALL["cases"][:2]}
+    assert score_recall(one, selector).errors == 2
