@@ -3,8 +3,9 @@
 Spec §7.5's keyword rules kept requests and questions (``please add a README section``) and
 missed plain facts (``I'm the tech lead``); here each sentence of a user message is read with
 :mod:`qmem_git.core.sentences`: lead-ins (``remember:``) are stripped, questions, requests,
-thanks, temporary and chatter sentences are dropped, the type follows Qwen's definitions, and
-a reason clause becomes the entry's ``Why:``. The new file's name is the fact's first clause,
+thanks, temporary and chatter sentences are dropped, the type follows Qwen's definitions, a
+reason clause becomes the entry's ``Why:`` and an imperative after ``, so`` its ``How to
+apply:``. The new file's name is the fact's first clause,
 its description the whole sentence, so name, description and body do not just repeat.
 
 :func:`classify_topic` keeps the spec's §7.5 step 4 rules for governance (spec §12).
@@ -21,6 +22,7 @@ from qmem_git.core.sentences import (
     memory_type,
     sentences,
     short_name,
+    split_apply,
     split_reason,
     strip_lead_in,
     talk_kind,
@@ -79,6 +81,7 @@ def sentence_patch(sentence: str, offset: int | None) -> Patch | None:
             return None
         topic = "project"  # "remember that …" with no other mark: a fact of this project
     summary, why = split_reason(fact)
+    summary, how = split_apply(summary)
     if rejection_reason(summary) is not None:
         return None
     name = short_name(summary)
@@ -86,9 +89,10 @@ def sentence_patch(sentence: str, offset: int | None) -> Patch | None:
         topic,
         summary,
         why=why,
+        how_to_apply=how,
         source_offset=offset,
         name=name if name != summary.rstrip(" .。!！") else None,
-        description=fact if why else None,
+        description=fact if why or how else None,
     )
 
 

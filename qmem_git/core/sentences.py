@@ -239,6 +239,30 @@ def split_reason(sentence: str) -> tuple[str, str | None]:
     return head + _end_mark(head), reason[0].upper() + reason[1:]
 
 
+_SO = re.compile(r",\s+so\s+(?=\S)|，所以|, donc\s+", _I)
+_IMPERATIVE = re.compile(
+    r"^(?:don't|do\s+not|never|always|avoid|please|use|explain|keep|make|check|ask|prefer"
+    r"|write|run|add|put|skip|send|tell|show|give|schedule|mention|wait|stop|start|follow"
+    r"|ne\s+|n'|évite|utilise|不要|请|别)",
+    _I,
+)
+
+
+def split_apply(sentence: str) -> tuple[str, str | None]:
+    """``I'm new to Kubernetes, so explain kubectl commands`` → the fact and how to apply it.
+
+    Only an imperative after ``, so`` is split off; ``…, so 3.12 syntax breaks`` stays whole.
+    """
+    match = _SO.search(sentence)
+    if match is None or match.start() < 12:
+        return sentence, None
+    tail = sentence[match.end() :].strip()
+    if len(tail) < 8 or not _IMPERATIVE.match(tail):
+        return sentence, None
+    head = sentence[: match.start()].rstrip(" ,，")
+    return head + _end_mark(head), tail[0].upper() + tail[1:]
+
+
 def _end_mark(text: str) -> str:
     if not text or text[-1] in ".!。！":
         return ""

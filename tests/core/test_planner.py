@@ -97,6 +97,16 @@ def test_reason_becomes_why_and_name_is_the_first_clause() -> None:
     assert long.description is None  # the summary is the description
 
 
+def test_an_imperative_after_so_becomes_how_to_apply() -> None:
+    [patch] = plan_heuristic(users("I'm new to Kubernetes, so explain kubectl commands you use."))
+    assert (patch.topic, patch.summary) == ("user", "I'm new to Kubernetes.")
+    assert patch.how_to_apply == "Explain kubectl commands you use."
+    assert patch.description == "I'm new to Kubernetes, so explain kubectl commands you use."
+    [fact] = plan_heuristic(users("The API runs on Python 3.11, so 3.12 syntax breaks it."))
+    assert fact.how_to_apply is None  # a consequence, not an instruction
+    assert fact.summary == "The API runs on Python 3.11, so 3.12 syntax breaks it."
+
+
 def test_each_sentence_of_a_message_is_read() -> None:
     text = "Thanks, that fixed it. We deploy with deploy/bg.sh. Can you also bump the version?"
     patches = plan_heuristic(users(text))
