@@ -25,6 +25,7 @@ GENERIC_WEIGHT = 0.35
 FIELD_WEIGHTS = (2.0, 1.5, 1.0)  # title, description, body
 # Bump when the word lists or rules change: the recall cache stores indexes built with them.
 LEXICON_VERSION = 1
+MEMO_LIMIT = 200_000
 
 # fmt: off
 _ENGLISH = (
@@ -140,6 +141,9 @@ def term(token: str) -> str | None:
     try:
         return _TERMS[token]
     except KeyError:
+        if len(_TERMS) >= MEMO_LIMIT:  # a long-lived process sees an open vocabulary
+            _TERMS.clear()
+            _ACCENT_FREE.clear()
         found = _TERMS[token] = _term(token)
         return found
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # core.extract costs ~5 ms to import; `remember` only needs c
     from qmem_git.core.extract import Message
 
 _I = re.IGNORECASE
+MAX_SENTENCE_CHARS = 500
 
 _URL = re.compile(r"https?://", _I)
 _PREFERENCE = re.compile(
@@ -66,12 +67,17 @@ def classify_topic(summary: str) -> MemoryType | None:
 
 def infer_type(text: str) -> MemoryType | None:
     """The memory type of a fact by Qwen's definitions, or None when nothing marks it."""
-    fact, _ = strip_lead_in(normalize_space(text))
+    fact, _ = strip_lead_in(normalize_space(text)[:MAX_SENTENCE_CHARS])
     return memory_type(fact)
 
 
 def sentence_patch(sentence: str, offset: int | None) -> Patch | None:
-    """The patch one sentence yields, or None when it is not a durable fact."""
+    """The patch one sentence yields, or None when it is not a durable fact.
+
+    A "sentence" longer than :data:`MAX_SENTENCE_CHARS` is pasted output, not a statement.
+    """
+    if len(sentence) > MAX_SENTENCE_CHARS:
+        return None
     fact, explicit = strip_lead_in(sentence)
     if talk_kind(fact, explicit) is not None:
         return None

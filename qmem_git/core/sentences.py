@@ -147,7 +147,7 @@ _PROJECT = re.compile(
     r"|\b(?:every|each|nightly|weekly|daily|monthly|quarterly|sundays?|mondays?|tuesdays?"
     r"|wednesdays?|thursdays?|fridays?|saturdays?|production|prod|staging|release|deadline"
     r"|freeze|customer|customers)\b)"
-    r"|\d|[a-z][\w-]*[/_.][\w-]*[a-z0-9]|\b[a-z]+[A-Z]\w*|\b[A-Z][a-z]+[A-Z]\w*"
+    r"|\d|\b[a-z][a-z0-9-]*[/_.][\w.-]*[a-z0-9]|\b[a-z]+[A-Z]\w*|\b[A-Z][a-z]+[A-Z]\w*"
     r"|我们|生产|线上|上线|发布|每周|每天|本番|毎週|毎日|リリース|매주|매일|정기|배포|운영",
 )
 
@@ -157,7 +157,7 @@ _REASON = re.compile(
     _I,
 )
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])|(?<=[。！？])")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(\u3040-\u9fff\uac00-\ud7af])|(?<=[。！？])")
 
 
 def sentences(text: str) -> list[str]:

@@ -107,6 +107,11 @@ def test_an_imperative_after_so_becomes_how_to_apply() -> None:
     assert fact.summary == "The API runs on Python 3.11, so 3.12 syntax breaks it."
 
 
+def test_a_pasted_wall_of_text_is_not_a_fact() -> None:
+    assert plan_heuristic(users("We use " + "x-" * 300)) == []  # longer than 500 characters
+    assert plan_heuristic(users("We use deploy/bg.sh. Log: " + "a-" * 5_000)) != []
+
+
 def test_each_sentence_of_a_message_is_read() -> None:
     text = "Thanks, that fixed it. We deploy with deploy/bg.sh. Can you also bump the version?"
     patches = plan_heuristic(users(text))
