@@ -23,7 +23,6 @@ MIN_SUMMARY_CHARS = 12
 MAX_SLUG_CHARS = 80
 MAX_TITLE_CHARS = 72
 MAX_NUMBERED_SUFFIX = 100
-NEAR_DUPLICATE = 0.6
 
 # spec §7.6: the complete list of temporal words and phrases, matched on word boundaries.
 _TEMPORAL = re.compile(
@@ -32,6 +31,7 @@ _TEMPORAL = re.compile(
 )
 _BULLET = re.compile(r"^\s*(?:[-*]|#+)\s+")  # a bullet, or a heading the body reader skips
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
+_NUMBERED = re.compile(r"\w*\d\w*")
 
 
 class Patch(NamedTuple):
@@ -142,25 +142,28 @@ def title_for(summary: str) -> str:
     return summary[: MAX_TITLE_CHARS - 3].rstrip() + "..."
 
 
-def fact_terms(entry: Entry) -> set[str]:
-    """The search terms of an entry's summary and why (stop words out, stemmed)."""
-    return set(terms(f"{entry.summary} {entry.why or ''}"))
+def content_words(text: str) -> frozenset[str]:
+    """Search terms plus every number and versioned name, however short (``23``, ``v2``)."""
+    return frozenset(terms(text)) | frozenset(_NUMBERED.findall(text.lower()))
 
 
-def near_duplicate(words: set[str], entry: Entry) -> bool:
-    """Whether an entry states the same fact as ``words``: the same terms, or nearly.
+def fact_terms(entry: Entry) -> frozenset[frozenset[str]]:
+    """The content words of an entry's summary, and of its summary with its why."""
+    summary = content_words(entry.summary)
+    with_why = content_words(f"{entry.summary} {entry.why}") if entry.why else summary
+    return frozenset(words for words in (summary, with_why) if words)
 
-    Jaccard similarity of at least :data:`NEAR_DUPLICATE` with three shared terms, so
-    ``Bugs go into the PAY project in Jira`` matches ``Bugs go in the PAY project in Jira.``
-    while ``staging is kiwi`` and ``production is mango`` stay two memories.
+
+def near_duplicate(words: frozenset[frozenset[str]], entry: Entry) -> bool:
+    """Whether an entry states the same fact as ``words``: the same content words.
+
+    Stop words, punctuation, case, accents and word forms are ignored, so ``Bugs go into the
+    PAY project in Jira`` restates ``Bugs go in the PAY project in Jira.``; a reason given
+    in the summary (``never X, CI deploys from it``) matches the same reason kept as ``Why:``.
+    Any other word differs: ``port 4027`` and ``port 4036``, or ``kiwi`` and ``mango``, stay
+    two memories.
     """
-    other = fact_terms(entry)
-    shared = len(words & other)
-    if not words or not other:
-        return False
-    if words == other:
-        return True
-    return shared >= 3 and shared / len(words | other) >= NEAR_DUPLICATE
+    return not words.isdisjoint(fact_terms(entry))
 
 
 @dataclass(frozen=True)
