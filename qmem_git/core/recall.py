@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from qmem_git.core.age import age_days, age_text, freshness_text
-from qmem_git.core.lexicon import field_index, term, term_weight
+from qmem_git.core.lexicon import field_index, term, term_weight, terms
 from qmem_git.core.tokenize import tokenize
 
 TYPE_CHECKING = False
@@ -200,20 +200,15 @@ def render_body(doc: RecallDoc) -> str:
     return body
 
 
-def _plain(text: str) -> str:
-    return " ".join(text.split()).rstrip(".。").casefold()
-
-
 def shown_description(title: str, description: str, body: str) -> str:
-    """The description line, left empty when it only repeats the title or a line of the body.
+    """The description line, left empty when it says nothing the title and body do not.
 
     Extraction used to write one sentence as name, description and body; printing it three
-    times spends the prompt budget on nothing. The line itself stays (spec §10.5).
+    times spends the prompt budget on nothing. "Nothing new" means every search term of the
+    description is in the title or the body. The line itself stays (spec §10.5).
     """
-    plain = _plain(description)
-    if not plain or plain == _plain(title):
-        return ""
-    if any(_plain(line) == plain for line in body.splitlines()):
+    words = set(terms(description))
+    if not words or words <= set(terms(f"{title}\n{body}")):
         return ""
     return description
 

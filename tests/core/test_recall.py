@@ -268,15 +268,21 @@ def test_a_short_memory_is_not_printed_three_times() -> None:
     assert lines[lines.index("Saved today.") + 1] == ""  # the description line stays, empty
 
 
+FORCE = "No force-push to main because CI deploys from it"
+
+
 @pytest.mark.parametrize(
     ("title", "description", "body", "shown"),
     [
         ("Deploys", "We deploy with bg.sh", "We deploy with bg.sh.\n\nWhy: health checks.", ""),
         ("Deploys", "deploys.", "Other text.", ""),
+        ("No force-push", FORCE, "Why: CI.", FORCE),
+        ("No force-push", FORCE, "No force-push to main.\n\nWhy: CI deploys from it.", ""),
         ("Deploys", "Blue-green via bg.sh", "We deploy with bg.sh.", "Blue-green via bg.sh"),
         ("Deploys", "", "Body.", ""),
+        ("Deploys", "the", "Body.", ""),
     ],
-)
+)  # fmt: skip
 def test_shown_description(title: str, description: str, body: str, shown: str) -> None:
     assert shown_description(title, description, body) == shown
 
