@@ -170,3 +170,11 @@ def test_classification_order_prefers_reference_then_user() -> None:
     assert classify_topic("I prefer the grafana dashboard") == "reference"
     assert classify_topic("I prefer to always squash") == "user"
     assert classify_topic("Always tag the release") == "feedback"
+
+
+@given(st.text(max_size=300))
+def test_any_message_yields_clean_patches(text: str) -> None:
+    for patch in plan_heuristic(users(text)):
+        assert rejection_reason(patch.summary) is None
+        assert patch.topic in ("user", "feedback", "project", "reference")
+        assert not patch.summary.lower().startswith(("remember:", "note:"))
