@@ -567,7 +567,7 @@ def extract(
     Only the part of the transcript after the last extraction of the same session is
     read. Turns in which the agent already wrote memory are skipped; text containing a
     secret is never written. If another extraction for this project is running, this
-    request is queued and run by it when it finishes (the latest request wins).
+    request is queued and run by it when it finishes (per session, the latest request wins).
     """
     from qmem_git.ops.pipeline import ExtractRequest, run_extract
 

@@ -149,8 +149,8 @@ def test_second_extract_is_queued_and_run_by_the_first(memory: Path, tmp_path: P
         queued = qmem(memory, "--json", "extract", "--transcript", "b.jsonl", cwd=tmp_path)
         assert queued.code == 0, queued.err
         assert queued.json() == {"status": "queued"}
-        queue = json.loads((memory.parent / "extract-queue.json").read_text())
-        assert queue["transcript"] == str(second)
+        (queued_file,) = (memory.parent / "extract-queue").iterdir()
+        assert json.loads(queued_file.read_text())["transcript"] == str(second)
     finally:
         assert holder.stdin is not None
         holder.stdin.write("\n")
@@ -161,7 +161,7 @@ def test_second_extract_is_queued_and_run_by_the_first(memory: Path, tmp_path: P
     assert result.code == 0, result.err
     ops = [e["session"] for e in qmem(memory, "--json", "log", "--op", "extract").json()]
     assert ops == ["sess-b", "sess-a"]
-    assert not (memory.parent / "extract-queue.json").exists()
+    assert list((memory.parent / "extract-queue").iterdir()) == []
     assert_clean_repo(memory)
 
 
