@@ -100,3 +100,21 @@ def test_concurrent_extractions_of_different_sessions_all_land(
     assert tree.count("(round 1)") >= len(FACTS)
     assert list((memory.parent / "extract-queue").iterdir()) == []
     assert_clean_repo(memory)
+
+
+# --------------------------------------------------------------------------- hostile text
+
+
+def test_terminal_escapes_are_not_stored_and_links_in_titles_are_not_live(memory: Path) -> None:
+    text = "\x1b[31mThe wiki](http://evil.example) says `make` builds\x1b[0m the docs"
+    result = qmem(memory, "remember", "--why", "\x1b]0;pwned\x07it is fast", text)
+    assert result.code == 0, result.err
+    stored = git(memory, "grep", "-h", "-e", "wiki", "-e", "fast", "HEAD", "--", ":!MEMORY.md")
+    assert "The wiki](http://evil.example) says `make` builds the docs" in stored
+    assert "\x1b" not in stored and "[31m" not in stored and "[0m" not in stored
+    assert "it is fast" in stored and "pwned" not in stored
+    index = (memory / "MEMORY.md").read_text(encoding="utf-8")
+    (line,) = [line for line in index.splitlines() if "wiki" in line]
+    assert line.count("](") == 1  # only the entry's own link to its file
+    assert "] (http://evil.example)" in line and "'make'" in line
+    assert_clean_repo(memory)
