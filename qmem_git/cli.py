@@ -985,11 +985,14 @@ def _quote(arg: str) -> str:
 
 
 @main.command()
+@click.option("--fix", is_flag=True, help="First repair what is safe to (a lost main branch).")
 @pass_options
-def doctor(opts: Options) -> None:
+def doctor(opts: Options, fix: bool) -> None:
     """Check this project's memory store and say how to fix what is wrong."""
-    from qmem_git.ops.doctor import run_checks
+    from qmem_git.ops.doctor import repair, run_checks
 
+    for done in repair(opts.settings()) if fix else []:
+        note(opts, done)
     checks = run_checks(opts.settings())
     lines = []
     for check in checks:

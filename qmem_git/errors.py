@@ -51,5 +51,14 @@ class RepoCorrupt(QmemError):
     exit_code = 6
 
 
+class BranchLost(RepoCorrupt):
+    """``main`` is missing or damaged in a repository with history; ``commit`` is the one to
+    point it back at (``qmem-git doctor --fix``), None when none was found."""
+
+    def __init__(self, message: str, hint: str = "", commit: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.commit = commit
+
+
 class ModelError(QmemError):
     exit_code = 1

@@ -26,7 +26,7 @@ from types import TracebackType
 
 from dulwich.errors import NotGitRepository, NotTreeError
 from dulwich.object_store import iter_tree_contents, tree_lookup_path
-from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tag
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tag, valid_hexsha
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
@@ -191,6 +191,7 @@ class History:
     def __init__(self, memory_root: str) -> None:
         self.root = memory_root
         self._repo = _open_repo(memory_root)
+        self._git_dir = os.path.join(memory_root, ".git")
         self._store = self._repo.object_store
         self._commits: dict[bytes, Commit] = {}
 
@@ -211,9 +212,22 @@ class History:
     # -- refs and revisions -------------------------------------------------------------
 
     def head(self) -> str | None:
-        """The tip of ``main`` (or of HEAD when main is missing); None in an empty repo."""
+        """The tip of ``main`` (or of HEAD when main is missing); None in an empty repo.
+
+        A ``main`` missing, empty or garbled in a repository with history is BranchLost
+        (exit 6, ``store.branchref``), never an empty history.
+        """
+        from qmem_git.store import branchref
+
         sha = self._ref(MAIN_REF) or self._ref(b"HEAD")
-        return sha.decode("ascii") if sha else None
+        if sha is None:
+            branchref.check_unborn(self._git_dir, self._repo.refs, self._store, Ref(MAIN_REF))
+            return None
+        if not valid_hexsha(sha):
+            problem = f"holds {sha[:40].decode('ascii', 'replace')!r}, not a commit id"
+            refs = self._repo.refs
+            raise branchref.lost_branch(self._git_dir, refs, self._store, Ref(MAIN_REF), problem)
+        return sha.decode("ascii")
 
     def resolve(self, rev: str) -> str:
         """Full commit id for ``rev``: hex (≥4 digits, unique), HEAD, main, refs, ``~N``, ``^N``."""

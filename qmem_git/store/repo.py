@@ -456,8 +456,13 @@ class Repository:
     def read_blob(self, sha: str) -> bytes:
         return self.read_object(sha, Blob).as_raw_string()
 
-    def head(self) -> tuple[Ref, str | None]:
-        """(branch HEAD points at, its commit or None on an unborn branch); checks the value."""
+    def head(self, *, unborn_ok: bool = False) -> tuple[Ref, str | None]:
+        """(branch HEAD points at, its commit or None on an unborn branch); checks the value.
+
+        A branch that is missing or empty in a repository with history is lost, not unborn
+        (``store.branchref``): BranchLost, exit 6. ``unborn_ok`` skips that check, for a clone
+        whose fetched commits no ref names yet.
+        """
         try:
             names, value = self.refs.follow(HEADREF)
         except Exception as exc:  # dulwich: SymrefLoop, OSError, ...
@@ -468,10 +473,17 @@ class Repository:
             loose = self.refs.read_loose_ref(branch)
             value = ObjectID(loose) if loose else self.refs.get_packed_refs().get(branch)
         if value is None:
+            if not unborn_ok:
+                from qmem_git.store.branchref import check_unborn
+
+                check_unborn(self.git_dir, self.refs, self.objects, branch)
             return branch, None
         if not valid_hexsha(value):
+            from qmem_git.store.branchref import lost_branch
+
             text = value.decode("ascii", "replace")
-            raise _corrupt(f"{branch.decode()} holds {text[:40]!r}, not a commit id")
+            problem = f"holds {text[:40]!r}, not a commit id"
+            raise lost_branch(self.git_dir, self.refs, self.objects, branch, problem)
         return branch, value.decode("ascii")
 
     def tree_of(self, commit: str | None) -> str | None:

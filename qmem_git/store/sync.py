@@ -1003,7 +1003,7 @@ def fast_forward(repo: Repository, objects: Objects, local: str | None, remote: 
     commit_time = objects.commit(remote).commit_time
     times = {**times, INDEX_NAME: commit_time}
     touched = checkout(repo, old, new, times, objects.blob)
-    branch, _ = repo.head()
+    branch, _ = repo.head(unborn_ok=local is None)  # the caller read ``local`` with the check
     if not repo.move_branch(branch, local, remote, "sync: fast-forward"):
         raise _moved_locally()
     update_index(repo, touched, remote)  # an unusable index is left to recovery
@@ -1231,6 +1231,7 @@ def sync_locked(
 ) -> SyncResult:
     """The sync loop, with the writer lock already held and recovery done."""
     repo = _open(layout.memory_root)
+    repo.head()  # a lost main is an error here too, before fetched commits hide it
     remove_stale_quarantines(repo.git_dir)
     transport = transport_for(False)
     result = SyncResult(name, redact_all(transport.url, transport.secrets), dry_run=options.dry_run)
@@ -1498,6 +1499,7 @@ def adopt_remote(
     When the remote's MEMORY.md is stale, one ``index`` commit rebuilds it and is pushed.
     """
     repo = _open(layout.memory_root)
+    repo.head()  # a lost main is an error here too, before fetched commits hide it
     remove_stale_quarantines(repo.git_dir)
     transport = transport_for(False)
     result = SyncResult(name, redact_all(transport.url, transport.secrets), attempts=1)
@@ -1515,7 +1517,7 @@ def adopt_remote(
         return result
     repo = _open(layout.memory_root)
     objects = Objects(repo.objects)
-    local = repo.head()[1]
+    local = repo.head(unborn_ok=True)[1]  # checked above; no ref names the fetched commits yet
     result.before = local
     result.changed_paths = fast_forward(repo, objects, local, remote_head)
     _set_tracking(repo, name, remote_head)

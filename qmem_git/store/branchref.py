@@ -1,0 +1,185 @@
+"""A missing or damaged ``main`` in a repository that has history: an error, never a new root.
+
+Deleting ``.git/refs/heads/main`` (or emptying it) makes the branch look unborn, and a writer
+would then start a new history whose first commit has no parent: the old commits, forgotten
+memories included, become unreachable. A branch is unborn only in a repository without
+history of its own; otherwise it is *lost*, which is :class:`BranchLost` (exit 6) naming the
+commit to point it back at, and ``qmem-git doctor --fix`` does that.
+
+The commit is found, in this order, from: the record of the commit the git index was last
+written for (``.git/qmem-index``, written after every commit qmem-git makes); the branch's
+reflog (C git keeps one); the newest commit of the object store that no other commit has as a
+parent, among those no other ref (a remote-tracking branch, a tag) reaches. A lone root commit
+reached by nothing is the first commit of a writer killed before it set the branch: no
+history yet, so a new first commit is made.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from dulwich.objects import Commit, ObjectID, valid_hexsha
+from dulwich.refs import HEADREF, Ref
+
+from qmem_git.core.limits import INDEX_RECORD_NAME
+from qmem_git.errors import BranchLost
+
+if TYPE_CHECKING:
+    from dulwich.object_store import BaseObjectStore
+    from dulwich.refs import RefsContainer
+
+_COMMIT_TYPE = Commit.type_num
+
+
+def check_unborn(git_dir: str, refs: RefsContainer, store: BaseObjectStore, branch: Ref) -> None:
+    """Return when ``branch`` may be born by the next commit; else raise :class:`BranchLost`."""
+    if refs.read_loose_ref(branch) is not None:  # the file is there, holding nothing
+        raise lost_branch(git_dir, refs, store, branch, "is empty")
+    if recovery_commit(git_dir, refs, store, branch) is not None:
+        raise lost_branch(git_dir, refs, store, branch, "is missing")
+
+
+def lost_branch(
+    git_dir: str, refs: RefsContainer, store: BaseObjectStore, branch: Ref, problem: str
+) -> BranchLost:
+    """The error for ``branch`` that ``problem`` (is missing, is empty, holds ...)."""
+    name = branch.decode("utf-8", "replace")
+    commit = recovery_commit(git_dir, refs, store, branch)
+    message = f"memory repository is corrupt: {name} {problem}"
+    if commit is None:
+        hint = (
+            "no commit of its history was found; restore the memory folder from a clone "
+            "(qmem-git clone URL) or a backup"
+        )
+        return BranchLost(message, hint=hint)
+    root = os.path.dirname(os.path.abspath(git_dir))
+    hint = (
+        f"its newest commit is {commit[:12]}; run `qmem-git doctor --fix` to point {name} back "
+        f"at it (or: git -C {root} update-ref {name} {commit}); nothing was written"
+    )
+    return BranchLost(f"{message}, though the repository has history", hint=hint, commit=commit)
+
+
+def recovery_commit(
+    git_dir: str, refs: RefsContainer, store: BaseObjectStore, branch: Ref
+) -> str | None:
+    """The commit ``branch`` should point at (see the module doc), None without history."""
+    for candidate in (_index_record(git_dir), *_reflog_tips(git_dir, branch)):
+        if candidate is not None and _is_commit(store, candidate):
+            return candidate
+    return _newest_local_tip(refs, store, branch)
+
+
+def _index_record(git_dir: str) -> str | None:
+    try:
+        with open(os.path.join(git_dir, INDEX_RECORD_NAME), "rb") as handle:
+            first = handle.read(41)[:40]
+    except OSError:
+        return None
+    return first.decode("ascii") if valid_hexsha(first) else None
+
+
+def _reflog_tips(git_dir: str, branch: Ref) -> list[str]:
+    """The newest value of ``branch``, then of HEAD, in their reflogs."""
+    found = []
+    for name in (branch, HEADREF):
+        path = os.path.join(git_dir, "logs", os.fsdecode(name))
+        try:
+            with open(path, "rb") as handle:
+                lines = handle.read().splitlines()
+        except OSError:
+            continue
+        for line in reversed(lines):
+            fields = line.split(b" ", 2)
+            if len(fields) > 1 and valid_hexsha(fields[1]) and fields[1] != b"0" * 40:
+                found.append(fields[1].decode("ascii"))
+                break
+    return found
+
+
+def _is_commit(store: BaseObjectStore, sha: str) -> bool:
+    try:
+        return store.get_raw(ObjectID(sha.encode("ascii")))[0] == _COMMIT_TYPE
+    except Exception:  # missing (KeyError) or damaged: not a commit to restore
+        return False
+
+
+def _newest_local_tip(refs: RefsContainer, store: BaseObjectStore, branch: Ref) -> str | None:
+    """The newest commit no other commit has as a parent, among those no other ref reaches;
+    None when there is none, or only a lone root commit (an interrupted first commit)."""
+    commits = _all_commits(store)
+    elsewhere = _reached(commits, _other_ref_values(refs, branch))
+    local = {sha: commit for sha, commit in commits.items() if sha not in elsewhere}
+    if not local or (len(local) == 1 and not next(iter(local.values())).parents):
+        return None
+    parents = {parent for commit in local.values() for parent in commit.parents}
+    tips = [sha for sha in local if sha not in parents]
+    newest = max(tips, key=lambda sha: (local[sha].commit_time, sha))
+    return newest.decode("ascii")
+
+
+def _all_commits(store: BaseObjectStore) -> dict[bytes, Commit]:
+    """Every readable commit of the store (damaged objects are skipped)."""
+    found: dict[bytes, Commit] = {}
+    try:
+        shas = list(store)
+    except Exception:
+        return found
+    for sha in shas:
+        if sha in found:
+            continue
+        try:
+            kind, raw = store.get_raw(sha)
+            if kind == _COMMIT_TYPE:
+                commit = Commit.from_raw_string(kind, raw, sha)
+                assert isinstance(commit, Commit)
+                found[bytes(sha)] = commit
+        except Exception:
+            continue
+    return found
+
+
+def _other_ref_values(refs: RefsContainer, branch: Ref) -> list[bytes]:
+    values: list[bytes] = []
+    try:
+        names = [name for name in refs.allkeys() if name not in (branch, HEADREF)]
+    except Exception:
+        return values
+    for name in names:
+        try:
+            values.append(bytes(refs[name]))
+        except Exception:
+            continue
+    return values
+
+
+def _reached(commits: dict[bytes, Commit], starts: list[bytes]) -> set[bytes]:
+    """Commits reachable from ``starts`` (tags count as the commit they point at)."""
+    seen: set[bytes] = set()
+    stack = [sha for sha in starts if sha in commits]
+    while stack:
+        sha = stack.pop()
+        if sha in seen:
+            continue
+        seen.add(sha)
+        stack.extend(parent for parent in commits[sha].parents if parent in commits)
+    return seen
+
+
+def restore_branch(root: str) -> tuple[str, str] | None:
+    """Point a lost ``main`` back at its newest commit (``doctor --fix``); (branch, commit),
+    or None when the branch is fine or nothing was found. Call under the writer lock."""
+    from qmem_git.store.repo import BRANCH, Repository
+
+    with Repository(root) as repo:
+        try:
+            repo.head()
+            return None
+        except BranchLost as exc:
+            commit = exc.commit
+        if commit is None:
+            return None
+        branch = Ref(BRANCH)
+        repo.refs.set_if_equals(branch, None, ObjectID(commit.encode("ascii")))
+        return branch.decode(), commit
