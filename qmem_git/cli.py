@@ -118,8 +118,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
-        return fail("aborted", 1)
+    except click.exceptions.Abort as exc:  # click's word for Ctrl-C (and EOF at a prompt)
+        interrupted = isinstance(exc.__context__, KeyboardInterrupt)
+        return fail("", 130) if interrupted else fail("aborted", 1)
     except click.UsageError as exc:
         command = exc.ctx.command_path if exc.ctx else "qmem-git"
         return fail(f"{exc.format_message()} (hint: run '{command} --help')", 2)
@@ -134,7 +135,8 @@ def run(argv: Sequence[str] | None = None) -> int:
 def fail(message: str, code: int, show_traceback: bool = False) -> int:
     if show_traceback:
         traceback.print_exc()
-    click.echo(for_terminal(sys.stderr, f"Error: {message}"), err=True)
+    if message:  # none for Ctrl-C: exit 130 silently
+        click.echo(for_terminal(sys.stderr, f"Error: {message}"), err=True)
     return code
 
 

@@ -43,6 +43,12 @@ class RepoLocked(QmemError):
     exit_code = 3
 
 
+class FileSystemRefused(QmemError):
+    """The disk is full, or a file or folder may not be written (permission, read-only)."""
+
+    exit_code = 4
+
+
 class RemoteError(QmemError):
     exit_code = 5
 

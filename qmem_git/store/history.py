@@ -33,7 +33,7 @@ from dulwich.repo import Repo
 from qmem_git.core.changes import CommitInfo, FileChange, parse_commit_message
 from qmem_git.core.unidiff import colorize, render_file_diff
 from qmem_git.errors import QmemError, RepoCorrupt, UsageError
-from qmem_git.store.repo import blob_id
+from qmem_git.store.repo import blob_id, close_store
 from qmem_git.store.walk import is_memory_path, memory_paths
 
 __all__ = [
@@ -207,7 +207,7 @@ class History:
         self.close()
 
     def close(self) -> None:
-        self._repo.close()
+        close_store(self._repo)  # a damaged pack must not hide the RepoCorrupt being raised
 
     # -- refs and revisions -------------------------------------------------------------
 
@@ -745,6 +745,10 @@ def _open_repo(memory_root: str) -> Repo:
         return Repo(memory_root)
     except NotGitRepository as err:
         raise _not_a_repo(memory_root) from err
+    except ValueError as err:  # dulwich reads .git/config as it opens the repository
+        from qmem_git.store.gitconfig import config_damaged
+
+        raise config_damaged(os.path.join(memory_root, ".git"), err) from err
 
 
 def _ref_candidates(name: str) -> list[bytes]:

@@ -68,6 +68,7 @@ from qmem_git.store.repo import (
     Repository,
     blob_id,
     check_writable,
+    close_store,
     remove_file,
     same_content,
     update_index,
@@ -222,12 +223,16 @@ class Objects:
         return out
 
     def _walk(self, tree: str, prefix: str, out: dict[str, str]) -> None:
-        for name, mode, sha in self.tree(tree).iteritems():
-            path = prefix + name.decode("utf-8", "surrogateescape")
-            if stat.S_ISDIR(mode):
-                self._walk(_hex(sha), path + "/", out)
-            else:
-                out[path] = _hex(sha)
+        """A stack, not recursion: a hostile tree may be nested thousands of levels deep."""
+        stack = [(tree, prefix)]
+        while stack:
+            current, base = stack.pop()
+            for name, mode, sha in self.tree(current).iteritems():
+                path = base + name.decode("utf-8", "surrogateescape")
+                if stat.S_ISDIR(mode):
+                    stack.append((_hex(sha), path + "/"))
+                else:
+                    out[path] = _hex(sha)
 
     def lookup(self, tree: str | None, path: str) -> str | None:
         """Blob id of ``path`` in ``tree``, or None."""
@@ -1197,7 +1202,7 @@ def _open(root: str) -> Repository:
 
 def _close_opened() -> None:
     while _OPENED:
-        _OPENED.pop().objects.close()
+        close_store(_OPENED.pop().objects)
 
 
 # --- the whole sync ---------------------------------------------------------------------------
@@ -1470,7 +1475,7 @@ def pack_objects(repo: Repository) -> int:
             store.repack()
         return packed
     finally:
-        store.close()
+        close_store(store)
 
 
 def _has_loose_objects(objects_dir: str) -> bool:
@@ -1588,4 +1593,4 @@ def tree_has_memories(layout: Layout) -> bool:
     try:
         return any(p != INDEX_NAME for p in objects.files(repo.head()[1]))
     finally:
-        repo.objects.close()
+        close_store(repo.objects)
