@@ -433,6 +433,8 @@ def test_a_damaged_pack_stops_writers_and_readers_with_exit_6(memory: Path) -> N
         assert result.code == 6, (args, result.err)
         assert "internal error" not in one_error_line(result.err)
     assert head(memory) == before  # no writer committed on top of the damage
+    doctor = qmem(memory, "doctor")
+    assert doctor.code == 1 and ".pack is damaged" in doctor.out
 
 
 def test_a_garbled_git_config_is_exit_6_naming_the_file(memory: Path) -> None:

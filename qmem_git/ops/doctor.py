@@ -78,13 +78,15 @@ def _head(root: str) -> Check:
 
 def _objects(root: str) -> Check:
     from qmem_git.store.integrity import check_objects
+    from qmem_git.store.packcheck import damaged_packs
 
     report = check_objects(root)
-    if report.problems:
+    damaged = [f"pack {name} is damaged" for name in damaged_packs(os.path.join(root, ".git"))]
+    if report.problems or damaged:
         return Check(
             "objects",
             False,
-            "; ".join(report.problems),
+            "; ".join([*damaged, *report.problems]),
             CORRUPT_HINT,
         )
     detail = f"{report.commits} commits and the {report.files} files of HEAD are readable"
