@@ -26,26 +26,103 @@ from qmem_git.core.limits import INDEX_RECORD_NAME
 from qmem_git.errors import BranchLost
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from dulwich.object_store import BaseObjectStore
     from dulwich.refs import RefsContainer
 
+    StoreOpener = Callable[[], BaseObjectStore]
+
 _COMMIT_TYPE = Commit.type_num
+_LOOSE_LIMIT = 1 << 20  # a commit is small; a bigger loose object is no commit of ours
 
 
-def check_unborn(git_dir: str, refs: RefsContainer, store: BaseObjectStore, branch: Ref) -> None:
-    """Return when ``branch`` may be born by the next commit; else raise :class:`BranchLost`."""
+class _Objects:
+    """Commits by id: loose ones read by ``store.loose`` (no ``dulwich.object_store`` import
+    for a repository's first commit), packed ones through the full store, opened only when
+    there are packs."""
+
+    def __init__(self, git_dir: str, open_store: StoreOpener) -> None:
+        self.objects_dir = os.path.join(git_dir, "objects")
+        self._open_store = open_store
+        pack_dir = os.path.join(self.objects_dir, "pack")
+        try:
+            self.packed = any(name.endswith(".pack") for name in os.listdir(pack_dir))
+        except OSError:
+            self.packed = False
+
+    def commit(self, sha: bytes) -> Commit | None:
+        from qmem_git.store.loose import read_loose
+
+        obj = read_loose(self.objects_dir, sha.decode("ascii"), _LOOSE_LIMIT)
+        if obj is None and self.packed:
+            try:
+                obj = self._open_store()[ObjectID(sha)]
+            except Exception:  # missing (KeyError) or damaged: no commit to restore
+                return None
+        return obj if isinstance(obj, Commit) else None
+
+    def all_commits(self) -> dict[bytes, Commit]:
+        """Every readable commit (damaged objects are skipped)."""
+        found: dict[bytes, Commit] = {}
+        for sha in self._loose_ids():
+            commit = self.commit(sha)
+            if commit is not None:
+                found[sha] = commit
+        if self.packed:
+            found.update(_packed_commits(self._open_store(), found))
+        return found
+
+    def _loose_ids(self) -> list[bytes]:
+        ids: list[bytes] = []
+        try:
+            fans = [name for name in os.listdir(self.objects_dir) if len(name) == 2]
+        except OSError:
+            return ids
+        for fan in fans:
+            try:
+                names = os.listdir(os.path.join(self.objects_dir, fan))
+            except OSError:
+                continue
+            ids += [(fan + name).encode("ascii") for name in names if valid_hexsha(fan + name)]
+        return ids
+
+
+def _packed_commits(store: BaseObjectStore, known: dict[bytes, Commit]) -> dict[bytes, Commit]:
+    found: dict[bytes, Commit] = {}
+    try:
+        shas = list(store)
+    except Exception:
+        return found
+    for sha in shas:
+        if bytes(sha) in known or bytes(sha) in found:
+            continue
+        try:
+            kind, raw = store.get_raw(sha)
+            if kind == _COMMIT_TYPE:
+                commit = Commit.from_raw_string(kind, raw, sha)
+                assert isinstance(commit, Commit)
+                found[bytes(sha)] = commit
+        except Exception:
+            continue
+    return found
+
+
+def check_unborn(git_dir: str, refs: RefsContainer, open_store: StoreOpener, branch: Ref) -> None:
+    """Return when ``branch`` may be born by the next commit; else raise :class:`BranchLost`.
+    ``open_store``: dulwich's full object store, asked for only when there are packs."""
     if refs.read_loose_ref(branch) is not None:  # the file is there, holding nothing
-        raise lost_branch(git_dir, refs, store, branch, "is empty")
-    if recovery_commit(git_dir, refs, store, branch) is not None:
-        raise lost_branch(git_dir, refs, store, branch, "is missing")
+        raise lost_branch(git_dir, refs, open_store, branch, "is empty")
+    if recovery_commit(git_dir, refs, open_store, branch) is not None:
+        raise lost_branch(git_dir, refs, open_store, branch, "is missing")
 
 
 def lost_branch(
-    git_dir: str, refs: RefsContainer, store: BaseObjectStore, branch: Ref, problem: str
+    git_dir: str, refs: RefsContainer, open_store: StoreOpener, branch: Ref, problem: str
 ) -> BranchLost:
     """The error for ``branch`` that ``problem`` (is missing, is empty, holds ...)."""
     name = branch.decode("utf-8", "replace")
-    commit = recovery_commit(git_dir, refs, store, branch)
+    commit = recovery_commit(git_dir, refs, open_store, branch)
     message = f"memory repository is corrupt: {name} {problem}"
     if commit is None:
         hint = (
@@ -62,13 +139,14 @@ def lost_branch(
 
 
 def recovery_commit(
-    git_dir: str, refs: RefsContainer, store: BaseObjectStore, branch: Ref
+    git_dir: str, refs: RefsContainer, open_store: StoreOpener, branch: Ref
 ) -> str | None:
     """The commit ``branch`` should point at (see the module doc), None without history."""
+    objects = _Objects(git_dir, open_store)
     for candidate in (_index_record(git_dir), *_reflog_tips(git_dir, branch)):
-        if candidate is not None and _is_commit(store, candidate):
+        if candidate is not None and objects.commit(candidate.encode("ascii")) is not None:
             return candidate
-    return _newest_local_tip(refs, store, branch)
+    return _newest_local_tip(refs, objects, branch)
 
 
 def _index_record(git_dir: str) -> str | None:
@@ -98,17 +176,10 @@ def _reflog_tips(git_dir: str, branch: Ref) -> list[str]:
     return found
 
 
-def _is_commit(store: BaseObjectStore, sha: str) -> bool:
-    try:
-        return store.get_raw(ObjectID(sha.encode("ascii")))[0] == _COMMIT_TYPE
-    except Exception:  # missing (KeyError) or damaged: not a commit to restore
-        return False
-
-
-def _newest_local_tip(refs: RefsContainer, store: BaseObjectStore, branch: Ref) -> str | None:
+def _newest_local_tip(refs: RefsContainer, objects: _Objects, branch: Ref) -> str | None:
     """The newest commit no other commit has as a parent, among those no other ref reaches;
     None when there is none, or only a lone root commit (an interrupted first commit)."""
-    commits = _all_commits(store)
+    commits = objects.all_commits()
     elsewhere = _reached(commits, _other_ref_values(refs, branch))
     local = {sha: commit for sha, commit in commits.items() if sha not in elsewhere}
     if not local or (len(local) == 1 and not next(iter(local.values())).parents):
@@ -117,27 +188,6 @@ def _newest_local_tip(refs: RefsContainer, store: BaseObjectStore, branch: Ref) 
     tips = [sha for sha in local if sha not in parents]
     newest = max(tips, key=lambda sha: (local[sha].commit_time, sha))
     return newest.decode("ascii")
-
-
-def _all_commits(store: BaseObjectStore) -> dict[bytes, Commit]:
-    """Every readable commit of the store (damaged objects are skipped)."""
-    found: dict[bytes, Commit] = {}
-    try:
-        shas = list(store)
-    except Exception:
-        return found
-    for sha in shas:
-        if sha in found:
-            continue
-        try:
-            kind, raw = store.get_raw(sha)
-            if kind == _COMMIT_TYPE:
-                commit = Commit.from_raw_string(kind, raw, sha)
-                assert isinstance(commit, Commit)
-                found[bytes(sha)] = commit
-        except Exception:
-            continue
-    return found
 
 
 def _other_ref_values(refs: RefsContainer, branch: Ref) -> list[bytes]:

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 from types import TracebackType
 
 from dulwich.errors import NotGitRepository, NotTreeError
-from dulwich.object_store import iter_tree_contents, tree_lookup_path
+from dulwich.object_store import BaseObjectStore, iter_tree_contents, tree_lookup_path
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tag, valid_hexsha
 from dulwich.refs import Ref
 from dulwich.repo import Repo
@@ -209,6 +209,16 @@ class History:
     def close(self) -> None:
         close_store(self._repo)  # a damaged pack must not hide the RepoCorrupt being raised
 
+    def _opener(self) -> BaseObjectStore:
+        return self._store
+
+    def _head_branch(self) -> bytes | None:
+        try:
+            names, _ = self._repo.refs.follow(Ref(b"HEAD"))
+        except Exception:
+            return None
+        return bytes(names[-1]) if names else None
+
     # -- refs and revisions -------------------------------------------------------------
 
     def head(self) -> str | None:
@@ -221,12 +231,14 @@ class History:
 
         sha = self._ref(MAIN_REF) or self._ref(b"HEAD")
         if sha is None:
-            branchref.check_unborn(self._git_dir, self._repo.refs, self._store, Ref(MAIN_REF))
+            if self._head_branch() in (MAIN_REF, None):  # HEAD on an orphan branch: new
+                opener = self._opener
+                branchref.check_unborn(self._git_dir, self._repo.refs, opener, Ref(MAIN_REF))
             return None
         if not valid_hexsha(sha):
             problem = f"holds {sha[:40].decode('ascii', 'replace')!r}, not a commit id"
             refs = self._repo.refs
-            raise branchref.lost_branch(self._git_dir, refs, self._store, Ref(MAIN_REF), problem)
+            raise branchref.lost_branch(self._git_dir, refs, self._opener, Ref(MAIN_REF), problem)
         return sha.decode("ascii")
 
     def resolve(self, rev: str) -> str:

@@ -463,9 +463,9 @@ class Repository:
     def head(self, *, unborn_ok: bool = False) -> tuple[Ref, str | None]:
         """(branch HEAD points at, its commit or None on an unborn branch); checks the value.
 
-        A branch that is missing or empty in a repository with history is lost, not unborn
+        A ``main`` that is missing or empty in a repository with history is lost, not unborn
         (``store.branchref``): BranchLost, exit 6. ``unborn_ok`` skips that check, for a clone
-        whose fetched commits no ref names yet.
+        whose fetched commits no ref names yet (as does HEAD on another branch: an orphan).
         """
         try:
             names, value = self.refs.follow(HEADREF)
@@ -477,17 +477,17 @@ class Repository:
             loose = self.refs.read_loose_ref(branch)
             value = ObjectID(loose) if loose else self.refs.get_packed_refs().get(branch)
         if value is None:
-            if not unborn_ok:
+            if not unborn_ok and branch == BRANCH:  # another branch (an orphan) may be new
                 from qmem_git.store.branchref import check_unborn
 
-                check_unborn(self.git_dir, self.refs, self.objects, branch)
+                check_unborn(self.git_dir, self.refs, lambda: self.objects, branch)
             return branch, None
         if not valid_hexsha(value):
             from qmem_git.store.branchref import lost_branch
 
             text = value.decode("ascii", "replace")
             problem = f"holds {text[:40]!r}, not a commit id"
-            raise lost_branch(self.git_dir, self.refs, self.objects, branch, problem)
+            raise lost_branch(self.git_dir, self.refs, lambda: self.objects, branch, problem)
         return branch, value.decode("ascii")
 
     def tree_of(self, commit: str | None) -> str | None:
