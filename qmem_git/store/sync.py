@@ -1465,9 +1465,12 @@ def _say(progress: Progress | None, text: str) -> None:
 
 def pack_objects(repo: Repository) -> int:
     """Pack loose objects (automatic gc is off); fold packs together when they pile up."""
+    from qmem_git.store.packcheck import damaged_packs
+
     store = repo.objects
     if not _has_loose_objects(repo.objects_dir):
         store.close()
+        damaged_packs(repo.git_dir)  # the fetched packs are checked now, not by the next writer
         return 0
     try:
         packed: int = store.pack_loose_objects()
@@ -1476,6 +1479,7 @@ def pack_objects(repo: Repository) -> int:
         return packed
     finally:
         close_store(store)
+        damaged_packs(repo.git_dir)  # and so are the packs just made
 
 
 def _has_loose_objects(objects_dir: str) -> bool:
