@@ -181,36 +181,47 @@ def score_documents(docs: Sequence[RecallDoc], query: str) -> list[float]:
     if not wanted or not docs:
         return [0.0] * len(docs)
     indexed = [doc_terms(doc) for doc in docs]
+    hits = [[found for found in wanted if found in counts] for counts, _ in indexed]
+    weights, topical = term_weights(wanted, hits, max(len(docs), MIN_STORE_SIZE))
     average = sum(length for _, length in indexed) / len(indexed) or 1.0
-    size = max(len(docs), MIN_STORE_SIZE)
-    weights: dict[str, float] = {}
-    topical: set[str] = set()
-    for found, strength in wanted.items():
-        df = sum(1 for counts, _ in indexed if found in counts)
-        if df:
-            idf = math.log(1.0 + (size - df + 0.5) / (df + 0.5))
-            weight = term_weight(found.removeprefix(PART_MARK))
-            weights[found] = idf * weight * strength
-            if weight == 1.0 and strength == 1.0:
-                topical.add(found)
     tokens = tokenize(query)
     scores = []
-    for doc, (counts, length) in zip(docs, indexed, strict=True):
+    for doc, (counts, length), found_here in zip(docs, indexed, hits, strict=True):
+        if topical.isdisjoint(found_here):
+            scores.append(0.0)  # only generic words or compound parts in common: not a topic
+            continue
         norm = K1 * (1.0 - B + B * length / average)
         score = 0.0
-        on_topic = False
-        for found, weight in weights.items():
-            tf = counts.get(found)
-            if tf:
-                score += weight * tf * (K1 + 1.0) / (tf + norm)
-                on_topic = on_topic or found in topical
-        if not on_topic:
-            score = 0.0  # only generic words or compound parts in common: not a topic
-        if score:
-            keywords = TYPE_KEYWORDS.get(doc.type, _NO_KEYWORDS)
-            score += TYPE_BONUS * sum(1 for token in tokens if token in keywords)
+        for found in found_here:
+            tf = counts[found]
+            score += weights[found] * tf * (K1 + 1.0) / (tf + norm)
+        keywords = TYPE_KEYWORDS.get(doc.type, _NO_KEYWORDS)
+        score += TYPE_BONUS * sum(1 for token in tokens if token in keywords)
         scores.append(score)
     return scores
+
+
+def term_weights(
+    wanted: dict[str, float], hits: list[list[str]], size: int
+) -> tuple[dict[str, float], set[str]]:
+    """Each found term's idf x generic weight x strength, and the topical ones among them.
+
+    A term is topical when it counts fully (not a generic word, not a compound part).
+    """
+    df: dict[str, int] = {}
+    for found_here in hits:
+        for found in found_here:
+            df[found] = df.get(found, 0) + 1
+    weights: dict[str, float] = {}
+    topical: set[str] = set()
+    for found, count in df.items():
+        idf = math.log(1.0 + (size - count + 0.5) / (count + 0.5))
+        weight = term_weight(found.removeprefix(PART_MARK))
+        strength = wanted[found]
+        weights[found] = idf * weight * strength
+        if weight == 1.0 and strength == 1.0:
+            topical.add(found)
+    return weights, topical
 
 
 def select_heuristic(docs: Sequence[D], query: str, limit: int = MAX_RECALL_DOCS) -> list[D]:
