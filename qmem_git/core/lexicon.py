@@ -268,7 +268,9 @@ def field_index(fields: tuple[str, ...]) -> tuple[dict[str, float], float]:
 
     A term in the title counts 2, in the description 1.5, in the body 1 (BM25F-style), so a
     memory named after the prompt's topic outranks one that mentions it in passing. Terms are
-    :func:`recall_terms`: compounds and their marked parts included.
+    :func:`recall_terms`: compounds and their marked parts included; the bare
+    :data:`PART_MARK` key counts the compounds, so recall looks for compounds and parts only
+    in a memory that has some.
     """
     counts: dict[str, float] = {}
     length = 0.0
@@ -277,4 +279,6 @@ def field_index(fields: tuple[str, ...]) -> tuple[dict[str, float], float]:
             counts[found] = counts.get(found, 0.0) + weight
             if "-" not in found:  # the length counts words: a compound's are its parts
                 length += weight
+            elif not found.startswith(PART_MARK):
+                counts[PART_MARK] = counts.get(PART_MARK, 0.0) + weight
     return counts, length

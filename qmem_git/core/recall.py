@@ -134,16 +134,18 @@ def search_index(title: str, description: str, body: str) -> tuple[dict[str, flo
     return field_index((title, description, text))
 
 
-def query_terms(query: str) -> dict[str, float]:
+def query_terms(query: str, found: list[str] | None = None) -> dict[str, float]:
     """The query's search terms and how strongly each counts (1 or :data:`PART_WEIGHT`).
 
     Words come from the capped tokens (spec §10.2), stop words out. A word counts fully, and
     weakly as a part of a memory's compound (``green`` in ``blue-green``). A hyphenated
     compound of the query counts fully as a whole and weakly through its parts, so
     ``two-space`` does not find a memory about a "space". Two adjacent words also look for
-    the compound they spell (``force push`` finds ``force-push``).
+    the compound they spell (``force push`` finds ``force-push``). ``found`` is
+    ``recall_terms(query)`` when the caller has it.
     """
-    found = recall_terms(query)
+    if found is None:
+        found = recall_terms(query)
     words = {key for key in found if is_word_term(key)}
     wanted: dict[str, float] = {}
     for token in tokenize(query):
@@ -171,30 +173,75 @@ def compound_keys(found: list[str]) -> list[str]:
     return cap_tokens(compounds + pairs)[:MAX_TOKENS]
 
 
+def open_compounds(found: list[str], wanted: dict[str, float]) -> dict[str, list[str]]:
+    """The query's compounds of two or more content parts, with those parts as words.
+
+    A memory that has every such part as a word (``Docker Compose``) has the compound
+    (``docker-compose``) written open; a compound like ``two-space`` has one content part, and
+    a memory with that word alone does not have it.
+    """
+    spelled: dict[str, list[str]] = {}
+    for index, key in enumerate(found):
+        if key in wanted and "-" in key and not key.startswith(PART_MARK):
+            parts = []
+            for part in found[index + 1 :]:
+                if not part.startswith(PART_MARK):
+                    break
+                parts.append(part.removeprefix(PART_MARK))
+            if len(parts) >= 2:
+                spelled[key] = parts
+    return spelled
+
+
+def document_hits(
+    indexed: list[tuple[dict[str, float], float]],
+    wanted: dict[str, float],
+    spelled: dict[str, list[str]],
+) -> list[dict[str, float]]:
+    """Per document, the wanted terms it has and their weighted frequencies.
+
+    An open compound (:func:`open_compounds`) counts as often as its rarest part.
+    """
+    words = [found for found in wanted if is_word_term(found)]
+    others = [found for found in wanted if not is_word_term(found)]  # compounds and parts
+    hits = []
+    for counts, _ in indexed:
+        found_here = {found: counts[found] for found in words if found in counts}
+        if PART_MARK in counts:  # the memory has compounds
+            found_here.update((found, counts[found]) for found in others if found in counts)
+        hits.append(found_here)
+    if spelled:
+        for (counts, _), found_here in zip(indexed, hits, strict=True):
+            for compound, parts in spelled.items():
+                if compound not in found_here and all(part in counts for part in parts):
+                    found_here[compound] = min(counts[part] for part in parts)
+    return hits
+
+
 def score_documents(docs: Sequence[RecallDoc], query: str) -> list[float]:
     """BM25 score of every document for ``query``.
 
     0 when the document shares no topical term with the query (generic words and parts of
     compounds alone do not count), which is the lexical gate of spec §10.3 on whole words.
     """
-    wanted = query_terms(query)
+    found = recall_terms(query)
+    wanted = query_terms(query, found)
     if not wanted or not docs:
         return [0.0] * len(docs)
     indexed = [doc_terms(doc) for doc in docs]
-    hits = [[found for found in wanted if found in counts] for counts, _ in indexed]
+    hits = document_hits(indexed, wanted, open_compounds(found, wanted))
     weights, topical = term_weights(wanted, hits, max(len(docs), MIN_STORE_SIZE))
     average = sum(length for _, length in indexed) / len(indexed) or 1.0
     tokens = tokenize(query)
     scores = []
-    for doc, (counts, length), found_here in zip(docs, indexed, hits, strict=True):
+    for doc, (_, length), found_here in zip(docs, indexed, hits, strict=True):
         if topical.isdisjoint(found_here):
             scores.append(0.0)  # only generic words or compound parts in common: not a topic
             continue
         norm = K1 * (1.0 - B + B * length / average)
         score = 0.0
-        for found in found_here:
-            tf = counts[found]
-            score += weights[found] * tf * (K1 + 1.0) / (tf + norm)
+        for term_found, tf in found_here.items():
+            score += weights[term_found] * tf * (K1 + 1.0) / (tf + norm)
         keywords = TYPE_KEYWORDS.get(doc.type, _NO_KEYWORDS)
         score += TYPE_BONUS * sum(1 for token in tokens if token in keywords)
         scores.append(score)
@@ -202,7 +249,7 @@ def score_documents(docs: Sequence[RecallDoc], query: str) -> list[float]:
 
 
 def term_weights(
-    wanted: dict[str, float], hits: list[list[str]], size: int
+    wanted: dict[str, float], hits: list[dict[str, float]], size: int
 ) -> tuple[dict[str, float], set[str]]:
     """Each found term's idf x generic weight x strength, and the topical ones among them.
 
@@ -210,8 +257,9 @@ def term_weights(
     """
     df: dict[str, int] = {}
     for found_here in hits:
-        for found in found_here:
-            df[found] = df.get(found, 0) + 1
+        if found_here:
+            for found in found_here:
+                df[found] = df.get(found, 0) + 1
     weights: dict[str, float] = {}
     topical: set[str] = set()
     for found, count in df.items():

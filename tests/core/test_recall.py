@@ -165,6 +165,15 @@ def test_a_part_of_a_query_compound_does_not_find_the_lone_word() -> None:
     assert select_heuristic(COMPOUND_DOCS, "which Notion space has the ADRs?", 5) == [SPACE]
 
 
+def test_a_hyphenated_query_finds_the_compound_written_open() -> None:
+    stack = doc("Local stack in Docker Compose", body="make up starts postgres and redis.")
+    docker = doc("Docker images", body="Images are built in CI.", path="project/images.md")
+    docs = [stack, docker, *COMPOUND_DOCS]
+    assert select_heuristic(docs, "docker-compose up fails", 5)[0] is stack
+    assert select_heuristic(docs, "compose-docker", 5) == [stack]  # both parts, any order
+    assert select_heuristic(docs, "the push-button is broken", 5) == []  # one part is not enough
+
+
 def test_a_long_query_keeps_a_bounded_number_of_compounds() -> None:
     query = " ".join(f"alpha{i}-beta{i} gamma{i}" for i in range(2_000))
     wanted = query_terms(query)
