@@ -120,6 +120,8 @@ def test_field_index_counts_compounds_but_not_in_the_length() -> None:
     assert counts["blue-green"] == 2.0 + 1.0
     assert counts["~green"] == 2.0 + 1.0
     assert "green" not in counts
+    assert counts["~"] == 2.0 + 1.0  # how many compounds the memory has
+    assert "~" not in field_index(("Green", "", "green deploys"))[0]
     assert length == 2 * 2.0 + 3 * 1.0
 
 
