@@ -61,15 +61,18 @@ class Session:
             check=False,
         )
 
-    def qmem(self, *args: str) -> str:
+    def qmem(self, *args: str, nothing_matched_ok: bool = False) -> str:
+        """stdout of a qmem-git run that must succeed (or, if allowed, match nothing: exit 1)."""
         done = subprocess.run(
             [sys.executable, "-m", "qmem_git", "--project", str(self.project), *args],
             capture_output=True,
             text=True,
             cwd=self.project,
             env=self.env,
-            check=True,
+            check=False,
         )
+        if done.returncode != 0 and not (nothing_matched_ok and done.returncode == 1):
+            raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
         return done.stdout
 
     def messages(self) -> str:

@@ -44,9 +44,10 @@ def test_session_end_pushes_and_session_start_pulls(tmp_path: Path) -> None:
     desk.qmem("clone", str(bare))
     laptop.qmem("remember", "--type", "project", "The staging database is rebuilt nightly")
     laptop.qmem("sync")
-    assert "rebuilt nightly" not in desk.qmem("recall", "staging database nightly")
+    recall = ("recall", "staging database nightly")
+    assert "rebuilt nightly" not in desk.qmem(*recall, nothing_matched_ok=True)
     desk.hook("SessionStart", desk.payload("session-start"))  # pull-sync in the background
-    assert poll(lambda: "rebuilt nightly" in desk.qmem("recall", "staging database nightly"))
+    assert poll(lambda: "rebuilt nightly" in desk.qmem(*recall, nothing_matched_ok=True))
 
 
 def machine(home: Path, transcript: Path) -> Session:
