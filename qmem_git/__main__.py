@@ -7,10 +7,18 @@ from __future__ import annotations
 
 import sys
 
-from qmem_git import fastpath
-
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; Ctrl-C at any point, imports included, exits 130 without a word."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
+    from qmem_git import fastpath
+
     _stand_in_for_closed_streams()
     args = sys.argv[1:] if argv is None else argv
     rest = fastpath.take_globals(args, {})
@@ -54,10 +62,12 @@ def entry() -> None:
     for stream in (sys.stdout, sys.stderr):
         if stream is None:  # closed at start and never replaced: nothing to flush
             continue
-        try:  # noqa: SIM105 - no contextlib import on the per-prompt path
+        try:
             stream.flush()
         except (OSError, ValueError):
             pass  # the reader went away (`| head`); the exit code still tells the story
+        except KeyboardInterrupt:  # Ctrl-C as it ends: the work is done, say nothing
+            code = code or 130
     os._exit(code)
 
 

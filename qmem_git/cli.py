@@ -225,8 +225,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
-        return fail("aborted", 1)
+    except click.exceptions.Abort as exc:  # click's word for Ctrl-C (and EOF at a prompt)
+        interrupted = isinstance(exc.__context__, KeyboardInterrupt)
+        return fail("", 130) if interrupted else fail("aborted", 1)
     except click.UsageError as exc:
         command = exc.ctx.command_path if exc.ctx else "qmem-git"
         return fail(f"{exc.format_message()} (hint: run '{command} --help')", 2)
@@ -751,7 +752,7 @@ def extract(
     Only the part of the transcript after the last extraction of the same session is
     read. Turns in which the agent already wrote memory are skipped; text containing a
     secret is never written. If another extraction for this project is running, this
-    request is queued and run by it when it finishes (the latest request wins).
+    request is queued and run by it when it finishes (per session, the latest request wins).
     """
     from qmem_git.ops.pipeline import ExtractRequest, run_extract
 
@@ -1306,15 +1307,20 @@ def _quote(arg: str) -> str:
 
 
 @main.command()
+@click.option("--fix", is_flag=True, help="First repair what is safe to (a lost main branch).")
 @pass_options
-def doctor(opts: Options) -> None:
+def doctor(opts: Options, fix: bool) -> None:
     """Check this project's memory store and say how to fix what is wrong.
 
     Checks the layout, the repository and its objects, MEMORY.md, every memory file, the
     git hook and the model endpoint. Exits 1 when a check fails (warnings do not count).
+    --fix first repairs what is safe to repair: a lost main branch is pointed back at the
+    newest commit of its history.
     """
-    from qmem_git.ops.doctor import run_checks
+    from qmem_git.ops.doctor import repair, run_checks
 
+    for done in repair(opts.settings()) if fix else []:
+        note(opts, done)
     checks = run_checks(opts.settings())
     lines = []
     for check in checks:

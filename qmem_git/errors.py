@@ -43,12 +43,27 @@ class RepoLocked(QmemError):
     exit_code = 3
 
 
+class FileSystemRefused(QmemError):
+    """The disk is full, or a file or folder may not be written (permission, read-only)."""
+
+    exit_code = 4
+
+
 class RemoteError(QmemError):
     exit_code = 5
 
 
 class RepoCorrupt(QmemError):
     exit_code = 6
+
+
+class BranchLost(RepoCorrupt):
+    """``main`` is missing or damaged in a repository with history; ``commit`` is the one to
+    point it back at (``qmem-git doctor --fix``), None when none was found."""
+
+    def __init__(self, message: str, hint: str = "", commit: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.commit = commit
 
 
 class ModelError(QmemError):

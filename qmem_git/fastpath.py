@@ -191,6 +191,8 @@ def error_line(stream: object, message: str) -> str:
     """The one ``Error: ...`` line: whatever ``message`` holds stays on one line, control
     characters are spelled out on a terminal, and there ``Error:`` is red (not with NO_COLOR).
     Shared with the click commands."""
+    if not message:  # Ctrl-C: exit 130 silently
+        return ""
     label = ERROR_LABEL if colour_on(stream) else "Error:"
     return f"{label} {for_terminal(stream, ' '.join(message.split()))}\n"
 
@@ -383,14 +385,62 @@ def failure(exc: BaseException) -> tuple[str, int, bool]:
     ``-v`` shows the traceback of unexpected ones."""
     from qmem_git.errors import QmemError
 
+    if isinstance(exc, KeyboardInterrupt):
+        return "", 130, False  # Ctrl-C: no message, the shell's convention for SIGINT
+    refused = file_system_refusal(exc)
+    if refused is not None:
+        return str(refused), 4, False
     if isinstance(exc, QmemError):
         return str(exc), exc.exit_code, False
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted", 130, False
     if isinstance(exc, OSError):
         return f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), 1, True
+    if isinstance(exc, RecursionError):
+        hint = "a folder or tree in the memory repository is nested too deeply to read"
+        return f"memory repository is too deep to read (hint: {hint})", 6, False
     name = type(exc).__name__
     return f"internal error: {name}: {exc} (hint: rerun with -v and report it)", 1, True
+
+
+def file_system_refusal(exc: BaseException) -> BaseException | None:
+    """A ``FileSystemRefused`` (exit 4) for a full disk or a refused write found in ``exc`` or
+    its causes, else None; ``exc`` itself when it already is one."""
+    import errno
+
+    from qmem_git.errors import FileSystemRefused
+
+    no_space = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG}
+    refused = {errno.EACCES, errno.EPERM, errno.EROFS}
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain of causes: a QmemError raised from the OSError
+        if seen is None or isinstance(seen, FileSystemRefused):
+            return seen
+        if isinstance(seen, OSError) and seen.errno in no_space | refused:
+            where = seen.filename or seen.filename2 or ""
+            return _refusal(seen.errno in no_space, str(where), exc)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _refusal(no_space: bool, where: str, exc: BaseException) -> BaseException:
+    import os
+
+    from qmem_git.errors import FileSystemRefused, QmemError
+
+    what = exc.message if isinstance(exc, QmemError) else ""
+    if no_space:
+        message = what or f"no space left on the device{' for ' + where if where else ''}"
+        hint = (
+            "free some disk space and retry; nothing half-written was committed, and the next "
+            "qmem-git command cleans up what was left"
+        )
+        return FileSystemRefused(message, hint)
+    folder = os.path.dirname(where) if where else "the memory folder"
+    message = what or f"permission denied{': ' + where if where else ''}"
+    hint = (
+        f"make {folder} writable for this user (check its owner and mode, and that the disk "
+        "is not mounted read-only), or run qmem-git as its owner"
+    )
+    return FileSystemRefused(message, hint)
 
 
 def _emit(opts: dict[str, object], text: str, data: object) -> None:

@@ -13,6 +13,7 @@ import pytest
 from clihelpers import assert_clean_repo, git, head, one_error_line, qmem, qwen_transcript, trailers
 
 from qmem_git.cli import main as cli_group
+from qmem_git.core.patches import slugify
 from qmem_git.store.workdir import render_index
 
 REPO = Path(__file__).resolve().parent.parent
@@ -647,10 +648,22 @@ def test_new_names_never_merge_with_another_spelling_on_a_case_insensitive_disk(
     assert qmem(memory, "remember", "I prefer dark mode").code == 0
     (memory / "user" / "i-prefer-dark-mode.md").rename(memory / "user" / "I-Prefer-Dark-Mode.md")
     assert qmem(memory, "snapshot").code == 0
-    assert qmem(memory, "remember", "I prefer dark mode, always").code == 0  # same slug
-    assert (memory / "user" / "i-prefer-dark-mode-always.md").exists()
-    assert qmem(memory, "remember", "I prefer dark-mode!").code == 0  # same slug
-    assert (memory / "user" / "i-prefer-dark-mode-2.md").exists()
+    assert qmem(memory, "remember", "I prefer dark mode, always").code == 0  # the same fact
+    assert not (memory / "user" / "i-prefer-dark-mode-always.md").exists()  # #23: no near-dup
+    # two different facts whose slugs agree in their first 80 characters
+    first = (
+        "I prefer dark mode in the editor, the terminal, the browser and every chat client at home"
+    )
+    slug = slugify(first)
+    assert qmem(memory, "remember", first).code == 0
+    (memory / "user" / f"{slug}.md").rename(memory / "user" / f"{slug.upper()}.md")
+    assert qmem(memory, "snapshot").code == 0
+    second = (
+        first[:81].rstrip() + " except the one whose light theme has better contrast on projectors"
+    )
+    assert slugify(second) == slug
+    assert qmem(memory, "remember", second).code == 0
+    assert (memory / "user" / f"{slug}-2.md").exists()
     names = sorted(p.name for p in (memory / "user").iterdir())
     assert len({name.lower() for name in names}) == len(names), names
 

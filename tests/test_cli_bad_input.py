@@ -149,8 +149,8 @@ def test_second_extract_is_queued_and_run_by_the_first(memory: Path, tmp_path: P
         queued = qmem(memory, "--json", "extract", "--transcript", "b.jsonl", cwd=tmp_path)
         assert queued.code == 0, queued.err
         assert queued.json() == {"status": "queued"}
-        queue = json.loads((memory.parent / "extract-queue.json").read_text())
-        assert queue["transcript"] == str(second)
+        (queued_file,) = (memory.parent / "extract-queue").iterdir()
+        assert json.loads(queued_file.read_text())["transcript"] == str(second)
     finally:
         assert holder.stdin is not None
         holder.stdin.write("\n")
@@ -161,7 +161,7 @@ def test_second_extract_is_queued_and_run_by_the_first(memory: Path, tmp_path: P
     assert result.code == 0, result.err
     ops = [e["session"] for e in qmem(memory, "--json", "log", "--op", "extract").json()]
     assert ops == ["sess-b", "sess-a"]
-    assert not (memory.parent / "extract-queue.json").exists()
+    assert list((memory.parent / "extract-queue").iterdir()) == []
     assert_clean_repo(memory)
 
 
@@ -279,7 +279,7 @@ def test_control_characters_and_undecodable_bytes_are_cleaned_not_crashed_on(
     assert result.code == 0, result.err
     (saved,) = [p for p in memory.rglob("*.md") if p.name != "MEMORY.md"]
     content = saved.read_text(encoding="utf-8")
-    assert "We always use ]0;pwned \ufffd tools here" in content and "\x1b" not in content
+    assert "We always use \ufffd tools here" in content and "\x1b" not in content  # all of it
     assert (
         "Qmem-Host: host\ufffd"
         in subprocess.run(
@@ -384,9 +384,9 @@ def test_a_hostile_session_id_is_cleaned_in_the_commit_and_the_cursor(
     message = subprocess.run(
         ["git", "-C", str(memory), "log", "-1", "--format=%B"], capture_output=True, text=True
     ).stdout
-    assert "Qmem-Session: s]0;pwned-\ufffd" in message and "\x1b" not in message
+    assert "Qmem-Session: s-\ufffd" in message and "\x1b" not in message  # the whole escape
     cursor = json.loads((memory.parent / "extract-cursor.json").read_text(encoding="utf-8"))
-    assert cursor["sessionId"] == "s]0;pwned-\ufffd"
+    assert cursor["sessionId"] == "s-\ufffd"
     assert_clean_repo(memory)
 
 

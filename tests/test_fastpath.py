@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from clihelpers import assert_clean_repo, git, qmem, trailers
 
 from qmem_git import fastpath
 from qmem_git.core.limits import TYPE_NAMES
-from qmem_git.errors import RepoLocked
+from qmem_git.errors import QmemError, RepoLocked
 
 TEXT = "The staging cluster deploys from branch release-7"
 
@@ -197,9 +198,25 @@ def test_remember_recovers_a_hand_edit_first(tmp_path: Path) -> None:
 
 def test_failures_map_to_one_message_and_the_documented_codes() -> None:
     assert fastpath.failure(RepoLocked("busy", "wait")) == ("busy (hint: wait)", 3, False)
-    assert fastpath.failure(KeyboardInterrupt()) == ("interrupted", 130, False)
+    assert fastpath.failure(KeyboardInterrupt()) == ("", 130, False)  # silent
     denied = PermissionError(13, "Permission denied", "/m/.git/index")
-    assert fastpath.failure(denied) == ("Permission denied: /m/.git/index", 1, True)
+    message, code, unexpected = fastpath.failure(denied)
+    assert message.startswith("permission denied: /m/.git/index (hint: make /m/.git writable")
+    assert (code, unexpected) == (4, False)
+    full = OSError(errno.ENOSPC, "No space left on device", "/m/user/a.md")
+    message, code, _ = fastpath.failure(full)
+    assert message.startswith("no space left on the device for /m/user/a.md (hint: free some")
+    assert code == 4
+    try:  # a QmemError raised from a full disk keeps its words and gets code 4 and the hint
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as exc:
+            raise QmemError("cannot write MEMORY.md") from exc
+    except QmemError as wrapped:
+        message, code, _ = fastpath.failure(wrapped)
+    assert message.startswith("cannot write MEMORY.md (hint: free some disk space") and code == 4
+    message, code, unexpected = fastpath.failure(RecursionError("maximum recursion depth"))
+    assert "too deep" in message and (code, unexpected) == (6, False)
     message, code, unexpected = fastpath.failure(ValueError("boom"))
     assert message.startswith("internal error: ValueError: boom") and "-v" in message
     assert (code, unexpected) == (1, True)

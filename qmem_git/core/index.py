@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -9,6 +10,7 @@ from qmem_git.core.model import MAX_SCANNED_DOCUMENTS, Document
 from qmem_git.core.text import clip
 
 MAX_LINE_CHARS = 150
+MAX_FIELD_UNITS = 120  # a title or description, in UTF-16 code units (JavaScript's .length)
 MAX_LINES = 200
 MAX_BYTES = 25_000
 WARNING = (
@@ -43,9 +45,47 @@ def order_documents(docs: Iterable[Document], limit: int = MAX_SCANNED_DOCUMENTS
     return sorted(docs, key=scan_order_key)[:limit]
 
 
+# Qwen Code 0.24's sanitizeIndexField (qwen-0.24-delta.md, "MEMORY.md"): a field of a memory
+# file must not forge structure in the index every session loads into its prompt
+_FIELD_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0/C1 controls -> a space
+_FIELD_HIDDEN = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")  # removed
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # half a character: not writable, removed
+_SPACE_RUN = re.compile(r"\s+")
+
+
+def sanitize_field(value: str) -> str:
+    """A title or description as the index shows it, as Qwen Code 0.24 writes it: control
+    characters become spaces; zero-width and bidi controls go; a backtick becomes ``'`` and
+    ``](`` becomes ``] (`` (no code span, no live link); whitespace runs become one space;
+    trimmed; cut to 120 UTF-16 code units ending in ``…``."""
+    text = _FIELD_CONTROL.sub(" ", value)
+    text = _LONE_SURROGATE.sub("", _FIELD_HIDDEN.sub("", text))
+    text = text.replace("`", "'").replace("](", "] (")
+    return _cut_field(_SPACE_RUN.sub(" ", text).strip())
+
+
+def _cut_field(text: str) -> str:
+    """``text`` cut to ``MAX_FIELD_UNITS`` UTF-16 code units: 119 and ``…`` when longer (a
+    character outside the BMP counts two and is never split)."""
+    if len(text) <= MAX_FIELD_UNITS // 2 or _utf16_units(text) <= MAX_FIELD_UNITS:
+        return text
+    units = 0
+    for end, char in enumerate(text):
+        units += 2 if ord(char) > 0xFFFF else 1
+        if units >= MAX_FIELD_UNITS:  # text[:end] is at most 119 units
+            return text[:end].rstrip() + "…"
+    return text  # pragma: no cover - longer than the limit, so the loop returned
+
+
+def _utf16_units(text: str) -> int:
+    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
+
+
 def index_line(doc: Document) -> str:
-    line = f"- [{doc.title}]({doc.relative_path}) — {doc.description or doc.type}"
-    return clip(line, MAX_LINE_CHARS)
+    """``- [title](path) — description``, the fields sanitised (an empty one: the type)."""
+    title = sanitize_field(doc.title) or doc.type
+    description = sanitize_field(doc.description) or doc.type
+    return clip(f"- [{title}]({doc.relative_path}) — {description}", MAX_LINE_CHARS)
 
 
 def build_index(docs: list[Document]) -> IndexResult:

@@ -15,7 +15,7 @@ META_NAME = "meta.json"
 CURSOR_NAME = "extract-cursor.json"
 SESSIONS_NAME = "extract-sessions.json"  # ours: the offsets of the last sessions (store.state)
 # Folders writers and hooks make in the state dir (quarantined files, recall cache, hook state).
-STATE_DIR_NAMES = ("quarantine", "cache", "hooks")
+STATE_DIR_NAMES = ("quarantine", "cache", "hooks", "extract-queue")
 # Files qmem-git keeps in a memory repository's .git: the record of the commit the git index was
 # written for (store.gitindex) and the writer lock (store.locks). Either marks a memory folder.
 INDEX_RECORD_NAME = "qmem-index"

@@ -18,6 +18,9 @@ from qmem_git.core.model import INDEX_NAME, MEMORY_TYPES
 
 LEGACY_TOPIC_FILES = tuple(f"{kind}.md" for kind in MEMORY_TYPES)  # spec §0, G1
 MAX_SEGMENT_BYTES = 255
+# folders a memory path may pass through: far more than any layout needs, far less than what
+# exhausts a recursive reader or PATH_MAX (a hostile tree may nest thousands of levels)
+MAX_PATH_DEPTH = 32
 
 # Code points that render as nothing or that some file systems drop when comparing names:
 # format characters (category Cf: zero-width, bidi controls, tags, BOM) plus the "default
@@ -65,6 +68,8 @@ def check_path_safety(rel: str) -> list[str]:
     if _CONTROL.search(rel):
         problems.append("path contains a control character")
     segments = rel.split("/")
+    if len(segments) > MAX_PATH_DEPTH:
+        return [*problems, f"path is nested deeper than {MAX_PATH_DEPTH} folders"]
     inner = segments[1:] if rel.startswith("/") else segments
     if "" in inner:
         problems.append("path has an empty segment (// or a trailing /)")

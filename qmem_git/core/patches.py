@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from qmem_git.core.codec import render_document, replace_body
 from qmem_git.core.entries import merge_entries, parse_entries, render_entries
+from qmem_git.core.lexicon import terms
 from qmem_git.core.limits import MAX_FACT_CHARS
 from qmem_git.core.model import MEMORY_TYPES, Document, Entry, MemoryType
 from qmem_git.core.names import fold_name, is_allowed_memory_path
@@ -30,16 +31,24 @@ _TEMPORAL = re.compile(
 )
 _BULLET = re.compile(r"^\s*(?:[-*]|#+)\s+")  # a bullet, or a heading the body reader skips
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
+_NUMBERED = re.compile(r"\w*\d\w*")
 
 
 class Patch(NamedTuple):
-    """One fact to remember (spec §7.3); ``source_offset`` is the user message it came from."""
+    """One fact to remember (spec §7.3); ``source_offset`` is the user message it came from.
+
+    ``name`` and ``description`` are the frontmatter of a new file when the planner wrote
+    them (the heuristic planner does: a short name, the full sentence as the description);
+    otherwise the name is the shortened summary and the description the summary (spec §7.7).
+    """
 
     topic: MemoryType
     summary: str
     why: str | None = None
     how_to_apply: str | None = None
     source_offset: int | None = None
+    name: str | None = None
+    description: str | None = None
 
     @property
     def key(self) -> str:
@@ -111,6 +120,8 @@ def normalize_patches(patches: Iterable[Patch]) -> list[Patch]:
             summary=summary,
             why=clean_detail(patch.why),
             how_to_apply=clean_detail(patch.how_to_apply),
+            name=clean_detail(patch.name),
+            description=clean_detail(patch.description),
         )
         if size_problem(cleaned) is None and cleaned.key not in seen:
             seen.add(cleaned.key)
@@ -129,6 +140,30 @@ def title_for(summary: str) -> str:
     if len(summary) <= MAX_TITLE_CHARS:
         return summary
     return summary[: MAX_TITLE_CHARS - 3].rstrip() + "..."
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Search terms plus every number and versioned name, however short (``23``, ``v2``)."""
+    return frozenset(terms(text)) | frozenset(_NUMBERED.findall(text.lower()))
+
+
+def fact_terms(entry: Entry) -> frozenset[frozenset[str]]:
+    """The content words of an entry's summary, and of its summary with its why."""
+    summary = content_words(entry.summary)
+    with_why = content_words(f"{entry.summary} {entry.why}") if entry.why else summary
+    return frozenset(words for words in (summary, with_why) if words)
+
+
+def near_duplicate(words: frozenset[frozenset[str]], entry: Entry) -> bool:
+    """Whether an entry states the same fact as ``words``: the same content words.
+
+    Stop words, punctuation, case, accents and word forms are ignored, so ``Bugs go into the
+    PAY project in Jira`` restates ``Bugs go in the PAY project in Jira.``; a reason given
+    in the summary (``never X, CI deploys from it``) matches the same reason kept as ``Why:``.
+    Any other word differs: ``port 4027`` and ``port 4036``, or ``kiwi`` and ``mango``, stay
+    two memories.
+    """
+    return not words.isdisjoint(fact_terms(entry))
 
 
 @dataclass(frozen=True)
@@ -186,7 +221,10 @@ class _Planner:
             self.merge(record, patch)
 
     def find_target(self, patch: Patch) -> _Record | None:
-        """First record of the same type whose first entry has the same summary (any case)."""
+        """First record of the same type whose first entry has the same summary (any case);
+        else the first of that type whose first entry says nearly the same thing
+        (:func:`near_duplicate`), so a restated fact updates its memory instead of adding one.
+        """
         wanted = patch.summary.lower()
         for record in self.records:
             if (
@@ -195,11 +233,25 @@ class _Planner:
                 and record.entries[0].summary.lower() == wanted
             ):
                 return record
+        words = fact_terms(patch.entry())
+        for record in self.records:
+            if (
+                record.type == patch.topic
+                and record.entries
+                and near_duplicate(words, record.entries[0])
+            ):
+                return record
         return None
 
     def merge(self, record: _Record, patch: Patch) -> None:
-        """Merge into the first entry and rewrite the body in place (spec §4.3, §4.4)."""
-        merged = merge_entries(record.entries[0], patch.entry())
+        """Merge into the first entry and rewrite the body in place (spec §4.3, §4.4).
+
+        A near-duplicate keeps the stored wording and only gains the details it lacked.
+        """
+        incoming = patch.entry()
+        if record.entries[0].summary.lower() != patch.summary.lower():
+            incoming = incoming._replace(summary=record.entries[0].summary)
+        merged = merge_entries(record.entries[0], incoming)
         if merged == record.entries[0]:
             return
         entries = [merged, *record.entries[1:]]
@@ -220,7 +272,8 @@ class _Planner:
     def create(self, patch: Patch) -> None:
         rel = self.free_path(patch.topic, slugify(patch.summary))
         body = render_entries([patch.entry()])
-        text = render_document(title_for(patch.summary), patch.summary, patch.topic, body)
+        name = title_for(patch.name or patch.summary)
+        text = render_document(name, patch.description or patch.summary, patch.topic, body)
         self.records.append(_Record(patch.topic, rel, body, [patch.entry()]))
         self.used.add(fold_name(rel))
         self.plan.writes[rel] = text
@@ -273,7 +326,7 @@ def plan_patches(
 def patch_secrets(patch: Patch) -> list[str]:
     """Rule ids of the secrets found in a patch's summary, why or how-to-apply (spec §14)."""
     found: list[str] = []
-    for text in (patch.summary, patch.why, patch.how_to_apply):
+    for text in (patch.summary, patch.why, patch.how_to_apply, patch.name, patch.description):
         for finding in scan_for_secrets(text or ""):
             if finding.rule_id not in found:
                 found.append(finding.rule_id)

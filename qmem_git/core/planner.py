@@ -1,4 +1,15 @@
-"""The heuristic extraction planner (spec §7.5): keyword rules over the user's own messages."""
+"""The heuristic extraction planner (spec §7.5, refined): durable sentences of the user's messages.
+
+Spec §7.5's keyword rules kept requests and questions (``please add a README section``) and
+missed plain facts (``I'm the tech lead``); here each sentence of a user message is read with
+:mod:`qmem_git.core.sentences`: lead-ins (``remember:``) are stripped, questions, requests,
+thanks, temporary and chatter sentences are dropped, the type follows Qwen's definitions, a
+reason clause becomes the entry's ``Why:`` and an imperative after ``, so`` its ``How to
+apply:``. The new file's name is the fact's first clause,
+its description the whole sentence, so name, description and body do not just repeat.
+
+:func:`classify_topic` keeps the spec's §7.5 step 4 rules for governance (spec §12).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +18,15 @@ from collections.abc import Iterable
 
 from qmem_git.core.model import MemoryType
 from qmem_git.core.patches import Patch, rejection_reason
+from qmem_git.core.sentences import (
+    memory_type,
+    sentences,
+    short_name,
+    split_apply,
+    split_reason,
+    strip_lead_in,
+    talk_kind,
+)
 from qmem_git.core.text import normalize_space
 
 TYPE_CHECKING = False
@@ -14,10 +34,7 @@ if TYPE_CHECKING:  # core.extract costs ~5 ms to import; `remember` only needs c
     from qmem_git.core.extract import Message
 
 _I = re.IGNORECASE
-
-# step 2: an explicit request, `please remember that …`
-_REQUEST = re.compile(r"^(?:please\s+)?(?:remember|save|note)\s+(?:that\s+)?(\S.*)$", _I | re.S)
-_REQUEST_LEAD = re.compile(r"^[:\-\s]+")
+MAX_SENTENCE_CHARS = 500
 
 _URL = re.compile(r"https?://", _I)
 _PREFERENCE = re.compile(
@@ -26,11 +43,6 @@ _PREFERENCE = re.compile(
 _REFERENCE_WORDS = re.compile(
     r"\b(?:grafana|dashboard|runbook|ticket|doc|docs|wiki|notion|jira)\b", _I
 )
-_DURABLE_WORDS = re.compile(
-    r"\b(?:grafana|dashboard|runbook|ticket|doc|docs|wiki|notion|jira|release|deadline|freeze|incident)\b",
-    _I,
-)
-_INSTRUCTION_WORDS = re.compile(r"\b(?:please|always|never|avoid|respond)\b", _I)
 _FEEDBACK_WORDS = re.compile(
     r"\b(?:please|always|never|avoid|respond|format|style|terse|concise|detailed)\b", _I
 )
@@ -53,31 +65,69 @@ def classify_topic(summary: str) -> MemoryType | None:
     return None
 
 
-def heuristic_summary(text: str) -> str | None:
-    """The summary a user message yields (spec §7.5 steps 1-3), or None when it yields nothing."""
-    t = normalize_space(text)
-    if rejection_reason(t) is not None:
+def infer_type(text: str) -> MemoryType | None:
+    """The memory type of a fact by Qwen's definitions, or None when nothing marks it."""
+    fact, _ = strip_lead_in(normalize_space(text)[:MAX_SENTENCE_CHARS])
+    return memory_type(fact)
+
+
+def sentence_patch(sentence: str, offset: int | None) -> Patch | None:
+    """The patch one sentence yields, or None when it is not a durable fact.
+
+    A "sentence" longer than :data:`MAX_SENTENCE_CHARS` is pasted output, not a statement.
+    """
+    if len(sentence) > MAX_SENTENCE_CHARS:
         return None
-    request = _REQUEST.match(t)
-    if request:
-        return normalize_space(_REQUEST_LEAD.sub("", request.group(1))) or None
-    durable = _PREFERENCE.search(t) or _URL.search(t) or _DURABLE_WORDS.search(t)
-    return t if durable or _INSTRUCTION_WORDS.search(t) else None
+    fact, explicit = strip_lead_in(sentence)
+    if talk_kind(fact, explicit) is not None:
+        return None
+    topic = memory_type(fact)
+    if topic is None:
+        if not explicit:
+            return None
+        topic = "project"  # "remember that …" with no other mark: a fact of this project
+    summary, why = split_reason(fact)
+    summary, how = split_apply(summary)
+    if rejection_reason(summary) is not None:
+        return None
+    name = short_name(summary)
+    return Patch(
+        topic,
+        summary,
+        why=why,
+        how_to_apply=how,
+        source_offset=offset,
+        name=name if name != summary.rstrip(" .。!！") else None,
+        description=fact if why or how else None,
+    )
+
+
+def message_patches(text: str, offset: int | None = None) -> list[Patch]:
+    """Patches from one user message, one per durable sentence."""
+    t = normalize_space(text)
+    found = []
+    for sentence in sentences(t):
+        patch = sentence_patch(sentence, offset)
+        if patch is not None:
+            found.append(patch)
+    return found
+
+
+def heuristic_summary(text: str) -> str | None:
+    """The summary of the first durable sentence of a message, or None."""
+    patches = message_patches(text)
+    return patches[0].summary if patches else None
 
 
 def plan_heuristic(messages: Iterable[Message]) -> list[Patch]:
-    """Patches from the user messages of a slice, in order, without duplicates (spec §7.5)."""
+    """Patches from the user messages of a slice, in order, without duplicates."""
     patches: list[Patch] = []
     seen: set[str] = set()
     for message in messages:
         if message.role != "user":
             continue
-        summary = heuristic_summary(message.text)
-        topic = classify_topic(summary) if summary else None
-        if summary is None or topic is None:
-            continue
-        patch = Patch(topic, summary, source_offset=message.offset)
-        if patch.key not in seen:
-            seen.add(patch.key)
-            patches.append(patch)
+        for patch in message_patches(message.text, message.offset):
+            if patch.key not in seen:
+                seen.add(patch.key)
+                patches.append(patch)
     return patches

@@ -8,8 +8,11 @@ the document cache hand over light records without importing the model module.
 
 from __future__ import annotations
 
+import math
+
 from qmem_git.core.age import age_days, age_text, freshness_text
-from qmem_git.core.tokenize import normalize, tokenize
+from qmem_git.core.lexicon import field_index, term, term_weight, terms
+from qmem_git.core.tokenize import tokenize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -97,39 +100,94 @@ def recall_body(doc: RecallDoc) -> str:
     return "" if body == EMPTY_BODY else body
 
 
-def score_document(doc: RecallDoc, tokens: Sequence[str]) -> int:
-    """Seed score with the lexical gate: 0 unless some token is a substring (spec §10.3)."""
-    body = recall_body(doc)
-    content = normalize(f"{doc.type} {doc.title} {doc.description} {body[:MAX_BODY_CHARS]}")
-    keywords = TYPE_KEYWORDS.get(doc.type, _NO_KEYWORDS)
-    score = 0
-    hit = False
-    for token in tokens:
-        if token in content:
-            score += 2
-            hit = True
-        if token in keywords:
-            score += 1
-    if not hit:
-        return 0
-    return score + 1 if body else score
+# BM25 (Robertson/Sparck Jones idf, k1 and b as usual) over title, description and body.
+K1 = 1.2
+B = 0.75
+MIN_STORE_SIZE = 20  # idf as if the store had at least this many memories (small stores)
+MIN_SCORE = 1.0  # a topical word in the title of half the store still passes; see select_heuristic
+RELATIVE_CUTOFF = 0.4  # of the best score: a much weaker match is noise next to it
+TYPE_BONUS = 0.25  # per query word that names the memory's type (spec §10.3 keywords)
+
+
+def doc_terms(doc: RecallDoc) -> tuple[dict[str, float], float]:
+    """The document's search index: the cached one when the scan has it, else built here."""
+    cached: tuple[dict[str, float], float] | None = getattr(doc, "search_index", None)
+    if cached is not None:
+        return cached
+    return search_index(doc.title, doc.description, doc.body)
+
+
+def search_index(title: str, description: str, body: str) -> tuple[dict[str, float], float]:
+    """Weighted term frequencies and length over title, description, first 1,200 body chars."""
+    text = body.strip()
+    text = "" if text == EMPTY_BODY else text[:MAX_BODY_CHARS]
+    return field_index((title, description, text))
+
+
+def query_terms(query: str) -> list[str]:
+    """Distinct search terms of the query (tokens capped as in spec §10.2, stop words out)."""
+    found: dict[str, None] = {}
+    for token in tokenize(query):
+        found_term = term(token)
+        if found_term is not None:
+            found[found_term] = None
+    return list(found)
+
+
+def score_documents(docs: Sequence[RecallDoc], query: str) -> list[float]:
+    """BM25 score of every document for ``query``.
+
+    0 when the document shares no topical term with the query (generic words alone do not
+    count), which is the lexical gate of spec §10.3 on whole words.
+    """
+    wanted = query_terms(query)
+    if not wanted or not docs:
+        return [0.0] * len(docs)
+    indexed = [doc_terms(doc) for doc in docs]
+    average = sum(length for _, length in indexed) / len(indexed) or 1.0
+    size = max(len(docs), MIN_STORE_SIZE)
+    weights = {}
+    for found in wanted:
+        df = sum(1 for counts, _ in indexed if found in counts)
+        if df:
+            idf = math.log(1.0 + (size - df + 0.5) / (df + 0.5))
+            weights[found] = idf * term_weight(found)
+    tokens = tokenize(query)
+    scores = []
+    for doc, (counts, length) in zip(docs, indexed, strict=True):
+        norm = K1 * (1.0 - B + B * length / average)
+        score = 0.0
+        topical = False
+        for found, weight in weights.items():
+            tf = counts.get(found)
+            if tf:
+                score += weight * tf * (K1 + 1.0) / (tf + norm)
+                topical = topical or term_weight(found) == 1.0
+        if not topical:
+            score = 0.0  # only generic words in common: "use … instead" is not a topic
+        if score:
+            keywords = TYPE_KEYWORDS.get(doc.type, _NO_KEYWORDS)
+            score += TYPE_BONUS * sum(1 for token in tokens if token in keywords)
+        scores.append(score)
+    return scores
 
 
 def select_heuristic(docs: Sequence[D], query: str, limit: int = MAX_RECALL_DOCS) -> list[D]:
-    """Up to ``limit`` docs with a lexical hit, best first (spec §10.4).
+    """Up to ``limit`` docs whose score passes the relevance threshold, best first.
 
-    ``docs`` must be in scan order: it is the last tie-break, after score and type name.
+    Whole-word BM25 replaces the seed's substring score (spec §10.3): ``the`` no longer hits
+    ``other``. A memory is chosen only when its score reaches :data:`MIN_SCORE` and
+    :data:`RELATIVE_CUTOFF` of the best one, so a prompt that shares only stop words or one
+    generic word with the store injects nothing. Ties break by type name, then scan order
+    (spec §10.4); ``docs`` must be in scan order.
     """
-    tokens = tokenize(query)
-    if not tokens or limit <= 0:
+    if limit <= 0:
         return []
-    ranked: list[tuple[int, str, int]] = []
-    for index, doc in enumerate(docs):
-        score = score_document(doc, tokens)
-        if score:
-            ranked.append((-score, doc.type, index))
-    ranked.sort()
-    return [docs[index] for _, _, index in ranked[:limit]]
+    scores = score_documents(docs, query)
+    best = max(scores, default=0.0)
+    floor = max(MIN_SCORE, RELATIVE_CUTOFF * best)
+    chosen = sorted((-score, docs[i].type, i) for i, score in enumerate(scores) if score >= floor)
+    return [docs[index] for _, _, index in chosen[:limit]]
 
 
 def render_body(doc: RecallDoc) -> str:
@@ -142,15 +200,29 @@ def render_body(doc: RecallDoc) -> str:
     return body
 
 
+def shown_description(title: str, description: str, body: str) -> str:
+    """The description line, left empty when it says nothing the title and body do not.
+
+    Extraction used to write one sentence as name, description and body; printing it three
+    times spends the prompt budget on nothing. "Nothing new" means every search term of the
+    description is in the title or the body. The line itself stays (spec §10.5).
+    """
+    words = set(terms(description))
+    if not words or words <= set(terms(f"{title}\n{body}")):
+        return ""
+    return description
+
+
 def doc_lines(doc: RecallDoc, now_ms: float) -> list[str]:
     """One document's section of the block, ending with its blank line (spec §10.5)."""
     days = age_days(doc.mtime_ms, now_ms)
+    body = render_body(doc)
     lines = [
         f"### {doc.title} ({doc.relative_path})",
         f"Saved {age_text(days)}.",
-        doc.description,
+        shown_description(doc.title, doc.description, body),
         "",
-        render_body(doc),
+        body,
     ]
     freshness = freshness_text(days)
     if freshness:

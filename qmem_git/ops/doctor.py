@@ -41,12 +41,31 @@ def _layout(settings: Settings) -> Check:
     return Check("layout", True, f"{layout.mode} mode, memory root {layout.memory_root}")
 
 
+def repair(settings: Settings) -> list[str]:
+    """``doctor --fix``: what can be repaired without losing anything, under the writer lock;
+    returns what was done. Today: a lost ``main`` is pointed back at its newest commit."""
+    from qmem_git.store.branchref import restore_branch
+    from qmem_git.store.locks import writer_lock
+
+    root = settings.layout.memory_root
+    if not os.path.isdir(os.path.join(root, ".git")):
+        return []
+    with writer_lock(settings.layout, settings.lock_timeout):
+        restored = restore_branch(root)
+    if restored is None:
+        return []
+    branch, commit = restored
+    return [f"fixed: {branch} points at {commit[:12]} again (its newest commit)"]
+
+
 def _head(root: str) -> Check:
-    from qmem_git.errors import QmemError, RepoCorrupt
+    from qmem_git.errors import BranchLost, QmemError, RepoCorrupt
     from qmem_git.ops.history import log
 
     try:
         entries = log(root, limit=1)
+    except BranchLost as exc:
+        return Check("history", False, exc.message, exc.hint.split("; nothing was written")[0])
     except RepoCorrupt as exc:  # its hint says "run qmem-git doctor": we are doctor
         return Check("history", False, exc.message, CORRUPT_HINT)
     except QmemError as exc:
@@ -59,13 +78,15 @@ def _head(root: str) -> Check:
 
 def _objects(root: str) -> Check:
     from qmem_git.store.integrity import check_objects
+    from qmem_git.store.packcheck import damaged_packs
 
     report = check_objects(root)
-    if report.problems:
+    damaged = [f"pack {name} is damaged" for name in damaged_packs(os.path.join(root, ".git"))]
+    if report.problems or damaged:
         return Check(
             "objects",
             False,
-            "; ".join(report.problems),
+            "; ".join([*damaged, *report.problems]),
             CORRUPT_HINT,
         )
     detail = f"{report.commits} commits and the {report.files} files of HEAD are readable"

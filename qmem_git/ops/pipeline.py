@@ -12,13 +12,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qmem_git.core import telemetry
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.dreamgate import DISABLED
 from qmem_git.core.statefile import iso_ms
-from qmem_git.errors import NothingToDo
+from qmem_git.errors import NothingToDo, QmemError
 from qmem_git.ops.dream import DreamOpPlan, gate_dream, plan_dream_op
 from qmem_git.ops.extract import ExtractPlan, clean_session, plan_extract
 from qmem_git.ops.forget import ForgetOpPlan, plan_forget_op
@@ -28,6 +28,9 @@ from qmem_git.ops.runner import Outcome, plan_and_execute
 from qmem_git.settings import Settings
 from qmem_git.store import state
 from qmem_git.store.telemetry import record_event
+
+if TYPE_CHECKING:
+    from qmem_git.store.extractqueue import ExtractSlot
 
 EMPTY = "nothing to change"
 
@@ -59,7 +62,8 @@ def _remember_own_stamps(settings: Settings) -> None:
 
 @dataclass(frozen=True)
 class ExtractOutcome:
-    """``status``: completed, skipped (with ``skipped_reason``) or queued behind a running one."""
+    """``status``: completed, skipped (with ``skipped_reason``), queued behind a running one,
+    or (a queued request run for another process) failed, with the error as the reason."""
 
     status: str
     plan: ExtractPlan | None = None
@@ -89,7 +93,9 @@ def run_extract(
     """Extract new durable facts from a transcript as one commit (spec §7).
 
     Across processes, one extraction runs per project; a request arriving meanwhile is
-    queued (the latest request wins) and run by the running process when it finishes.
+    queued (per session, the latest request wins) and run by the running process when its
+    own is done. The queued requests of other sessions run even when this one fails; its
+    error is raised after them.
     """
     from qmem_git.store.extractqueue import ExtractSlot
 
@@ -99,27 +105,45 @@ def run_extract(
     slot = ExtractSlot(settings.layout.state_dir)
     if not slot.acquire_or_queue(request.to_json()):
         return ExtractOutcome("queued")
-    results = []
-    current: ExtractRequest | None = request
+    followups: list[ExtractOutcome] = []
     try:
-        while current is not None:
-            results.append(_extract_once(settings, current, now))
-            queued = slot.take_queued()
-            current = _request_from(queued)
-    finally:
-        leftover = slot.release()
-    if leftover is not None:
-        results.append(run_extract(settings, leftover_request(leftover), now))
-    first, *rest = results
+        first = _own_extract(settings, request, now)
+        followups += _run_queued(settings, slot, now)
+        while slot.release():  # requests queued after our last look: ours to run
+            followups += _run_queued(settings, slot, now)
+    except BaseException:
+        slot.abandon()  # interrupted: a request being run stays queued for the next holder
+        raise
+    if isinstance(first, QmemError):
+        raise first
     return ExtractOutcome(
-        first.status, first.plan, first.outcome, first.skipped_reason, tuple(rest)
+        first.status, first.plan, first.outcome, first.skipped_reason, tuple(followups)
     )
 
 
-def leftover_request(data: dict[str, Any]) -> ExtractRequest:
-    request = _request_from(data)
-    assert request is not None
-    return request
+def _own_extract(
+    settings: Settings, request: ExtractRequest, now: datetime
+) -> ExtractOutcome | QmemError:
+    """This process's own request; a QmemError is returned, raised once the queue is run."""
+    try:
+        return _extract_once(settings, request, now)
+    except QmemError as exc:
+        return exc
+
+
+def _run_queued(settings: Settings, slot: ExtractSlot, now: datetime) -> list[ExtractOutcome]:
+    """Run the queued requests, oldest first, until none is left; one that fails does not
+    stop the others (its process already reported ``queued``, so it is only recorded)."""
+    results = []
+    while (data := slot.take_queued()) is not None:
+        current = _request_from(data)
+        if current is None:
+            continue  # not a request: nothing to run
+        try:
+            results.append(_extract_once(settings, current, now))
+        except QmemError as exc:
+            results.append(ExtractOutcome("failed", skipped_reason=exc.message))
+    return results
 
 
 def _request_from(data: dict[str, Any] | None) -> ExtractRequest | None:

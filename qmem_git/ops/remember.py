@@ -19,7 +19,7 @@ from qmem_git.core.patches import (
     size_problem,
     title_for,
 )
-from qmem_git.core.planner import classify_topic
+from qmem_git.core.planner import classify_topic, infer_type
 from qmem_git.errors import QmemError, SecretDetected, UsageError
 from qmem_git.store.workdir import TakenPaths, read_text, scan_documents
 
@@ -117,9 +117,11 @@ def remember_patch(
 
 
 def _topic(kind: str | None, summary: str) -> MemoryType:
-    """``--type`` when given; else the heuristic topic of spec §7.5 step 4, else ``user``."""
+    """``--type`` when given; else the type by Qwen's definitions (``core.sentences``), else
+    the spec's §7.5 step 4 keyword topic, else ``user``: ``We deploy with bg.sh`` is a
+    project fact, not a cross-project user memory."""
     if kind is None:
-        return classify_topic(summary) or "user"
+        return infer_type(summary) or classify_topic(summary) or "user"
     for memory_type in MEMORY_TYPES:
         if kind == memory_type:
             return memory_type

@@ -13,7 +13,9 @@ import marshal
 import os
 
 from qmem_git.core.frontmatter import parse_fields
+from qmem_git.core.lexicon import LEXICON_VERSION
 from qmem_git.core.limits import MAX_SCANNED_DOCUMENTS
+from qmem_git.core.recall import search_index
 from qmem_git.store.walk import read_text
 from qmem_git.store.walk import walk as walk_memory_files
 
@@ -25,11 +27,13 @@ if TYPE_CHECKING:
     from qmem_git.core.model import Document, MemoryType
     from qmem_git.store.walk import Found
 
-    # cache value: (mtime_ns, size, fields or None)
-    Entry = tuple[int, int, Fields | None]
+    # recall's search index of a document: weighted term counts and weighted length
+    Index = tuple[dict[str, float], float]
+    # cache value: (mtime_ns, size, fields or None, search index or None)
+    Entry = tuple[int, int, Fields | None, Index | None]
 
 CACHE_FILE = os.path.join("cache", "recall-docs.marshal")
-CACHE_FORMAT = "qmem-recall-docs/1"
+CACHE_FORMAT = f"qmem-recall-docs/2+lexicon{LEXICON_VERSION}"
 _TYPES: dict[str, MemoryType] = {
     "user": "user",
     "feedback": "feedback",
@@ -41,10 +45,24 @@ _TYPES: dict[str, MemoryType] = {
 class CachedDoc:
     """A memory document as recall needs it (the attributes of ``core.model.Document``)."""
 
-    __slots__ = ("body", "description", "frontmatter", "mtime_ms", "relative_path", "title", "type")
+    __slots__ = (
+        "body",
+        "description",
+        "frontmatter",
+        "mtime_ms",
+        "relative_path",
+        "search_index",
+        "title",
+        "type",
+    )
 
     def __init__(
-        self, relative_path: str, fields: Fields, kind: MemoryType, mtime_ms: float
+        self,
+        relative_path: str,
+        fields: Fields,
+        kind: MemoryType,
+        mtime_ms: float,
+        index: Index | None = None,
     ) -> None:
         self.relative_path = relative_path
         self.type: MemoryType = kind
@@ -53,6 +71,7 @@ class CachedDoc:
         self.body = fields[3]
         self.frontmatter = fields[4]
         self.mtime_ms = mtime_ms
+        self.search_index = index  # recall's term index, built once per file change
 
     @property
     def filename(self) -> str:
@@ -113,14 +132,21 @@ def collect_documents(
             break
         entry = old.get(rel)
         if entry is None or not _fresh(entry, mtime_ns, size):
-            entry = (mtime_ns, size, parse_fields(read_text(os.path.join(root, rel))))
+            entry = _parse(os.path.join(root, rel), mtime_ns, size)
             parsed += 1
         new[rel] = entry
         fields = entry[2]
         kind = _TYPES.get(fields[0]) if fields else None
         if fields and kind:
-            docs.append(CachedDoc(rel, fields, kind, -neg_mtime_ms))
+            docs.append(CachedDoc(rel, fields, kind, -neg_mtime_ms, entry[3]))
     return docs, new, parsed
+
+
+def _parse(path: str, mtime_ns: int, size: int) -> Entry:
+    """A fresh cache entry: the parsed fields and, for a document, its search index."""
+    fields = parse_fields(read_text(path))
+    index = search_index(fields[1], fields[2], fields[3]) if fields else None
+    return (mtime_ns, size, fields, index)
 
 
 def load_cache(path: str, root: str) -> dict[str, Entry]:
@@ -136,11 +162,19 @@ def load_cache(path: str, root: str) -> dict[str, Entry]:
 
 def _fresh(entry: object, mtime_ns: int, size: int) -> bool:
     """Key match plus a shape check, so a damaged entry only costs a re-parse, never a crash."""
-    if type(entry) is not tuple or len(entry) != 3 or entry[:2] != (mtime_ns, size):
+    if type(entry) is not tuple or len(entry) != 4 or entry[:2] != (mtime_ns, size):
         return False
-    fields = entry[2]
-    return fields is None or (
-        type(fields) is tuple and len(fields) == 5 and all(type(f) is str for f in fields)
+    fields, index = entry[2], entry[3]
+    if fields is None:
+        return index is None
+    return (
+        type(fields) is tuple
+        and len(fields) == 5
+        and all(type(f) is str for f in fields)
+        and type(index) is tuple
+        and len(index) == 2
+        and type(index[0]) is dict
+        and type(index[1]) is float
     )
 
 

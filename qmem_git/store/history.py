@@ -25,15 +25,15 @@ from datetime import datetime, timedelta, timezone
 from types import TracebackType
 
 from dulwich.errors import NotGitRepository, NotTreeError
-from dulwich.object_store import iter_tree_contents, tree_lookup_path
-from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tag
+from dulwich.object_store import BaseObjectStore, iter_tree_contents, tree_lookup_path
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tag, valid_hexsha
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from qmem_git.core.changes import CommitInfo, FileChange, parse_commit_message
 from qmem_git.core.unidiff import colorize, render_file_diff
 from qmem_git.errors import QmemError, RepoCorrupt, UsageError
-from qmem_git.store.repo import blob_id
+from qmem_git.store.repo import blob_id, close_store
 from qmem_git.store.walk import is_memory_path, memory_paths
 
 __all__ = [
@@ -191,6 +191,7 @@ class History:
     def __init__(self, memory_root: str) -> None:
         self.root = memory_root
         self._repo = _open_repo(memory_root)
+        self._git_dir = os.path.join(memory_root, ".git")
         self._store = self._repo.object_store
         self._commits: dict[bytes, Commit] = {}
 
@@ -206,14 +207,39 @@ class History:
         self.close()
 
     def close(self) -> None:
-        self._repo.close()
+        close_store(self._repo)  # a damaged pack must not hide the RepoCorrupt being raised
+
+    def _opener(self) -> BaseObjectStore:
+        return self._store
+
+    def _head_branch(self) -> bytes | None:
+        try:
+            names, _ = self._repo.refs.follow(Ref(b"HEAD"))
+        except Exception:
+            return None
+        return bytes(names[-1]) if names else None
 
     # -- refs and revisions -------------------------------------------------------------
 
     def head(self) -> str | None:
-        """The tip of ``main`` (or of HEAD when main is missing); None in an empty repo."""
+        """The tip of ``main`` (or of HEAD when main is missing); None in an empty repo.
+
+        A ``main`` missing, empty or garbled in a repository with history is BranchLost
+        (exit 6, ``store.branchref``), never an empty history.
+        """
+        from qmem_git.store import branchref
+
         sha = self._ref(MAIN_REF) or self._ref(b"HEAD")
-        return sha.decode("ascii") if sha else None
+        if sha is None:
+            if self._head_branch() in (MAIN_REF, None):  # HEAD on an orphan branch: new
+                opener = self._opener
+                branchref.check_unborn(self._git_dir, self._repo.refs, opener, Ref(MAIN_REF))
+            return None
+        if not valid_hexsha(sha):
+            problem = f"holds {sha[:40].decode('ascii', 'replace')!r}, not a commit id"
+            refs = self._repo.refs
+            raise branchref.lost_branch(self._git_dir, refs, self._opener, Ref(MAIN_REF), problem)
+        return sha.decode("ascii")
 
     def resolve(self, rev: str) -> str:
         """Full commit id for ``rev``: hex (≥4 digits, unique), HEAD, main, refs, ``~N``, ``^N``."""
@@ -731,6 +757,10 @@ def _open_repo(memory_root: str) -> Repo:
         return Repo(memory_root)
     except NotGitRepository as err:
         raise _not_a_repo(memory_root) from err
+    except ValueError as err:  # dulwich reads .git/config as it opens the repository
+        from qmem_git.store.gitconfig import config_damaged
+
+        raise config_damaged(os.path.join(memory_root, ".git"), err) from err
 
 
 def _ref_candidates(name: str) -> list[bytes]:

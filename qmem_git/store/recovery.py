@@ -155,6 +155,20 @@ def recover_for_write(
         return _recover(repo, layout, identity, host, now, problem_of, commit_changes, pending)
 
 
+def _check_packs(git_dir: str) -> None:
+    from qmem_git.errors import RepoCorrupt
+    from qmem_git.store.packcheck import damaged_packs
+
+    damaged = damaged_packs(git_dir)
+    if damaged:
+        raise RepoCorrupt(
+            f"memory repository is corrupt: pack {damaged[0]} is damaged (its checksum does "
+            "not match its content)",
+            hint="nothing was written; restore the memory folder from a clone "
+            "(qmem-git clone URL) or a backup, or see `git fsck --full` in the memory folder",
+        )
+
+
 def _recover(
     repo: Repository,
     layout: Layout,
@@ -169,6 +183,7 @@ def _recover(
     head_tree = repo.tree_of(head)
     if head_tree is not None:
         repo.load_tree(head_tree)  # a damaged root tree must stop us before we change anything
+    _check_packs(repo.git_dir)  # so must a damaged pack, which readers would trip over
     update_config(repo.git_dir)  # git warns about deprecated settings on every command
     removed_locks = _remove_stale_locks(repo.git_dir)
     undone = _undo_interrupted(repo, head)

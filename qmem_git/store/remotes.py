@@ -217,9 +217,9 @@ def _config_path(git_dir: str) -> str:
 
 
 def _load_config(git_dir: str) -> ConfigFile:
-    from dulwich.config import ConfigFile
+    from qmem_git.store.gitconfig import read_git_config
 
-    return ConfigFile.from_path(_config_path(git_dir))
+    return read_git_config(git_dir)
 
 
 def list_remotes(git_dir: str) -> list[Remote]:
@@ -516,8 +516,18 @@ def remote_error(
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return " ".join(text.split())
+    """The exception's words; a callable among its arguments (dulwich's dumb-HTTP client has
+    put a bound method there) is left out, and a RecursionError says what it means."""
+    if isinstance(exc, RecursionError):
+        return "the remote's history is nested too deeply to read"
+    text = str(exc)
+    if _CALLABLE_REPR.search(text):
+        words = [str(arg) for arg in exc.args if not callable(arg)]
+        text = _CALLABLE_REPR.sub("", " ".join(words))
+    return " ".join((text or type(exc).__name__).split())
+
+
+_CALLABLE_REPR = re.compile(r"<(?:bound method|function|built-in method|method)[^>]*>")
 
 
 def _classify(exc: BaseException, text: str, where: str, action: str) -> tuple[str, str]:

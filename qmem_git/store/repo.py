@@ -20,7 +20,7 @@ import stat
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from dulwich.file import FileLocked
 from dulwich.objects import (
@@ -210,10 +210,10 @@ def _create_repo(root: str) -> None:
 
 def _configure(git_dir: str) -> bool:
     """Set the settings we rely on; rewrite the config only when something changes."""
-    from dulwich.config import ConfigFile
+    from qmem_git.store.gitconfig import read_git_config
 
     path = os.path.join(git_dir, "config")
-    config = ConfigFile.from_path(path)
+    config = read_git_config(git_dir)
     changed = False
     for section, name in DEPRECATED_SETTINGS:
         with contextlib.suppress(KeyError):  # KeyError: not set
@@ -255,17 +255,21 @@ def _add_plain_index_settings(git_dir: str) -> bool:
     """Append the plain-index settings the config lacks, leaving every line there as it is
     (comments, quoting; a value the user set, ``true`` included, is theirs). The file is
     replaced whole through a temp file, at the place a symlinked config points to. A config
-    git could not read either, or one that cannot be written, is left alone: C git then
-    writes what its own settings say, and a writer rebuilds what it cannot read."""
+    that cannot be read or written is left alone; one that cannot be parsed is RepoCorrupt
+    (exit 6), as it is for every reader: no writer commits into a repository git refuses."""
     from dulwich.config import ConfigFile
+
+    from qmem_git.store.gitconfig import config_damaged
 
     path = os.path.realpath(os.path.join(git_dir, "config"))
     try:
         with open(path, "rb") as handle:
             text = handle.read()
         config = ConfigFile.from_file(io.BytesIO(text))
-    except (OSError, ValueError):
+    except OSError:
         return False
+    except ValueError as exc:
+        raise config_damaged(git_dir, exc) from exc
     missing = [(s, n, v) for s, n, v in PLAIN_INDEX_SETTINGS if not _has_setting(config, s, n)]
     if not missing:
         return False
@@ -412,7 +416,7 @@ class Repository:
     def close(self) -> None:
         """Release the pack files dulwich opened (mmaps, file handles)."""
         if self._store is not None:
-            self._store.close()
+            close_store(self._store)
 
     def __enter__(self) -> Repository:
         return self
@@ -456,8 +460,13 @@ class Repository:
     def read_blob(self, sha: str) -> bytes:
         return self.read_object(sha, Blob).as_raw_string()
 
-    def head(self) -> tuple[Ref, str | None]:
-        """(branch HEAD points at, its commit or None on an unborn branch); checks the value."""
+    def head(self, *, unborn_ok: bool = False) -> tuple[Ref, str | None]:
+        """(branch HEAD points at, its commit or None on an unborn branch); checks the value.
+
+        A ``main`` that is missing or empty in a repository with history is lost, not unborn
+        (``store.branchref``): BranchLost, exit 6. ``unborn_ok`` skips that check, for a clone
+        whose fetched commits no ref names yet (as does HEAD on another branch: an orphan).
+        """
         try:
             names, value = self.refs.follow(HEADREF)
         except Exception as exc:  # dulwich: SymrefLoop, OSError, ...
@@ -468,10 +477,17 @@ class Repository:
             loose = self.refs.read_loose_ref(branch)
             value = ObjectID(loose) if loose else self.refs.get_packed_refs().get(branch)
         if value is None:
+            if not unborn_ok and branch == BRANCH:  # another branch (an orphan) may be new
+                from qmem_git.store.branchref import check_unborn
+
+                check_unborn(self.git_dir, self.refs, lambda: self.objects, branch)
             return branch, None
         if not valid_hexsha(value):
+            from qmem_git.store.branchref import lost_branch
+
             text = value.decode("ascii", "replace")
-            raise _corrupt(f"{branch.decode()} holds {text[:40]!r}, not a commit id")
+            problem = f"holds {text[:40]!r}, not a commit id"
+            raise lost_branch(self.git_dir, self.refs, lambda: self.objects, branch, problem)
         return branch, value.decode("ascii")
 
     def tree_of(self, commit: str | None) -> str | None:
@@ -503,14 +519,15 @@ class Repository:
     def flatten_entries(self, tree: str | None, prefix: bytes = b"") -> dict[str, tuple[int, str]]:
         """Every non-tree path in ``tree`` -> (mode, object id) (slow path: reads all trees)."""
         out: dict[str, tuple[int, str]] = {}
-        if tree is None:
-            return out
-        for name, mode, sha in self.load_tree(tree).iteritems():
-            if stat.S_ISDIR(mode):
-                out.update(self.flatten_entries(sha.decode("ascii"), prefix + name + b"/"))
-            else:
-                path = (prefix + name).decode("utf-8", "surrogateescape")
-                out[path] = (mode, sha.decode("ascii"))
+        stack = [(tree, prefix)] if tree is not None else []
+        while stack:  # not recursion: a hand-made tree may be nested thousands of levels deep
+            current, base = stack.pop()
+            for name, mode, sha in self.load_tree(current).iteritems():
+                if stat.S_ISDIR(mode):
+                    stack.append((sha.decode("ascii"), base + name + b"/"))
+                else:
+                    path = (base + name).decode("utf-8", "surrogateescape")
+                    out[path] = (mode, sha.decode("ascii"))
         return out
 
     def flatten(self, tree: str | None) -> dict[str, str]:
@@ -624,11 +641,24 @@ class Repository:
                 return self.refs.add_if_new(branch, new_id, message=message.encode())
             old_id = _object_id(old)
             return self.refs.set_if_equals(branch, old_id, new_id, message=message.encode())
-        except (OSError, FileLocked) as exc:  # e.g. refs/heads/main.lock exists
+        except (FileLocked, FileExistsError) as exc:  # refs/heads/main.lock exists
+            # (other OSErrors, a full disk or a permission, are what they are: exit 4)
             raise RepoLocked(
                 f"{branch.decode()} is locked by another git process ({exc})",
                 hint="retry; a stale .lock file is removed by the next qmem-git writer",
             ) from exc
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+def close_store(store: _Closable) -> None:
+    """Close a dulwich object store (or repo). A damaged pack whose read failed may refuse
+    (BufferError: the traceback being raised still holds a view of its mmap); the OS unmaps it
+    at exit, and the error that matters is the one being raised, not this one."""
+    with contextlib.suppress(BufferError):
+        store.close()
 
 
 def _entry(tree: Tree, name: bytes) -> tuple[int, ObjectID] | None:
@@ -1108,6 +1138,7 @@ __all__ = [
     "blocked_by",
     "check_unblocked",
     "check_writable",
+    "close_store",
     "free_name",
     "head_commit",
     "identity_from_git_config",

@@ -211,9 +211,9 @@ def _cut(seen: _Scan) -> int | None:
     mtimes: list[int] = []
     for _, flat in seen.folders.values():
         mtimes += flat[0::4]
-    left_out = [*seen.oversized]
+    left_out = set(seen.oversized)  # an oversized MEMORY.md is named once, not twice
     if INDEX_NAME in seen.folders.get("", ((), ()))[0]:
-        left_out.append(INDEX_NAME)
+        left_out.add(INDEX_NAME)
     for path in left_out:  # any file with the same mtime stands for it as well
         head, _, name = path.rpartition("/")
         names, flat = seen.folders[head + "/" if head else ""]

@@ -70,6 +70,7 @@ from qmem_git.store.repo import (
     Repository,
     blob_id,
     check_writable,
+    close_store,
     remove_file,
     same_content,
     update_index,
@@ -224,12 +225,16 @@ class Objects:
         return out
 
     def _walk(self, tree: str, prefix: str, out: dict[str, str]) -> None:
-        for name, mode, sha in self.tree(tree).iteritems():
-            path = prefix + name.decode("utf-8", "surrogateescape")
-            if stat.S_ISDIR(mode):
-                self._walk(_hex(sha), path + "/", out)
-            else:
-                out[path] = _hex(sha)
+        """A stack, not recursion: a hostile tree may be nested thousands of levels deep."""
+        stack = [(tree, prefix)]
+        while stack:
+            current, base = stack.pop()
+            for name, mode, sha in self.tree(current).iteritems():
+                path = base + name.decode("utf-8", "surrogateescape")
+                if stat.S_ISDIR(mode):
+                    stack.append((_hex(sha), path + "/"))
+                else:
+                    out[path] = _hex(sha)
 
     def lookup(self, tree: str | None, path: str) -> str | None:
         """Blob id of ``path`` in ``tree``, or None."""
@@ -1041,7 +1046,7 @@ def fast_forward(repo: Repository, objects: Objects, local: str | None, remote: 
     commit_time = objects.commit(remote).commit_time
     times = {**times, INDEX_NAME: commit_time}
     touched = checkout(repo, old, new, times, objects.blob)
-    branch, _ = repo.head()
+    branch, _ = repo.head(unborn_ok=local is None)  # the caller read ``local`` with the check
     if not repo.move_branch(branch, local, remote, "sync: fast-forward"):
         raise _moved_locally()
     update_index(repo, touched, remote)  # an unusable index is left to recovery
@@ -1235,7 +1240,7 @@ def _open(root: str) -> Repository:
 
 def _close_opened() -> None:
     while _OPENED:
-        _OPENED.pop().objects.close()
+        close_store(_OPENED.pop().objects)
 
 
 # --- the whole sync ---------------------------------------------------------------------------
@@ -1269,6 +1274,7 @@ def sync_locked(
 ) -> SyncResult:
     """The sync loop, with the writer lock already held and recovery done."""
     repo = _open(layout.memory_root)
+    repo.head()  # a lost main is an error here too, before fetched commits hide it
     remove_stale_quarantines(repo.git_dir)
     transport = transport_for(False)
     result = SyncResult(name, redact_all(transport.url, transport.secrets), dry_run=options.dry_run)
@@ -1502,9 +1508,12 @@ def _say(progress: Progress | None, text: str) -> None:
 
 def pack_objects(repo: Repository) -> int:
     """Pack loose objects (automatic gc is off); fold packs together when they pile up."""
+    from qmem_git.store.packcheck import damaged_packs
+
     store = repo.objects
     if not _has_loose_objects(repo.objects_dir):
         store.close()
+        damaged_packs(repo.git_dir)  # the fetched packs are checked now, not by the next writer
         return 0
     try:
         packed: int = store.pack_loose_objects()
@@ -1512,7 +1521,8 @@ def pack_objects(repo: Repository) -> int:
             store.repack()
         return packed
     finally:
-        store.close()
+        close_store(store)
+        damaged_packs(repo.git_dir)  # and so are the packs just made
 
 
 def _has_loose_objects(objects_dir: str) -> bool:
@@ -1541,6 +1551,7 @@ def adopt_remote(
     When the remote's MEMORY.md is stale, one ``index`` commit rebuilds it and is pushed.
     """
     repo = _open(layout.memory_root)
+    repo.head()  # a lost main is an error here too, before fetched commits hide it
     remove_stale_quarantines(repo.git_dir)
     transport = transport_for(False)
     result = SyncResult(name, redact_all(transport.url, transport.secrets), attempts=1)
@@ -1558,7 +1569,7 @@ def adopt_remote(
         return result
     repo = _open(layout.memory_root)
     objects = Objects(repo.objects)
-    local = repo.head()[1]
+    local = repo.head(unborn_ok=True)[1]  # checked above; no ref names the fetched commits yet
     result.before = local
     result.changed_paths = fast_forward(repo, objects, local, remote_head)
     _set_tracking(repo, name, remote_head)
@@ -1629,4 +1640,4 @@ def tree_has_memories(layout: Layout) -> bool:
     try:
         return any(p != INDEX_NAME for p in objects.files(repo.head()[1]))
     finally:
-        repo.objects.close()
+        close_store(repo.objects)

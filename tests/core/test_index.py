@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from qmem_git.core.index import (
     index_is_current,
     index_line,
     order_documents,
+    sanitize_field,
     scan_order_key,
 )
 from qmem_git.core.model import Document, MemoryType
@@ -76,33 +78,69 @@ def test_zero_documents_give_empty_file() -> None:
 
 
 def test_27_long_line_truncated_to_150_with_ellipsis() -> None:
-    line = index_line(doc("user/long.md", "Long", "x" * 400))
-    full = "- [Long](user/long.md) — " + "x" * 400
-    assert len(full) >= 400
+    # each field is cut to 120 first (sanitizeIndexField); a long title and description
+    # together still make a line over 150, which is then cut as before
+    line = index_line(doc("user/long.md", "L" * 60, "x" * 400))
+    full = "- [" + "L" * 60 + "](user/long.md) — " + "x" * 119 + "…"
+    assert len(full) > 150
     assert len(line) <= 150
     assert line == full[:149].rstrip() + "…"
     assert line.endswith("x…") and len(line) == 150
 
 
 def test_truncation_right_trims_before_ellipsis() -> None:
-    prefix = "- [T](a.md) — "
-    description = "y" * (149 - len(prefix) - 3) + "   " + "z" * 50  # char 149 falls in spaces
-    line = index_line(doc("a.md", "T", description))
-    assert line == prefix + "y" * (149 - len(prefix) - 3) + "…"
+    prefix = "- [" + "T" * 40 + "](a.md) — "
+    ys = 149 - len(prefix) - 1
+    description = "y" * ys + "   " + "z" * 50  # the run is one space; char 149 falls on it
+    line = index_line(doc("a.md", "T" * 40, description))
+    assert line == prefix + "y" * ys + "…"
     assert len(line) < 150
 
 
 def test_line_of_exactly_150_chars_is_kept() -> None:
-    prefix = "- [T](a.md) — "
-    exact = index_line(doc("a.md", "T", "d" * (150 - len(prefix))))
+    prefix = "- [" + "T" * 30 + "](a.md) — "
+    exact = index_line(doc("a.md", "T" * 30, "d" * (150 - len(prefix))))
     assert len(exact) == 150 and not exact.endswith("…")
-    over = index_line(doc("a.md", "T", "d" * (151 - len(prefix))))
+    over = index_line(doc("a.md", "T" * 30, "d" * (151 - len(prefix))))
     assert len(over) == 150 and over.endswith("…")
 
 
 def test_truncation_counts_characters_not_bytes() -> None:
-    line = index_line(doc("a.md", "T", "é" * 140))
+    line = index_line(doc("a.md", "T" * 30, "é" * 140))
     assert len(line) == 150 and len(line.encode()) > 150
+
+
+@pytest.mark.parametrize(
+    ("field", "shown"),
+    [
+        ("See [docs](http://evil.example/x) first", "See [docs] (http://evil.example/x) first"),
+        ("Run `rm -rf` ```fence```", "Run 'rm -rf' '''fence'''"),
+        ("tab\tnew\nline\r\x1b[31mred\x85c1\x7fdel", "tab new line [31mred c1 del"),
+        ("zero\u200bwidth\u200d \ufeffbom", "zerowidth bom"),
+        ("bidi \u202eevil\u202c \u2066isolate\u2069 \u200frtl", "bidi evil isolate rtl"),
+        ("  many   spaces\u00a0and\u2003em  ", "many spaces and em"),
+        ("half \ud83d emoji", "half emoji"),
+        ("x" * 120, "x" * 120),
+        ("x" * 121, "x" * 119 + "…"),
+        ("word " * 30, ("word " * 24)[:119].rstrip() + "…"),
+        ("\U0001f600" * 60, "\U0001f600" * 60),  # 120 UTF-16 code units: fits
+        ("\U0001f600" * 61, "\U0001f600" * 59 + "…"),  # a pair is never split
+        ("\u200b\u202e \t", ""),
+    ],
+)
+def test_fields_are_sanitised_as_qwen_does(field: str, shown: str) -> None:
+    assert sanitize_field(field) == shown
+
+
+def test_a_field_left_empty_shows_the_type() -> None:
+    line = index_line(doc("user/x.md", "\u200b", " \u202e ", "feedback"))
+    assert line == "- [feedback](user/x.md) — feedback"
+
+
+def test_a_link_in_a_title_is_not_a_live_link() -> None:
+    line = index_line(doc("user/x.md", "Docs](http://evil.example) [x", "d"))
+    assert line == "- [Docs] (http://evil.example) [x](user/x.md) — d"
+    assert line.count("](") == 1
 
 
 def test_29_250_records_give_exactly_200_lines_then_warning() -> None:

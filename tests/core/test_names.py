@@ -170,3 +170,12 @@ def test_new_name_collisions_keep_the_spelling_already_in_use() -> None:
     assert {"project/X.md", "project/x.md"} <= refused.keys()  # both new: both refused
     assert new_name_collisions([], paths) == {}
     assert path_prefixes("a/b/c.md") == ["a", "a/b", "a/b/c.md"]
+
+
+def test_a_path_nested_deeper_than_32_folders_is_unsafe() -> None:
+    from qmem_git.core.names import MAX_PATH_DEPTH, check_path_safety
+
+    fits = "/".join(["user", *["d"] * (MAX_PATH_DEPTH - 2), "x.md"])
+    assert check_path_safety(fits) == []
+    deep = "/".join(["user", *["d"] * 5000, "x.md"])
+    assert check_path_safety(deep) == ["path is nested deeper than 32 folders"]

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from qmem_git.core.codec import parse_document, render_document
 from qmem_git.core.entries import parse_entries
-from qmem_git.core.model import MEMORY_TYPES, Document
+from qmem_git.core.model import MEMORY_TYPES, Document, Entry
 from qmem_git.core.patches import (
     Patch,
     PatchPlan,
@@ -131,7 +131,7 @@ def test_details_are_normalised_and_empty_details_dropped() -> None:
 def test_control_characters_never_reach_a_memory() -> None:
     patch = Patch("user", "We use \x1b[31mred\x1b[0m builds\x00 and \ud83d tools", why="a\x07b")
     (cleaned,) = normalize_patches([patch])
-    assert cleaned.summary == "We use [31mred[0m builds and \ufffd tools"
+    assert cleaned.summary == "We use red builds and \ufffd tools"  # escapes go whole
     assert cleaned.why == "ab"
 
 
@@ -272,15 +272,17 @@ def test_names_unsafe_on_windows_are_skipped() -> None:
 
 
 def test_after_100_suffixes_the_epoch_ms_is_used() -> None:
-    taken = frozenset({"user/use-pnpm-for-installs.md"}) | {
-        f"user/use-pnpm-for-installs-{n}.md" for n in range(2, 101)
-    }
-    patches = [Patch("user", "Use pnpm for installs"), Patch("user", "use pnpm, for installs!")]
-    result = plan({}, patches, taken)
-    assert result.created == [
-        f"user/use-pnpm-for-installs-{NOW_MS}.md",
-        f"user/use-pnpm-for-installs-{NOW_MS + 1}.md",
+    # two different facts whose slugs agree in the first 80 characters
+    head = "Use pnpm for installs in every package of the monorepo workspace and each service"
+    slug = slugify(head)
+    assert len(slug) >= 80
+    taken = frozenset({f"user/{slug}.md"}) | {f"user/{slug}-{n}.md" for n in range(2, 101)}
+    patches = [
+        Patch("user", f"{head} folders because lockfiles differ between managers"),
+        Patch("user", f"{head} except docs, which still builds with yarn and webpack"),
     ]
+    result = plan({}, patches, taken)
+    assert result.created == [f"user/{slug}-{NOW_MS}.md", f"user/{slug}-{NOW_MS + 1}.md"]
 
 
 def test_long_summary_title() -> None:  # checklist 41
@@ -451,3 +453,41 @@ def test_a_new_memory_file_never_has_validate_errors(text: str) -> None:
     for rel, written in result.writes.items():
         findings = check_memory_file(rel, written.encode())
         assert not has_errors(findings), (written, findings)
+
+
+@pytest.mark.parametrize(
+    ("stored", "incoming", "same"),
+    [
+        ("Bugs go in the PAY project in Jira.", "bugs go into the PAY project in Jira", True),
+        ("I prefer short answers without a recap.", "I prefer short answers with no recap", True),
+        ("We deploy with deploy/bg.sh.", "We deployed with deploy/bg.sh", True),
+        ("The billing service listens on port 4027", "The billing service listens on 4036", False),
+        ("Our staging cluster is called kiwi", "Our staging cluster is called mango", False),
+        ("Every release needs sign-off 12", "Every release needs sign-off 23", False),
+        ("The v1 API is frozen", "The v2 API is frozen", False),
+        ("Use pnpm", "Use pnpm for scripts too", False),
+    ],
+)
+def test_near_duplicates_have_the_same_content_words(
+    stored: str, incoming: str, same: bool
+) -> None:
+    from qmem_git.core.patches import fact_terms, near_duplicate
+
+    assert near_duplicate(fact_terms(Entry(incoming)), Entry(stored)) is same
+
+
+def test_a_restated_memory_is_updated_not_duplicated() -> None:
+    stored = Document(
+        "reference", "reference/jira.md", "Bug tracker", "", "Bugs go in Jira PAY.", 0
+    )
+    text = "---\nname: Bug tracker\ntype: reference\n---\n\nBugs go in Jira PAY.\n"
+    texts = {"reference/jira.md": text}
+    result = plan_patches(
+        [stored],
+        [Patch("reference", "bugs go into jira PAY", why="Finance reads it.")],
+        read_text=texts.__getitem__,
+        path_taken=lambda rel: False,
+        now_ms=NOW_MS,
+    )
+    assert result.created == [] and result.updated == ["reference/jira.md"]
+    assert "Bugs go in Jira PAY.\n\nWhy: Finance reads it." in result.writes["reference/jira.md"]

@@ -24,7 +24,8 @@ SILENT = {"no-result", "semantic-no-lexical"}
 
 def _load() -> dict[str, Any]:
     if not FIXTURE.exists():
-        # a fresh clone has nothing beside it: the project's own cases live in tests/; CI has
+        # a fresh clone has nothing beside it: the project's own cases are in
+        # tests/fixtures/eval (tests/ops/test_evaluate.py); CI has
         # ../shared and must run these
         require_tool(False, f"Qwen's recall fixture {FIXTURE}")
     data: dict[str, Any] = json.loads(FIXTURE.read_text(encoding="utf-8"))

@@ -39,7 +39,13 @@ def test_clip(text: str, limit: int, clipped: str) -> None:
         ("plain text, ünïcode and 中文", "plain text, ünïcode and 中文"),
         ("tab\tand\nnewline stay", "tab\tand\nnewline stay"),
         ("nul\x00 bell\x07 del\x7f c1\x85\x9b gone", "nul bell del c1 gone"),
-        ("\x1b]0;pwned\x07title", "]0;pwnedtitle"),  # a terminal escape loses its teeth
+        ("\x1b]0;pwned\x07title", "title"),  # a terminal escape goes whole
+        ("\x1b[31mred\x1b[0m and \x1b[1;4mbold\x1b[m", "red and bold"),
+        ("\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\ text", "link text"),
+        ("a\x1b(Bb \x1b7saved\x1b8 \x9b31mc1", "ab saved c1"),
+        ("\x1b]0;never ended\nnext line stays", "\nnext line stays"),
+        ("\x1bP1$r data\x1b\\after", "after"),
+        ("ends with ESC\x1b", "ends with ESC"),
         ("half an emoji \ud83d here", "half an emoji \ufffd here"),
         ("\udcff undecodable argv byte", "\ufffd undecodable argv byte"),
     ],

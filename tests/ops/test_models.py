@@ -206,7 +206,10 @@ def test_extract_invalid_answer_falls_back_to_heuristic(
     server.script(chat(answer))
     plan = extract_with(server.config(), root, transcript(*HISTORY))
     assert plan.strategy == Strategy("heuristic", "invalid-answer")
-    assert [p.summary for p in plan.patches] == ["I prefer terse responses."]
+    assert [p.summary for p in plan.patches] == [
+        "I'm the staff engineer who owns billing, by the way.",  # a role statement (#23)
+        "I prefer terse responses.",
+    ]
     written = "".join(plan.changeset.writes.values())
     assert MODEL_SUMMARY not in written
     assert (FALLBACK_TRAILER, "invalid-answer") in plan.changeset.trailers
@@ -223,7 +226,10 @@ def test_extract_transport_failures_fall_back(
     caplog.set_level(logging.DEBUG)
     plan = extract_with(scripted(server, replies), root, transcript(*HISTORY))
     assert plan.strategy == Strategy("heuristic", kind)
-    assert list(plan.changeset.writes) == ["user/i-prefer-terse-responses.md"]
+    assert list(plan.changeset.writes) == [
+        "user/i-m-the-staff-engineer-who-owns-billing-by-the-way.md",
+        "user/i-prefer-terse-responses.md",
+    ]
     no_key(plan, plan.changeset, caplog.text)
 
 

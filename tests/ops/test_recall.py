@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from qmem_git.core import limits, model
 from qmem_git.core.codec import parse_document
+from qmem_git.core.recall import search_index
 from qmem_git.ops.recall import recall, relative_to_root, result_to_json
 from qmem_git.store import doccache
 from qmem_git.store.doccache import (
@@ -194,10 +195,31 @@ def test_damaged_cached_fields_force_a_reparse(store: tuple[Path, Path]) -> None
     recall(str(root), str(state), "deploy", NOW_MS)
     path = Path(cache_path(str(state)))
     fmt, cached_root, entries = marshal.loads(path.read_bytes())
-    mtime_ns, size, _ = entries["project/deploy.md"]
-    entries["project/deploy.md"] = (mtime_ns, size, ("project", 1, "", "", ""))
+    mtime_ns, size, _, index = entries["project/deploy.md"]
+    entries["project/deploy.md"] = (mtime_ns, size, ("project", 1, "", "", ""), index)
     path.write_bytes(marshal.dumps((fmt, cached_root, entries)))
     assert recall(str(root), str(state), "deploy", NOW_MS).selected
+
+
+@pytest.mark.parametrize("index", [None, ({}, 1), ("deploy", 1.0), ({"deploy": 1.0},)])
+def test_damaged_search_index_forces_a_reparse(store: tuple[Path, Path], index: object) -> None:
+    root, state = store
+    recall(str(root), str(state), "deploy", NOW_MS)
+    path = Path(cache_path(str(state)))
+    fmt, cached_root, entries = marshal.loads(path.read_bytes())
+    mtime_ns, size, fields, _ = entries["project/deploy.md"]
+    entries["project/deploy.md"] = (mtime_ns, size, fields, index)
+    path.write_bytes(marshal.dumps((fmt, cached_root, entries)))
+    assert recall(str(root), str(state), "deploy", NOW_MS).selected
+    _, _, entries = marshal.loads(path.read_bytes())
+    assert entries["project/deploy.md"][3][0]["deploy"] > 0  # rebuilt
+
+
+def test_cached_search_index_is_the_one_recall_would_build(store: tuple[Path, Path]) -> None:
+    root, state = store
+    recall(str(root), str(state), "deploy", NOW_MS)
+    for doc in scan_cached(str(root), str(state)):
+        assert doc.search_index == search_index(doc.title, doc.description, doc.body)
 
 
 def test_cache_of_another_memory_root_is_not_used(store: tuple[Path, Path], tmp_path: Path) -> None:

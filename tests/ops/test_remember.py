@@ -47,6 +47,9 @@ def test_remember_with_type_and_details(tmp_path: Path) -> None:
         ("Always run the linter before pushing", "feedback"),
         ("The billing service is owned by team Kite", "project"),
         ("Alice is a senior Go engineer", "user"),  # no rule matches: falls back to user
+        ("We deploy with the blue-green script deploy/bg.sh", "project"),  # issue 23
+        ("I'm the tech lead for payments", "user"),
+        ("Questions about the API go to #checkout-dev", "reference"),
     ],
 )
 def test_type_is_classified_when_not_given(tmp_path: Path, text: str, kind: str) -> None:

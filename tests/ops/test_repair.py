@@ -24,7 +24,7 @@ def remote(tmp_path: Path) -> Path:
     remote = init_bare(tmp_path / "remote.git")
     first = tmp_path / "a" / "memory"
     assert qmem(first, "init").code == 0
-    assert qmem(first, "remember", "The team reviews memory changes weekly").code == 0
+    assert qmem(first, "remember", "--type", "user", "I review memory changes weekly").code == 0
     assert qmem(first, "init", "--remote", str(remote)).code == 0
     return remote
 

@@ -207,7 +207,12 @@ def test_cli_snapshot_dry_run_of_a_symlinked_type_folder_predicts_the_real_run(
     """The writer quarantines the link and puts HEAD's files back: nothing is deleted."""
     memory = tmp_path / "memory"
     memory.mkdir()
-    assert qmem(memory, "remember", "The staging cluster deploys from branch rel-1").code == 0
+    assert (
+        qmem(
+            memory, "remember", "--type", "user", "The staging cluster deploys from branch rel-1"
+        ).code
+        == 0
+    )
     (memory / "user").rename(tmp_path / "elsewhere")
     (memory / "user").symlink_to(tmp_path / "elsewhere")
     before = head(memory)

@@ -797,7 +797,7 @@ def test_adding_the_index_settings_keeps_every_line_of_the_config(
 ) -> None:
     """The settings are appended, never a rewrite: comments, quoting and a value the user set
     stay as they were; a symlinked config is written where it points; a config git cannot read
-    is left alone and the write still goes ahead."""
+    is left alone, and the writer stops there (exit 6), as C git and every reader do."""
     root = layout.memory_root
     config = Path(root) / ".git" / "config"
     git(root, "config", "--unset", "core.splitIndex")
@@ -819,7 +819,8 @@ def test_adding_the_index_settings_keeps_every_line_of_the_config(
     with real.open("a") as handle:
         handle.write("this is = not [valid\n")  # git cannot read it either
     before = real.read_text()
-    run_recover(layout)
+    with pytest.raises(RepoCorrupt, match="config cannot be read"):
+        run_recover(layout)
     assert real.read_text() == before
 
 

@@ -960,3 +960,21 @@ def test_the_push_check_scans_only_the_blobs_the_remote_lacks(
         assert len(set(read)) == len([line for line in new if line]) == 2
     finally:
         repo.close()
+
+
+class _Response:
+    def status(self) -> int:  # a method where a number was meant
+        return 500
+
+
+def test_an_error_holding_a_bound_method_is_described_without_it() -> None:
+    exc = OSError(_Response().status, "http://example.invalid/mem.git/objects/info/packs")
+    assert "<bound method" in str(exc)
+    error = remotes.remote_error(exc, "http://example.invalid/mem.git", "fetching from")
+    assert "<bound method" not in error.message and "bound" not in error.message
+    assert "objects/info/packs" in error.message and error.exit_code == 5
+
+
+def test_a_remote_too_deep_to_read_says_so() -> None:
+    error = remotes.remote_error(RecursionError("maximum"), "/srv/mem.git", "fetching from")
+    assert "nested too deeply" in error.message and error.exit_code == 5

@@ -1,0 +1,69 @@
+"""Search terms shared by recall and the near-duplicate check (core.lexicon)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from qmem_git.core.lexicon import GENERIC_WEIGHT, field_index, fold, stem, term_weight, terms
+
+
+@pytest.mark.parametrize(
+    ("words", "same"),
+    [
+        (["deploy", "deploys", "deployed", "deploying", "deployment"], True),
+        (["release", "releases", "released"], True),
+        (["dependency", "dependencies"], True),
+        (["commit", "committed", "committing"], True),
+        (["owner", "ownership"], False),
+        (["test", "latest"], False),
+    ],
+)
+def test_stem_joins_word_forms(words: list[str], same: bool) -> None:
+    assert (len({stem(w) for w in words}) == 1) is same
+
+
+def test_short_and_non_alphabetic_words_are_kept_as_is() -> None:
+    assert stem("pas") == "pas"
+    assert stem("v1.2") == "v1.2"
+    assert stem("p99s") == "p99s"
+
+
+def test_fold_removes_accents_only() -> None:
+    assert fold("déployer") == "deployer"
+    assert fold("après-midi") == "apres-midi"
+    assert fold("straße") == "straße"
+
+
+def test_terms_drop_stop_words_in_several_languages() -> None:
+    assert terms("What should we do with the other branch?") == ["branch"]
+    assert terms("Peux-tu le faire pour moi ?") == []
+    assert terms("Ne jamais déployer le vendredi") == ["jamais", "deployer", "vendredi"]
+
+
+def test_cjk_particle_bigrams_are_stop_words() -> None:
+    assert "くだ" not in terms("ファイルを削除してください")
+    assert "一下" not in terms("请解释一下")
+    assert "주세" not in terms("추가해 주세요")
+    assert "削除" in terms("ファイルを削除してください")
+
+
+def test_generic_words_weigh_less() -> None:
+    assert term_weight(stem("tests")) == GENERIC_WEIGHT
+    assert term_weight(stem("error")) == GENERIC_WEIGHT
+    assert term_weight(stem("grafana")) == 1.0
+
+
+def test_field_index_weighs_title_over_description_over_body() -> None:
+    counts, length = field_index(("canary", "canary rollout", "canary rollout steps"))
+    assert counts["canary"] == 2.0 + 1.5 + 1.0
+    assert counts["step"] == 1.0
+    assert length == 2.0 + 2 * 1.5 + 3 * 1.0
+
+
+@given(st.text(max_size=200))
+def test_terms_never_fail_and_are_stable(text: str) -> None:
+    found = terms(text)
+    assert all(found)
+    assert terms(text) == found
