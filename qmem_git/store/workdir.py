@@ -11,7 +11,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from qmem_git.core.codec import parse_document
-from qmem_git.core.index import IndexResult, build_index, order_documents
+from qmem_git.core.index import IndexResult, build_index, order_documents, qwen_order
 from qmem_git.core.model import INDEX_NAME, MAX_SCANNED_DOCUMENTS, Document
 from qmem_git.core.names import fold_name, is_printable_path
 from qmem_git.store.keptdocs import Kept, kept_document, load_kept, save_kept
@@ -289,9 +289,12 @@ def _scan_order(
         items = [
             (rel, st) for rel, st in stats.items() if st[0] >= low and st[0] / 1_000_000 >= cut
         ]
-    return sorted(
-        (-(st[0] / 1_000_000), rel.rsplit("/", 1)[-1], rel, st[0], st[1]) for rel, st in items
-    )
+    keyed = [(-(st[0] / 1_000_000), rel.rsplit("/", 1)[-1], rel, st[0], st[1]) for rel, st in items]
+    return qwen_order(keyed, _time_and_path)
+
+
+def _time_and_path(item: _Keyed) -> tuple[float, str]:
+    return -item[0], item[2]
 
 
 def _load_newest(
