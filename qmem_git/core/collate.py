@@ -20,14 +20,17 @@ _PUNCT = _RANK["%"]  # punctuation the table lacks sorts among ASCII's, after "%
 _SYMBOL = _RANK["$"]  # symbols the table lacks (emoji) just before "$", currency just after
 _DIGIT = _RANK["0"]
 _UPPER = 2  # tertiary: lower case 0, compatibility forms (full-width) +1, upper case 2
-_LETTERS_END = _RANK["z"] + 1  # scripts after Latin
+_LETTERS_END = len(GROUPS)  # scripts the table lacks sort after it
 
 # secondary order of the common combining marks (DUCET): acute, grave, breve, circumflex, ...
 _MARKS = [0x301, 0x300, 0x306, 0x302, 0x30C, 0x30A, 0x308, 0x30B, 0x303, 0x307, 0x338]
 _MARKS += [0x327, 0x328, 0x304]
 _MARK_RANK = {chr(mark): rank + 1 for rank, mark in enumerate(_MARKS)}
 _STROKE = len(_MARKS) + 1  # the stroke of ø, đ, ł: after the marks above
-_LATIN_EXTRA = {"ø": "o", "Ø": "O", "đ": "d", "Đ": "D", "ł": "l", "Ł": "L", "ı": "i"}
+_LIGATURE = 0x10000  # the secondary mark inside æ, œ, ß: after every accent
+# letters ICU sorts as a base letter with a stroke-like accent, or as two letters
+_LATIN_EXTRA = {"ø": "o", "ð": "d", "đ": "d", "ħ": "h", "ł": "l"}
+_LATIN_EXPANSIONS = {"æ": "ae", "œ": "oe", "ß": "ss", "ƍ": "zw", "ƾ": "ts", "ȸ": "db", "ȹ": "qp"}
 
 Weight = tuple[int, ...]
 Element = tuple[Weight, int, int]  # (primary, secondary, tertiary) of one collation element
@@ -46,14 +49,16 @@ def collation_key(text: str) -> tuple[tuple[Weight, ...], tuple[int, ...], tuple
 def _elements(char: str) -> list[Element]:
     rank = _RANK.get(char)
     if rank is not None:
-        return [((rank, 0), 0, _UPPER if "A" <= char <= "Z" else 0)]
+        return [((rank, 0), 0, _UPPER if char.isupper() else 0)]
     if char in _WHITESPACE:
         return [((_WHITESPACE[char], 0), 0, 0)]
-    if char == "ß":
-        return [((_RANK["s"], 0), 0, 1), ((_RANK["s"], 0), 0, 1)]
-    if char in _LATIN_EXTRA:
-        base = _elements(_LATIN_EXTRA[char])
-        return [(base[0][0], _STROKE, base[0][2])]
+    lower = char.lower()
+    upper = _UPPER if lower != char else 0
+    if lower in _LATIN_EXPANSIONS:  # æ: a, a ligature mark (after every accent), e
+        first, *rest = (((_RANK[letter], 0), 0, 1 + upper) for letter in _LATIN_EXPANSIONS[lower])
+        return [first, ((), _LIGATURE, 0), *rest]
+    if lower in _LATIN_EXTRA:  # ø: o and a stroke (an accent after the common ones)
+        return [((_RANK[_LATIN_EXTRA[lower]], 0), 0, upper), ((), _STROKE, 0)]
     decomposed = unicodedata.normalize("NFKD", char)
     if decomposed != char:
         return _decomposed(char, decomposed)
@@ -98,21 +103,30 @@ def _single(char: str) -> list[Element]:
 
 
 def _script_rank(code: int) -> tuple[int, int]:
-    """Scripts after Latin in CLDR root order: most by code point, Hangul before kana, kana
-    (katakana with hiragana), then Han (unified block, extension A, the rest), then the rest."""
+    """Scripts after Latin, Greek and Cyrillic in CLDR root order: most by code point, Hangul
+    before kana (katakana with hiragana), then Han by radical and strokes, then the rest."""
     if 0x30A1 <= code <= 0x30F6:
         return (2, code - 0x60)  # katakana sorts with its hiragana
     if 0x3041 <= code <= 0x309F:
         return (2, code)
     if 0xAC00 <= code <= 0xD7A3 or 0x1100 <= code <= 0x11FF or 0x3130 <= code <= 0x318F:
         return (1, code)
-    if 0x4E00 <= code <= 0x9FFF or 0xF900 <= code <= 0xFAFF:
-        return (3, code)
-    if 0x3400 <= code <= 0x4DBF:
-        return (4, code)
+    if 0x3400 <= code <= 0x4DBF or 0x4E00 <= code <= 0x9FFF:
+        return (3, _han_rank(chr(code)))
     if 0x20000 <= code <= 0x3FFFF:
-        return (5, code)
+        return (4, code)  # other extensions: by code point, after the table (approximate)
     return (0, code)
+
+
+_HAN_RANK: dict[str, int] = {}
+
+
+def _han_rank(char: str) -> int:
+    if not _HAN_RANK:
+        from qmem_git.core.collate_han import HAN_ORDER
+
+        _HAN_RANK.update((han, rank) for rank, han in enumerate("".join(HAN_ORDER)))
+    return _HAN_RANK[char]
 
 
 def _kana_tertiary(code: int) -> int:

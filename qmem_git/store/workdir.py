@@ -19,8 +19,8 @@ from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.walk import read_text as read_text  # re-exported: ops read through here
 from qmem_git.store.walk import walk
 
-# scan order (core.index.scan_order_key): -mtime in float ms, basename, relative path; then
-# mtime_ns and size (never compared: relative paths are unique)
+# a scanned file: -mtime in float ms, basename, relative path, mtime_ns and size; listed in
+# Qwen's scan order (core.index.qwen_order)
 _Keyed = tuple[float, str, str, int, int]
 
 
@@ -303,6 +303,8 @@ def _load_newest(
     docs: list[Document] = []
     for _, _, rel, mtime_ns, size in keyed:
         if not is_printable_path(rel):  # invalid anyway; a link to it would break MEMORY.md
+            continue
+        if "\\" in rel:  # Qwen reads a "\\" in a listed name as "/": it never finds the file
             continue
         doc = load(rel, mtime_ns, size)
         if doc is not None:
