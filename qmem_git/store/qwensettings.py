@@ -3,7 +3,8 @@
 ``advanced.runtimeOutputDir`` moves Qwen's runtime base dir, and with it every project's memory
 folder and the user tier (unless ``QWEN_RUNTIME_DIR`` or ``QWEN_CODE_MEMORY_BASE_DIR`` is set).
 Qwen 0.24.4 merges its settings files with this precedence, highest first: system
-(``QWEN_CODE_SYSTEM_SETTINGS_PATH``, else ``/etc/qwen-code/settings.json``), the workspace's
+(``QWEN_CODE_SYSTEM_SETTINGS_PATH``, else ``/etc/qwen-code/settings.json``; on macOS
+``/Library/Application Support/QwenCode/settings.json``), the workspace's
 ``.qwen/settings.json`` (not when the workspace is the home folder), the user's
 ``settings.json`` in the global dir (``QWEN_HOME``, else ``~/.qwen``), then the system defaults
 (``QWEN_CODE_SYSTEM_DEFAULTS_PATH``, else ``system-defaults.json`` beside the system file).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import sys
 
 from qmem_git.core.paths import expand_dir, global_qwen_dir, layout_for
 
@@ -26,11 +28,13 @@ if TYPE_CHECKING:
     from qmem_git.core.paths import Layout
 
 SYSTEM_SETTINGS = "/etc/qwen-code/settings.json"
+MACOS_SYSTEM_SETTINGS = "/Library/Application Support/QwenCode/settings.json"
 
 
 def settings_files(env: Mapping[str, str], home: str, cwd: str, workspace: str) -> list[str]:
     """Qwen's settings files for ``workspace``, highest precedence first."""
-    system = env.get("QWEN_CODE_SYSTEM_SETTINGS_PATH") or SYSTEM_SETTINGS
+    default = MACOS_SYSTEM_SETTINGS if sys.platform == "darwin" else SYSTEM_SETTINGS
+    system = env.get("QWEN_CODE_SYSTEM_SETTINGS_PATH") or default
     defaults = env.get("QWEN_CODE_SYSTEM_DEFAULTS_PATH") or posixpath.join(
         posixpath.dirname(system), "system-defaults.json"
     )
