@@ -315,3 +315,24 @@ def test_drop_index_lines_removes_links_and_credentials_only() -> None:
     )
     assert drop_index_lines(text, [], secrets=True) == "\n".join(text.split("\n")[:2])
     assert drop_index_lines(text, ["user/keep"]) == text  # a prefix is not a link
+
+
+def test_link_targets_are_percent_encoded_as_qwen_does() -> None:
+    from qmem_git.core.index import encode_target
+
+    assert encode_target("user/a-b_c.d~e.md") == "user/a-b_c.d~e.md"
+    assert encode_target("project/x y(1)#.md") == "project/x%20y%281%29%23.md"
+    assert encode_target("reference/Ärger😀.md") == "reference/%C3%84rger%F0%9F%98%80.md"
+    assert encode_target("a" * 130 + ".md") == "a" * 120  # Qwen keeps 120 characters
+
+
+def test_ties_order_by_locale_compare_then_utf16_path() -> None:
+    docs = [
+        doc("user/B.md", "B", mtime_ms=5.0),
+        doc("feedback/a.md", "a2", mtime_ms=5.0),
+        doc("user/a.md", "a1", mtime_ms=5.0),
+        doc("user/é.md", "e", mtime_ms=5.0),
+        doc("user/new.md", "new", mtime_ms=9.0),
+    ]
+    ordered = [d.relative_path for d in order_documents(docs)]
+    assert ordered == ["user/new.md", "feedback/a.md", "user/a.md", "user/B.md", "user/é.md"]
