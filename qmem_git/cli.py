@@ -569,7 +569,7 @@ def log(opts: Options, limit: int | None, op: str | None, path: str | None, stat
     entries = read_log(settings.layout.memory_root, limit=limit, op=op, path=rel)
     text = "\n".join(log_entry_text(e, stat) for e in entries) or no_operations(op, path)
     emit(opts, text, [log_entry_json(e) for e in entries], style=style_log, page=True)
-    if not entries:
+    if not entries and (op is not None or path is not None):  # a filter that matched nothing
         exit_with(1)
 
 

@@ -10,6 +10,10 @@ tokenizer, and keeps its word lists as frozensets.
 - Generic words of coding prompts (``file``, ``test``, ``error``, ``fix``) stay, but recall
   weighs them down (:data:`GENERIC_WEIGHT`): they are in almost every prompt, so one of them
   alone says little about which memory helps.
+- A hyphenated compound (``blue-green``, ``force-push``, ``on-call``) is a search term of its
+  own for recall (:func:`recall_terms`); its parts are kept as marked part terms (``~green``)
+  that recall matches only weakly (:data:`PART_WEIGHT`), so ``green`` alone does not find a
+  ``blue-green`` memory while ``blue-green`` and ``blue green`` do.
 - Latin words are folded (``déployer`` = ``deployer``) and stemmed with a few suffix rules
   (``deploys``/``deployed``/``deployment`` → ``deploy``); both sides go through the same rules,
   so a stem only has to be consistent, not a real word.
@@ -19,12 +23,20 @@ from __future__ import annotations
 
 import unicodedata
 
-from qmem_git.core.tokenize import ascii_tokens, is_cjk, normalize, unicode_tokens
+from qmem_git.core.tokenize import (
+    MIN_WORD_LENGTH,
+    ascii_tokens,
+    is_cjk,
+    normalize,
+    unicode_tokens,
+)
 
 GENERIC_WEIGHT = 0.35
+PART_WEIGHT = 0.3  # a lone word against a part of a compound, or the other way round
+PART_MARK = "~"  # prefix of a part term: ``~green`` is "green" inside a compound
 FIELD_WEIGHTS = (2.0, 1.5, 1.0)  # title, description, body
 # Bump when the word lists or rules change: the recall cache stores indexes built with them.
-LEXICON_VERSION = 1
+LEXICON_VERSION = 2
 MEMO_LIMIT = 200_000
 
 # fmt: off
@@ -163,7 +175,10 @@ def _term(token: str) -> str | None:
 
 def terms(text: str) -> list[str]:
     """Search terms of ``text`` in order, with repeats (for term frequencies)."""
-    normalized = normalize(text)
+    return _plain_terms(normalize(text))
+
+
+def _plain_terms(normalized: str) -> list[str]:
     tokens = ascii_tokens(normalized) if normalized.isascii() else unicode_tokens(normalized)
     known = _TERMS
     found: list[str] = []
@@ -172,6 +187,72 @@ def terms(text: str) -> list[str]:
         if found_term is not None:
             found.append(found_term)
     return found
+
+
+# ASCII punctuation except the hyphen separates chunks; U+2010 HYPHEN counts as ``-``.
+_CHUNK_SEPARATORS = {code: " " for code in range(128) if not chr(code).isalnum()}
+_CHUNK_SEPARATORS[ord("-")] = "-"
+_CHUNK_SEPARATORS[0x2010] = "-"
+
+
+def recall_terms(text: str) -> list[str]:
+    """Recall's terms of ``text`` in order, with repeats: words, compounds and compound parts.
+
+    Like :func:`terms`, except that a hyphenated compound (``blue-green deploys``) gives the
+    compound itself (``blue-green``) and its parts marked with :data:`PART_MARK` (``~blue``,
+    ``~green``) instead of the plain words. Stop words and short words stay in the compound
+    (``on-call``, ``two-space``); a compound of function words only (``peux-tu``) gives nothing.
+    """
+    normalized = normalize(text)
+    if "-" not in normalized and "\u2010" not in normalized:
+        return _plain_terms(normalized)
+    found: list[str] = []
+    plain: list[str] = []
+    for chunk in normalized.translate(_CHUNK_SEPARATORS).split():
+        compound = compound_terms(chunk) if "-" in chunk else None
+        if compound is None:
+            plain.append(chunk)
+            continue
+        if plain:
+            found += _plain_terms(" ".join(plain))
+            plain = []
+        found += compound
+    if plain:
+        found += _plain_terms(" ".join(plain))
+    return found
+
+
+def compound_terms(chunk: str) -> list[str] | None:
+    """``blue-green`` → ``["blue-green", "~blue", "~green"]``; None when not a compound.
+
+    A compound is two or more runs of letters and digits joined by single hyphens, at least
+    one with a letter (``2026-03-05`` is a date), none CJK. Each part is folded and stemmed
+    like a word, so ``force-pushed`` is ``force-push`` and ``après-midi`` is ``apres-midi``.
+    """
+    pieces = chunk.split("-")
+    if len(pieces) < 2 or not all(_compound_piece(piece) for piece in pieces):
+        return None
+    if all(piece.isdigit() for piece in pieces):
+        return None
+    keys: list[str] = []
+    parts: list[str] = []
+    for piece in pieces:
+        found = term(piece) if len(piece) >= MIN_WORD_LENGTH else None
+        keys.append(fold(piece) if found is None else found)
+        if found is not None:
+            parts.append(PART_MARK + found)
+    return ["-".join(keys), *parts] if parts else []
+
+
+def _compound_piece(piece: str) -> bool:
+    if not piece.isalnum():
+        return False
+    return piece.isascii() or not any(is_cjk(char) for char in piece)
+
+
+def is_word_term(found_term: str) -> bool:
+    """True for a plain word term, False for a compound or a part of one."""
+    return "-" not in found_term and not found_term.startswith(PART_MARK)
 
 
 def term_weight(found_term: str) -> float:
@@ -186,12 +267,18 @@ def field_index(fields: tuple[str, ...]) -> tuple[dict[str, float], float]:
     """Weighted term frequencies over (title, description, body) and the weighted length.
 
     A term in the title counts 2, in the description 1.5, in the body 1 (BM25F-style), so a
-    memory named after the prompt's topic outranks one that mentions it in passing.
+    memory named after the prompt's topic outranks one that mentions it in passing. Terms are
+    :func:`recall_terms`: compounds and their marked parts included; the bare
+    :data:`PART_MARK` key counts the compounds, so recall looks for compounds and parts only
+    in a memory that has some.
     """
     counts: dict[str, float] = {}
     length = 0.0
     for text, weight in zip(fields, FIELD_WEIGHTS, strict=False):
-        for found in terms(text):
+        for found in recall_terms(text):
             counts[found] = counts.get(found, 0.0) + weight
-            length += weight
+            if "-" not in found:  # the length counts words: a compound's are its parts
+                length += weight
+            elif not found.startswith(PART_MARK):
+                counts[PART_MARK] = counts.get(PART_MARK, 0.0) + weight
     return counts, length

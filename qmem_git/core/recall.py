@@ -9,10 +9,20 @@ the document cache hand over light records without importing the model module.
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 from qmem_git.core.age import age_days, age_text, freshness_text
-from qmem_git.core.lexicon import field_index, term, term_weight, terms
-from qmem_git.core.tokenize import tokenize
+from qmem_git.core.lexicon import (
+    PART_MARK,
+    PART_WEIGHT,
+    field_index,
+    is_word_term,
+    recall_terms,
+    term,
+    term_weight,
+    terms,
+)
+from qmem_git.core.tokenize import MAX_TOKENS, cap_tokens, tokenize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -124,52 +134,142 @@ def search_index(title: str, description: str, body: str) -> tuple[dict[str, flo
     return field_index((title, description, text))
 
 
-def query_terms(query: str) -> list[str]:
-    """Distinct search terms of the query (tokens capped as in spec §10.2, stop words out)."""
-    found: dict[str, None] = {}
+def query_terms(query: str, found: list[str] | None = None) -> dict[str, float]:
+    """The query's search terms and how strongly each counts (1 or :data:`PART_WEIGHT`).
+
+    Words come from the capped tokens (spec §10.2), stop words out. A word counts fully, and
+    weakly as a part of a memory's compound (``green`` in ``blue-green``). A hyphenated
+    compound of the query counts fully as a whole and weakly through its parts, so
+    ``two-space`` does not find a memory about a "space". Two adjacent words also look for
+    the compound they spell (``force push`` finds ``force-push``). ``found`` is
+    ``recall_terms(query)`` when the caller has it.
+    """
+    if found is None:
+        found = recall_terms(query)
+    words = {key for key in found if is_word_term(key)}
+    wanted: dict[str, float] = {}
     for token in tokenize(query):
-        found_term = term(token)
-        if found_term is not None:
-            found[found_term] = None
-    return list(found)
+        word = term(token)
+        if word is None:
+            continue
+        wanted[word] = 1.0 if word in words else max(wanted.get(word, 0.0), PART_WEIGHT)
+        wanted[PART_MARK + word] = PART_WEIGHT
+    for key in compound_keys(found):
+        wanted[key] = 1.0
+    return wanted
+
+
+def compound_keys(found: list[str]) -> list[str]:
+    """The compounds among recall terms, then every two adjacent words joined by ``-``.
+
+    Capped like query tokens (spec §10.2), so a long prompt stays bounded.
+    """
+    compounds = [key for key in found if "-" in key and not key.startswith(PART_MARK)]
+    pairs = [
+        f"{first}-{second}"
+        for first, second in pairwise(found)
+        if is_word_term(first) and is_word_term(second)
+    ]
+    return cap_tokens(compounds + pairs)[:MAX_TOKENS]
+
+
+def open_compounds(found: list[str], wanted: dict[str, float]) -> dict[str, list[str]]:
+    """The query's compounds of two or more content parts, with those parts as words.
+
+    A memory that has every such part as a word (``Docker Compose``) has the compound
+    (``docker-compose``) written open; a compound like ``two-space`` has one content part, and
+    a memory with that word alone does not have it.
+    """
+    spelled: dict[str, list[str]] = {}
+    for index, key in enumerate(found):
+        if key in wanted and "-" in key and not key.startswith(PART_MARK):
+            parts = []
+            for part in found[index + 1 :]:
+                if not part.startswith(PART_MARK):
+                    break
+                parts.append(part.removeprefix(PART_MARK))
+            if len(parts) >= 2:
+                spelled[key] = parts
+    return spelled
+
+
+def document_hits(
+    indexed: list[tuple[dict[str, float], float]],
+    wanted: dict[str, float],
+    spelled: dict[str, list[str]],
+) -> list[dict[str, float]]:
+    """Per document, the wanted terms it has and their weighted frequencies.
+
+    An open compound (:func:`open_compounds`) counts as often as its rarest part.
+    """
+    words = [found for found in wanted if is_word_term(found)]
+    others = [found for found in wanted if not is_word_term(found)]  # compounds and parts
+    hits = []
+    for counts, _ in indexed:
+        found_here = {found: counts[found] for found in words if found in counts}
+        if PART_MARK in counts:  # the memory has compounds
+            found_here.update((found, counts[found]) for found in others if found in counts)
+        hits.append(found_here)
+    if spelled:
+        for (counts, _), found_here in zip(indexed, hits, strict=True):
+            for compound, parts in spelled.items():
+                if compound not in found_here and all(part in counts for part in parts):
+                    found_here[compound] = min(counts[part] for part in parts)
+    return hits
 
 
 def score_documents(docs: Sequence[RecallDoc], query: str) -> list[float]:
     """BM25 score of every document for ``query``.
 
-    0 when the document shares no topical term with the query (generic words alone do not
-    count), which is the lexical gate of spec §10.3 on whole words.
+    0 when the document shares no topical term with the query (generic words and parts of
+    compounds alone do not count), which is the lexical gate of spec §10.3 on whole words.
     """
-    wanted = query_terms(query)
+    found = recall_terms(query)
+    wanted = query_terms(query, found)
     if not wanted or not docs:
         return [0.0] * len(docs)
     indexed = [doc_terms(doc) for doc in docs]
+    hits = document_hits(indexed, wanted, open_compounds(found, wanted))
+    weights, topical = term_weights(wanted, hits, max(len(docs), MIN_STORE_SIZE))
     average = sum(length for _, length in indexed) / len(indexed) or 1.0
-    size = max(len(docs), MIN_STORE_SIZE)
-    weights = {}
-    for found in wanted:
-        df = sum(1 for counts, _ in indexed if found in counts)
-        if df:
-            idf = math.log(1.0 + (size - df + 0.5) / (df + 0.5))
-            weights[found] = idf * term_weight(found)
     tokens = tokenize(query)
     scores = []
-    for doc, (counts, length) in zip(docs, indexed, strict=True):
+    for doc, (_, length), found_here in zip(docs, indexed, hits, strict=True):
+        if topical.isdisjoint(found_here):
+            scores.append(0.0)  # only generic words or compound parts in common: not a topic
+            continue
         norm = K1 * (1.0 - B + B * length / average)
         score = 0.0
-        topical = False
-        for found, weight in weights.items():
-            tf = counts.get(found)
-            if tf:
-                score += weight * tf * (K1 + 1.0) / (tf + norm)
-                topical = topical or term_weight(found) == 1.0
-        if not topical:
-            score = 0.0  # only generic words in common: "use … instead" is not a topic
-        if score:
-            keywords = TYPE_KEYWORDS.get(doc.type, _NO_KEYWORDS)
-            score += TYPE_BONUS * sum(1 for token in tokens if token in keywords)
+        for term_found, tf in found_here.items():
+            score += weights[term_found] * tf * (K1 + 1.0) / (tf + norm)
+        keywords = TYPE_KEYWORDS.get(doc.type, _NO_KEYWORDS)
+        score += TYPE_BONUS * sum(1 for token in tokens if token in keywords)
         scores.append(score)
     return scores
+
+
+def term_weights(
+    wanted: dict[str, float], hits: list[dict[str, float]], size: int
+) -> tuple[dict[str, float], set[str]]:
+    """Each found term's idf x generic weight x strength, and the topical ones among them.
+
+    A term is topical when it counts fully (not a generic word, not a compound part).
+    """
+    df: dict[str, int] = {}
+    for found_here in hits:
+        if found_here:
+            for found in found_here:
+                df[found] = df.get(found, 0) + 1
+    weights: dict[str, float] = {}
+    topical: set[str] = set()
+    for found, count in df.items():
+        idf = math.log(1.0 + (size - count + 0.5) / (count + 0.5))
+        weight = term_weight(found.removeprefix(PART_MARK))
+        strength = wanted[found]
+        weights[found] = idf * weight * strength
+        if weight == 1.0 and strength == 1.0:
+            topical.add(found)
+    return weights, topical
 
 
 def select_heuristic(docs: Sequence[D], query: str, limit: int = MAX_RECALL_DOCS) -> list[D]:

@@ -13,6 +13,7 @@ from qmem_git.core.model import MEMORY_TYPES, Document, MemoryType
 from qmem_git.core.recall import (
     INSTRUCTION,
     RecallResult,
+    query_terms,
     render_block,
     resolve_recall,
     score_documents,
@@ -119,6 +120,71 @@ def test_stop_words_and_generic_words_alone_select_nothing() -> None:
     assert select_heuristic(docs, "what should we do with this one?", 5) == []
     assert select_heuristic(docs, "use a dataclass instead", 5) == []  # generic words only
     assert select_heuristic(docs, "add pnpm", 5) == docs
+
+
+BLUE_GREEN = doc(
+    "Blue-green deploys",
+    description="We deploy with the blue-green script deploy/bg.sh",
+    body="We deploy with the blue-green script deploy/bg.sh.",
+)
+FORCE_PUSH = doc("Never force-push to main", kind="feedback", body="CI deploys from main.")
+SPACE = doc("Decision records", kind="reference", body="ADRs live in the Notion space 'ADR'.")
+COMPOUND_DOCS = [BLUE_GREEN, FORCE_PUSH, SPACE]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["the tests are green now, thanks!", "make the button green", "move it to the blue column"],
+)
+def test_a_word_does_not_find_a_compound_that_contains_it(query: str) -> None:
+    assert select_heuristic(COMPOUND_DOCS, query, 5) == []
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "blue-green deploys",
+        "how do blue-green deployments work here?",
+        "is the blue green switch done?",  # an open compound finds the hyphenated one
+        "Blue\u2010green",
+    ],
+)
+def test_a_compound_finds_its_memory_hyphenated_or_not(query: str) -> None:
+    assert select_heuristic(COMPOUND_DOCS, query, 5) == [BLUE_GREEN]
+
+
+@pytest.mark.parametrize(
+    "query", ["let's squash and force-push", "can I force push?", "I force-pushed by mistake"]
+)
+def test_force_push_in_any_spelling_finds_the_rule(query: str) -> None:
+    assert select_heuristic(COMPOUND_DOCS, query, 5) == [FORCE_PUSH]
+
+
+def test_a_part_of_a_query_compound_does_not_find_the_lone_word() -> None:
+    assert select_heuristic(COMPOUND_DOCS, "format the JSON with two-space indentation", 5) == []
+    assert select_heuristic(COMPOUND_DOCS, "which Notion space has the ADRs?", 5) == [SPACE]
+
+
+def test_a_hyphenated_query_finds_the_compound_written_open() -> None:
+    stack = doc("Local stack in Docker Compose", body="make up starts postgres and redis.")
+    docker = doc("Docker images", body="Images are built in CI.", path="project/images.md")
+    docs = [stack, docker, *COMPOUND_DOCS]
+    assert select_heuristic(docs, "docker-compose up fails", 5)[0] is stack
+    assert select_heuristic(docs, "compose-docker", 5) == [stack]  # both parts, any order
+    assert select_heuristic(docs, "the push-button is broken", 5) == []  # one part is not enough
+
+
+def test_a_long_query_keeps_a_bounded_number_of_compounds() -> None:
+    query = " ".join(f"alpha{i}-beta{i} gamma{i}" for i in range(2_000))
+    wanted = query_terms(query)
+    assert len([key for key in wanted if "-" in key]) == 64
+    assert len(wanted) <= 3 * 64
+
+
+def test_a_compound_part_still_adds_to_a_topical_match() -> None:
+    deploy_only = doc("Deploy notes", body="We deploy on Tuesdays.", path="project/n.md")
+    scores = score_documents([BLUE_GREEN, deploy_only, SPACE], "deploy the green build")
+    assert scores[0] > scores[1] > 0 == scores[2]
 
 
 def test_title_outranks_body_and_rarer_words_weigh_more() -> None:
