@@ -319,7 +319,7 @@ def index(opts: Options, check: bool, dry_run: bool) -> None:
     """Rebuild MEMORY.md from the memory files (committed as one `index` commit).
 
     The index lists the newest 200 memories, one line each (at most 150 characters),
-    within 25,000 bytes; entries the limits drop are named.
+    within 25,000 characters (UTF-16 code units); entries the limits drop are named.
     """
     from qmem_git.ops.lifecycle import check_index, rebuild_index
 

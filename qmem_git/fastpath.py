@@ -139,15 +139,15 @@ def run_recall(
     import os
     import time
 
-    from qmem_git.core.paths import layout_for
     from qmem_git.envvalues import current_dir
     from qmem_git.ops.recall import recall, result_to_json
+    from qmem_git.store.qwensettings import qwen_layout
 
     started = time.monotonic()
     env = os.environ
     home = env.get("HOME") or os.path.expanduser("~")
     try:
-        layout = layout_for(project, memory_dir, env, home, current_dir(), os.path.lexists)
+        layout = qwen_layout(project, memory_dir, env, home, current_dir())
         model = configured_model(env, home)
         result = recall(
             layout.memory_root,
@@ -278,15 +278,15 @@ def fast_remember(opts: dict[str, object]) -> int | None:
 
     gc.disable()
 
-    from qmem_git.core.paths import layout_for
     from qmem_git.envvalues import current_dir
     from qmem_git.errors import QmemError
+    from qmem_git.store.qwensettings import qwen_layout
 
     env = os.environ
     home = env.get("HOME") or os.path.expanduser("~")
     project, memory_dir = _str(opts.get("project")), _str(opts.get("memory_dir"))
     try:
-        layout = layout_for(project, memory_dir, env, home, current_dir(), os.path.lexists)
+        layout = qwen_layout(project, memory_dir, env, home, current_dir())
     except (QmemError, OSError):
         return None  # click's path reports it
     root = layout.memory_root

@@ -7,7 +7,7 @@ user's prompt. Problems go to ``<state dir>/hook.log`` (never the prompt text).
 UserPromptSubmit runs before every prompt, so its path imports only ``os``, ``sys``, the C JSON
 scanner and the recall operation: no click, dulwich, yaml, and not even ``json`` (which pulls in
 ``re``) or ``settings`` (``dataclasses``, ``socket``: ~50 ms together). The memory layout is
-therefore resolved with ``core.paths.layout_for`` (pure, and light to import) rather than through
+therefore resolved with ``store.qwensettings.qwen_layout`` (light to import) rather than through
 ``settings.build_settings``; model settings load only when a model may be configured. Every other
 event is rare and may import what it likes.
 
@@ -22,7 +22,8 @@ import os
 import posixpath
 import sys
 
-from qmem_git.core.paths import expand_dir, layout_for
+from qmem_git.core.paths import expand_dir
+from qmem_git.store.qwensettings import qwen_layout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -256,7 +257,7 @@ def memory_layout(
     project: str, memory_dir: str | None, env: Mapping[str, str], home: str
 ) -> tuple[str, str]:
     """(memory root, state dir) exactly as ``settings.build_settings`` resolves them."""
-    layout = layout_for(project, memory_dir, env, home, os.getcwd(), os.path.lexists)
+    layout = qwen_layout(project, memory_dir, env, home, os.getcwd())
     return layout.memory_root, layout.state_dir
 
 

@@ -6,8 +6,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from qmem_git.core.paths import Layout, chats_dir, layout_for
+from qmem_git.core.paths import Layout, chats_dir, expand_dir, layout_for
 from qmem_git.envvalues import DEFAULT_LOCK_TIMEOUT, current_dir, lock_timeout
+from qmem_git.store.qwensettings import runtime_output_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,10 +30,12 @@ class Settings:
     author_email: str = ""
     model: ModelConfig | None = None  # the optional LLM endpoint (modelconfig.py); None = none
     auto_dream: bool = True  # QMEM_AUTO_DREAM=0: gated (scheduled) dreams are skipped
+    output_dir: str | None = None  # Qwen's settings: advanced.runtimeOutputDir, as written
 
     @property
     def chats_dir(self) -> str:
-        return chats_dir(self.layout.project_root or self.cwd, self.env, self.home, self.cwd)
+        project = self.layout.project_root or self.cwd
+        return chats_dir(project, self.env, self.home, self.cwd, self.output_dir)
 
 
 def build_settings(
@@ -51,7 +54,8 @@ def build_settings(
     """
     cwd = cwd or current_dir()
     home = home or env.get("HOME") or os.path.expanduser("~")
-    layout = layout_for(project, memory_dir, env, home, cwd, os.path.lexists)
+    output_dir = runtime_output_dir(env, home, cwd, expand_dir(project or cwd, home, cwd))
+    layout = layout_for(project, memory_dir, env, home, cwd, os.path.lexists, output_dir)
     return Settings(
         layout=layout,
         host=env.get("QMEM_HOST") or _hostname() or "localhost",
@@ -64,6 +68,7 @@ def build_settings(
         author_email=env.get("GIT_AUTHOR_EMAIL", ""),
         model=_model(env, home) if with_model else None,
         auto_dream=env.get("QMEM_AUTO_DREAM", "1") != "0",
+        output_dir=output_dir,
     )
 
 

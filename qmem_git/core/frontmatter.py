@@ -24,7 +24,7 @@ def split(text: str) -> tuple[str, str, int] | None:
     text = text.replace("\r\n", "\n")
     if not text.startswith(FENCE):
         return None
-    end = text.find("\n---", len(FENCE) - 1)
+    end = text.find("\n---", len(FENCE))  # Qwen: ^---\n([\s\S]*?)\n---\n?
     if end < 0:
         return None
     frontmatter = text[len(FENCE) : end]
@@ -53,8 +53,48 @@ def parse_fields(text: str | None) -> Fields | None:
     if parts is None:
         return None
     frontmatter, body, _ = parts
-    kind = field(frontmatter, "type")
+    kind = qwen_field(frontmatter, "type")
     if kind is None or kind not in TYPE_NAMES:
         return None
-    title = field(frontmatter, "name") or field(frontmatter, "title") or kind
-    return (kind, title, field(frontmatter, "description") or "", body.strip(), frontmatter)
+    title = qwen_field(frontmatter, "name")
+    if title is None:  # name ?? title ?? type: an empty name: is a name
+        title = qwen_field(frontmatter, "title")
+    description = qwen_field(frontmatter, "description") or ""
+    return (kind, title or kind, description, body.strip(), frontmatter)
+
+
+# JavaScript's line terminators (where ^ and $ match in a multiline regex, and . does not)
+_JS_TERMINATORS = "\n\r\u2028\u2029"
+# JavaScript's \s and String.prototype.trim's set
+JS_SPACE = "\t\n\v\f\r \u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
+JS_SPACE += "\u2028\u2029\u202f\u205f\u3000\ufeff"
+_GAP = JS_SPACE.replace("\n", "")  # [^\S\n]
+
+
+def qwen_field(frontmatter: str, key: str) -> str | None:
+    r"""Qwen Code 0.24.4's ``parseFrontmatterValue``: the first match of
+    ``^key:[^\S\n]*(.+)$`` (multiline), trimmed; ``""`` for a value of blanks, None when no
+    line matches (a bare ``key:`` line does not: the next one is tried)."""
+    prefix = key + ":"
+    start = frontmatter.find(prefix)
+    while start >= 0:
+        if start == 0 or frontmatter[start - 1] in _JS_TERMINATORS:
+            value = _line_value(frontmatter, start + len(prefix))
+            if value is not None:
+                return value.strip(JS_SPACE)
+        start = frontmatter.find(prefix, start + 1)
+    return None
+
+
+def _line_value(text: str, start: int) -> str | None:
+    r"""``[^\S\n]*(.+)$`` at ``start``, with the regex's backtracking: group 1, or None."""
+    gap_end = start
+    while gap_end < len(text) and text[gap_end] in _GAP:
+        gap_end += 1
+    for begin in range(gap_end, start - 1, -1):
+        if begin < len(text) and text[begin] not in _JS_TERMINATORS:
+            end = begin
+            while end < len(text) and text[end] not in _JS_TERMINATORS:
+                end += 1
+            return text[begin:end]
+    return None

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple, TypeVar
 
 from qmem_git.core.model import MAX_SCANNED_DOCUMENTS, Document
-from qmem_git.core.text import clip
+
+_T = TypeVar("_T")
 
 MAX_LINE_CHARS = 150
 MAX_FIELD_UNITS = 120  # a title or description, in UTF-16 code units (JavaScript's .length)
 MAX_LINES = 200
-MAX_BYTES = 25_000
+MAX_BYTES = 25_000  # UTF-16 code units (JavaScript's .length), not bytes
 WARNING = (
     "> WARNING: MEMORY.md is too large; only part of it was written. "
     "Keep index entries concise and move detail into topic files."
@@ -37,80 +38,141 @@ def index_is_current(text: str | None, expected: IndexResult) -> bool:
 
 
 def scan_order_key(doc: Document) -> tuple[float, str, str]:
-    """Newest first; ties by basename, then relative path (spec §5, ARCHITECTURE §3)."""
+    """Newest first, then basename and relative path: the coarse order; :func:`order_documents`
+    breaks mtime ties as Qwen Code does."""
     return (-doc.mtime_ms, doc.filename, doc.relative_path)
 
 
 def order_documents(docs: Iterable[Document], limit: int = MAX_SCANNED_DOCUMENTS) -> list[Document]:
-    return sorted(docs, key=scan_order_key)[:limit]
+    """Qwen Code 0.24.4's scan order: newest mtime first, ties by the basename's
+    ``localeCompare`` (ICU collation), then by relative path in UTF-16 code unit order."""
+    ordered = qwen_order(list(docs), lambda doc: (doc.mtime_ms, doc.relative_path))
+    return ordered[:limit]
 
 
-# Qwen Code 0.24's sanitizeIndexField (qwen-0.24-delta.md, "MEMORY.md"): a field of a memory
-# file must not forge structure in the index every session loads into its prompt
+def qwen_order(items: list[_T], key: Callable[[_T], tuple[float, str]]) -> list[_T]:
+    """``items`` (each giving ``(mtime in ms, relative path)``) in Qwen's scan order. The
+    collation key is computed only for files that share an mtime."""
+    keyed = sorted(((-key(item)[0], utf16_key(key(item)[1]), item) for item in items), key=_head)
+    ordered: list[_T] = []
+    start = 0
+    while start < len(keyed):
+        end = start + 1
+        while end < len(keyed) and keyed[end][0] == keyed[start][0]:
+            end += 1
+        group = [entry[2] for entry in keyed[start:end]]
+        if len(group) > 1:
+            from qmem_git.core.collate import collation_key  # ties only: keeps imports light
+
+            group.sort(key=lambda item: collation_key(key(item)[1].rsplit("/", 1)[-1]))
+        ordered += group
+        start = end
+    return ordered
+
+
+def _head(entry: tuple[float, bytes, object]) -> tuple[float, bytes]:
+    return entry[0], entry[1]
+
+
+def utf16_key(text: str) -> bytes:
+    """Sorts as JavaScript compares strings (``<``: UTF-16 code units)."""
+    return text.encode("utf-16-be", "surrogatepass")
+
+
+# Qwen Code 0.24.4's sanitizeIndexField (qwen-0.24-delta.md, "MEMORY.md"): a field of a memory
+# file must not forge structure in the index every session loads into its prompt. These run on
+# "JavaScript strings" (one Python character per UTF-16 code unit, see :func:`to_js`), so
+# lengths, cuts and regexes count as Qwen's do.
 _FIELD_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0/C1 controls -> a space
 _FIELD_HIDDEN = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")  # removed
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # half a character: not writable, removed
-_SPACE_RUN = re.compile(r"\s+")
+_JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_SPACE_RUN = re.compile(f"[{_JS_SPACE}]+")
+_TRIM_START = re.compile(f"^[{_JS_SPACE}]+")
+_TRIM_END = re.compile(f"[{_JS_SPACE}]+$")
+_PATH_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-/")
+
+
+def to_js(text: str) -> str:
+    """``text`` as a JavaScript string: a character outside the BMP becomes its two surrogates."""
+    if text.isascii() or all(ord(char) <= 0xFFFF for char in text):
+        return text
+    raw = text.encode("utf-16-le", "surrogatepass")
+    return "".join(chr(raw[i] | raw[i + 1] << 8) for i in range(0, len(raw), 2))
+
+
+def from_js(text: str) -> str:
+    """A JavaScript string as Node writes it to UTF-8: pairs joined, a lone surrogate (a
+    character cut in half) becomes U+FFFD."""
+    if not any("\ud800" <= char <= "\udfff" for char in text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _trim_end(text: str) -> str:
+    return _TRIM_END.sub("", text)
+
+
+def _sanitize_js(value: str) -> str:
+    text = _FIELD_HIDDEN.sub("", _FIELD_CONTROL.sub(" ", value))
+    text = text.replace("`", "'").replace("](", "] (")
+    text = _trim_end(_TRIM_START.sub("", _SPACE_RUN.sub(" ", text)))
+    if len(text) <= MAX_FIELD_UNITS:
+        return text
+    return _trim_end(text[: MAX_FIELD_UNITS - 1]) + "…"
 
 
 def sanitize_field(value: str) -> str:
     """A title or description as the index shows it, as Qwen Code 0.24 writes it: control
     characters become spaces; zero-width and bidi controls go; a backtick becomes ``'`` and
     ``](`` becomes ``] (`` (no code span, no live link); whitespace runs become one space;
-    trimmed; cut to 120 UTF-16 code units ending in ``…``."""
-    text = _FIELD_CONTROL.sub(" ", value)
-    text = _LONE_SURROGATE.sub("", _FIELD_HIDDEN.sub("", text))
-    text = text.replace("`", "'").replace("](", "] (")
-    return _cut_field(_SPACE_RUN.sub(" ", text).strip())
+    trimmed; cut to 119 UTF-16 code units and ``…`` when longer than 120 (a character outside
+    the BMP cut in half is written as U+FFFD, as Node writes it)."""
+    return from_js(_sanitize_js(to_js(value)))
 
 
-def _cut_field(text: str) -> str:
-    """``text`` cut to ``MAX_FIELD_UNITS`` UTF-16 code units: 119 and ``…`` when longer (a
-    character outside the BMP counts two and is never split)."""
-    if len(text) <= MAX_FIELD_UNITS // 2 or _utf16_units(text) <= MAX_FIELD_UNITS:
-        return text
-    units = 0
-    for end, char in enumerate(text):
-        units += 2 if ord(char) > 0xFFFF else 1
-        if units >= MAX_FIELD_UNITS:  # text[:end] is at most 119 units
-            return text[:end].rstrip() + "…"
-    return text  # pragma: no cover - longer than the limit, so the loop returned
+def encode_target(relative_path: str) -> str:
+    """The link target: the path's first 120 characters, each outside ``A-Z a-z 0-9 . _ ~ -``
+    and ``/`` percent-encoded as UTF-8 (Qwen's encodeIndexPathTarget)."""
+    out = []
+    for char in relative_path[:MAX_FIELD_UNITS]:
+        if char in _PATH_SAFE:
+            out.append(char)
+        else:
+            data = char.encode("utf-8", "replace")
+            out.append("".join(f"%{byte:02X}" for byte in data))
+    return "".join(out)
 
 
-def _utf16_units(text: str) -> int:
-    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
+def _index_line_js(doc: Document) -> str:
+    title = _sanitize_js(to_js(doc.title)) or doc.type
+    description = _sanitize_js(to_js(doc.description)) or doc.type
+    line = f"- [{title}]({encode_target(doc.relative_path)}) — {description}"
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    return _trim_end(line[: MAX_LINE_CHARS - 1]) + "…"
 
 
 def index_line(doc: Document) -> str:
-    """``- [title](path) — description``, the fields sanitised (an empty one: the type)."""
-    title = sanitize_field(doc.title) or doc.type
-    description = sanitize_field(doc.description) or doc.type
-    return clip(f"- [{title}]({doc.relative_path}) — {description}", MAX_LINE_CHARS)
+    """``- [title](path) — description``: fields sanitised (an empty one: the type), the path
+    percent-encoded, the line cut to 150 UTF-16 code units."""
+    return from_js(_index_line_js(doc))
 
 
 def build_index(docs: list[Document]) -> IndexResult:
-    """Index text for documents already in scan order (spec §6 steps 1-5)."""
-    lines = [index_line(doc) for doc in docs]
-    kept = lines[:MAX_LINES]
-    text = "\n".join(kept)
-    encoded = text.encode("utf-8")
-    if len(encoded) > MAX_BYTES:
-        text = _cut_to_bytes(encoded)
-    kept_count = len(text.split("\n")) if text else 0
-    if kept_count == len(lines):
-        return IndexResult(text)
+    """Index text for documents already in scan order, byte for byte as Qwen Code 0.24.4's
+    ``buildManagedAutoMemoryIndex`` writes it: at most 200 lines and 25,000 UTF-16 code units
+    (cut at the last line break before it), then the warning."""
+    lines = [_index_line_js(doc) for doc in docs]
+    text = "\n".join(lines[:MAX_LINES])
+    raw_length = sum(len(line) for line in lines) + max(len(lines) - 1, 0)
+    if len(text) > MAX_BYTES:
+        cut = text.rfind("\n", 0, MAX_BYTES + 1)
+        text = text[: cut if cut > 0 else MAX_BYTES]
+    if len(lines) <= MAX_LINES and len(text) == raw_length:
+        return IndexResult(from_js(text))
+    kept_count = text.count("\n") + 1 if text else 0
     dropped = tuple(doc.relative_path for doc in docs[kept_count:])
-    return IndexResult(f"{text}\n\n{WARNING}", dropped)
-
-
-def _cut_to_bytes(encoded: bytes) -> str:
-    head = encoded[:MAX_BYTES]
-    newline = head.rfind(b"\n")
-    if newline >= 0 and encoded[MAX_BYTES : MAX_BYTES + 1] != b"\n":
-        return head[:newline].decode("utf-8")
-    if newline < 0:
-        return head.decode("utf-8", errors="ignore")
-    return head.decode("utf-8")
+    return IndexResult(from_js(f"{text}\n\n{WARNING}"), dropped)
 
 
 def drop_index_lines(text: str, paths: Iterable[str], *, secrets: bool = False) -> str:

@@ -55,29 +55,82 @@ def sanitize(path: str, windows: bool = False) -> str:
     )
 
 
+def _normalize(path: str) -> str:
+    """``posixpath.normpath`` as Node's ``path.normalize`` does it (no POSIX ``//`` root)."""
+    path = posixpath.normpath(path)
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
 def expand_dir(value: str, home: str, cwd: str) -> str:
-    """Expand a leading ``~`` and resolve a relative value against ``cwd`` (spec §2.1)."""
+    """Expand a leading ``~`` and resolve a relative value against ``cwd`` (Qwen's
+    ``resolvePath`` for ``QWEN_CODE_MEMORY_BASE_DIR``: ``~``, ``~/…`` and ``~\\…``)."""
     if value == "~" or value.startswith("~/"):
-        value = home + value[1:]
-    if not posixpath.isabs(value):
-        value = posixpath.join(cwd, value)
-    return posixpath.normpath(value)
+        value = home + "/" + value[2:]
+    elif value.startswith("~\\"):
+        value = posixpath.join(home, *[part for part in _split_slashes(value[2:]) if part])
+    return _normalize(posixpath.join(cwd, value))
 
 
-def base_dir(env: Mapping[str, str], home: str, cwd: str) -> str:
+def expand_storage_dir(value: str, home: str, cwd: str) -> str:
+    """Qwen's ``Storage.resolvePath`` (``QWEN_HOME``, ``QWEN_RUNTIME_DIR``,
+    ``advanced.runtimeOutputDir``): after ``~/`` or ``~\\`` every ``/`` and ``\\`` separates."""
+    if value == "~" or value.startswith(("~/", "~\\")):
+        value = posixpath.join(home, *[part for part in _split_slashes(value[2:]) if part])
+    return _normalize(posixpath.join(cwd, value))
+
+
+def _split_slashes(value: str) -> list[str]:
+    return value.replace("\\", "/").split("/")
+
+
+def global_qwen_dir(env: Mapping[str, str], home: str, cwd: str) -> str:
+    """Qwen's global dir (``Storage.getGlobalQwenDir``): ``QWEN_HOME``, else ``~/.qwen``."""
+    qwen_home = env.get("QWEN_HOME", "")
+    if qwen_home:
+        return expand_storage_dir(qwen_home, home, cwd)
+    return posixpath.join(home, ".qwen")
+
+
+def base_dir(
+    env: Mapping[str, str], home: str, cwd: str, output_dir: str | None = None, project: str = ""
+) -> str:
     """The memory base dir: QWEN_CODE_MEMORY_BASE_DIR, else the runtime base dir."""
     override = env.get("QWEN_CODE_MEMORY_BASE_DIR", "")
     if override:
         return expand_dir(override, home, cwd)
-    return runtime_base_dir(env, home, cwd)
+    return runtime_base_dir(env, home, cwd, output_dir, project)
 
 
-def runtime_base_dir(env: Mapping[str, str], home: str, cwd: str) -> str:
-    """The host's runtime base dir: QWEN_RUNTIME_DIR, else ``~/.qwen``."""
+def runtime_base_dir(
+    env: Mapping[str, str], home: str, cwd: str, output_dir: str | None = None, project: str = ""
+) -> str:
+    """Qwen's runtime base dir (``Storage.getRuntimeBaseDir``): ``QWEN_RUNTIME_DIR``, else the
+    settings' ``advanced.runtimeOutputDir`` (``output_dir``; a relative one is taken from the
+    project folder, Qwen's working folder), else the global dir (``QWEN_HOME``, ``~/.qwen``)."""
     runtime = env.get("QWEN_RUNTIME_DIR", "")
     if runtime:
-        return expand_dir(runtime, home, cwd)
-    return posixpath.join(home, ".qwen")
+        return expand_storage_dir(runtime, home, cwd)
+    if output_dir:
+        return expand_storage_dir(output_dir, home, project or cwd)
+    return global_qwen_dir(env, home, cwd)
+
+
+def workspace_scope(env: Mapping[str, str]) -> bool:
+    """``QWEN_CODE_MEMORY_PROJECT_SCOPE=workspace``: the project key is the folder itself."""
+    return env.get("QWEN_CODE_MEMORY_PROJECT_SCOPE", "").strip().lower() == "workspace"
+
+
+def user_memory_root(
+    env: Mapping[str, str], home: str, cwd: str, output_dir: str | None = None, project: str = ""
+) -> str:
+    """Qwen's user tier (``getUserAutoMemoryRoot``): ``<base>/memories``."""
+    return posixpath.join(base_dir(env, home, cwd, output_dir, project), USER_MEMORY_DIR_NAME)
+
+
+def team_memory_root(project_root: str, home: str, cwd: str, exists: Callable[[str], bool]) -> str:
+    """Qwen's team tier (``getTeamAutoMemoryRoot``): ``<git root>/.qwen/team-memory``."""
+    git_root = find_git_root(expand_dir(project_root, home, cwd), exists)
+    return posixpath.join(git_root, ".qwen", TEAM_MEMORY_DIR_NAME)
 
 
 def find_git_root(project_root: str, exists: Callable[[str], bool]) -> str:
@@ -98,9 +151,11 @@ def resolve_layout(
     home: str,
     cwd: str,
     exists: Callable[[str], bool],
+    output_dir: str | None = None,
 ) -> Layout:
-    """Memory root and state dir for a project (spec §2.2).
+    """Memory root and state dir for a project (spec §2.2, as Qwen's ``getAutoMemoryRoot``).
 
+    ``output_dir``: the ``advanced.runtimeOutputDir`` of Qwen's settings, as written there.
     Standing inside a memory folder (its own git repository, marked by the files qmem-git keeps
     in its ``.git``) means that folder, as ``--memory-dir`` would: it is not a project.
     """
@@ -111,12 +166,15 @@ def resolve_layout(
     if env.get("QWEN_CODE_MEMORY_LOCAL") == "1":
         state = posixpath.join(project, ".qwen")
         return Layout(posixpath.join(state, MEMORY_DIR_NAME), state, "local", project)
-    git_root = find_git_root(project, exists)
-    state = posixpath.join(base_dir(env, home, cwd), "projects", sanitize(git_root))
+    key = project if workspace_scope(env) else find_git_root(project, exists)
+    base = base_dir(env, home, cwd, output_dir, project)
+    state = posixpath.join(base, "projects", sanitize(key))
     return Layout(posixpath.join(state, MEMORY_DIR_NAME), state, "global", project)
 
 
 MEMORY_DIR_NAME = "memory"  # spec §2.2: memory roots are <state dir>/memory
+USER_MEMORY_DIR_NAME = "memories"
+TEAM_MEMORY_DIR_NAME = "team-memory"
 MEMORY_REPO_MARKERS = (INDEX_RECORD_NAME, WRITER_LOCK_NAME)  # in a memory repo's .git
 
 
@@ -147,10 +205,17 @@ def explicit_layout(memory_dir: str, home: str, cwd: str) -> Layout:
     return Layout(root, posixpath.dirname(root), "explicit", "")
 
 
-def chats_dir(project_root: str, env: Mapping[str, str], home: str, cwd: str) -> str:
+def chats_dir(
+    project_root: str,
+    env: Mapping[str, str],
+    home: str,
+    cwd: str,
+    output_dir: str | None = None,
+) -> str:
     """The host's transcript folder for a project (spec §8.1: project root as given)."""
     project = expand_dir(project_root, home, cwd)
-    return posixpath.join(runtime_base_dir(env, home, cwd), "projects", sanitize(project), "chats")
+    base = runtime_base_dir(env, home, cwd, output_dir, project)
+    return posixpath.join(base, "projects", sanitize(project), "chats")
 
 
 def is_inside(root: str, target: str) -> bool:
@@ -169,6 +234,7 @@ def layout_for(
     home: str,
     cwd: str,
     exists: Callable[[str], bool],
+    output_dir: str | None = None,
 ) -> Layout:
     """The layout the global flags ask for: ``--memory-dir`` wins over spec §2 resolution."""
     if memory_dir:
@@ -176,7 +242,7 @@ def layout_for(
         if project:
             return Layout(layout.memory_root, layout.state_dir, layout.mode, project)
         return layout
-    return resolve_layout(project or cwd, env, home, cwd, exists)
+    return resolve_layout(project or cwd, env, home, cwd, exists, output_dir)
 
 
 def config_file(env: Mapping[str, str], home: str) -> str:

@@ -41,6 +41,7 @@ _LABEL_PARTS = {
     "digitalocean": "DigitalOcean",
     "huggingface": "HuggingFace",
     "alibaba": "Alibaba",
+    "sendgrid": "SendGrid",
 }
 
 
@@ -70,11 +71,12 @@ def _union(*matchers: Matcher) -> Matcher:
     return spans
 
 
-# spec §14 openai, second form: sk- + >=20 [A-Za-z0-9-] + T3BlbkFJ + >=20 [A-Za-z0-9-].
+# openai, second form: sk- + >=20 [A-Za-z0-9_-] + T3BlbkFJ + >=20 [A-Za-z0-9_-]. Qwen 0.24.4 caps
+# both runs at 512; uncapped, this flags a superset of what Qwen flags.
 # "sk-" and "T3BlbkFJ" are themselves made of the class, so a regex match always extends to the
 # end of the maximal class run holding it. Within one run, a later "sk-" only loses candidates,
 # so only the first "sk-" of each run needs checking, and every character is looked at O(1) times.
-_OPENAI_TAIL = re.compile(r"[A-Za-z0-9-]*")
+_OPENAI_TAIL = re.compile(r"[A-Za-z0-9_-]*")
 _OPENAI_MARK = "T3BlbkFJ"
 
 
@@ -147,11 +149,12 @@ def _private_key_spans(text: str) -> Iterator[Span]:
 
 _ALNUM = "[A-Za-z0-9]"
 
-# Rule order is the spec's table order; scan results follow it.
+# Rule order is Qwen Code 0.24.4's (its ``SECRET_RULES``); scan results follow it.
 RULES: dict[str, Matcher] = {
-    "aws-access-token": _regex(r"\bA(?:3T[A-Z0-9]|KIA|SIA|BIA|CCA)[A-Z2-7]{16}\b"),
+    "aws-access-token": _regex(r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
     "alibaba-cloud-access-key": _regex(r"\bLTAI[A-Za-z0-9]{12,20}\b"),
     "gcp-api-key": _regex(r"AIza[A-Za-z0-9_-]{35}"),
+    "gcp-oauth-client-secret": _regex(r"GOCSPX-[A-Za-z0-9_-]{24}"),
     "digitalocean-pat": _regex(r"dop_v1_[a-f0-9]{64}"),
     "anthropic-api-key": _regex(r"sk-ant-[A-Za-z0-9_-]{20,}"),
     "openai-api-key": _union(
@@ -167,17 +170,49 @@ RULES: dict[str, Matcher] = {
     "gitlab-pat": _regex(r"glpat-[A-Za-z0-9_-]{20}"),
     "slack-bot-token": _regex(r"xoxb-[0-9]{10,13}-[0-9]{10,13}[A-Za-z0-9-]*"),
     "slack-app-token": _regex(r"xapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]+", re.IGNORECASE),
+    "sendgrid-api-token": _regex(r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
     "npm-access-token": _regex(r"npm_" + _ALNUM + "{36}"),
     "stripe-access-token": _regex(r"[sr]k_(?:test|live|prod)_" + _ALNUM + "{10,99}"),
     "private-key": _private_key_spans,
 }
 
+# Characters that render as nothing (zero-width, joiners, bidi controls, BOM, soft hyphen):
+# one inside a token must not hide it, so every rule also runs on the text without them.
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+def _visible(text: str) -> tuple[str, list[int]] | None:
+    """``text`` without invisible characters, and each kept character's index in ``text``;
+    None when there is none to remove."""
+    if _INVISIBLE.search(text) is None:
+        return None
+    kept = [index for index, char in enumerate(text) if _INVISIBLE.fullmatch(char) is None]
+    return "".join(text[index] for index in kept), kept
+
+
+def _rule_spans(matcher: Matcher, text: str, visible: tuple[str, list[int]] | None) -> list[Span]:
+    """The rule's spans in ``text``, then those found only once invisible characters are gone
+    (mapped back to ``text``)."""
+    spans = list(matcher(text))
+    if visible is not None:
+        stripped, kept = visible
+        for start, end in matcher(stripped):
+            if end > start:
+                spans.append((kept[start], kept[end - 1] + 1))
+    return spans
+
 
 def scan_for_secrets(text: str) -> list[SecretFinding]:
-    """One finding per rule that matches anywhere in ``text`` (its first match), in rule order."""
+    """One finding per rule that matches anywhere in ``text`` (its first match), in rule order.
+
+    Invisible characters inside a token do not hide it (they are skipped for a second look)."""
+    visible = _visible(text)
     findings = []
     for rule_id, matcher in RULES.items():
         first = next(matcher(text), None)
+        if first is None and visible is not None:
+            spans = _rule_spans(matcher, text, visible)
+            first = min(spans) if spans else None
         if first is not None:
             findings.append(SecretFinding(rule_id, rule_label(rule_id), first[0], first[1]))
     return findings
@@ -188,10 +223,11 @@ def redact_secrets(text: str) -> str:
 
     Overlapping matches are merged; the merged span is named after the earliest-starting rule.
     """
+    visible = _visible(text)
     spans = sorted(
         (start, end, rule_id)
         for rule_id, matcher in RULES.items()
-        for start, end in matcher(text)
+        for start, end in _rule_spans(matcher, text, visible)
         if end > start
     )
     pieces: list[str] = []

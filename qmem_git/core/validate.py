@@ -67,7 +67,7 @@ RULES: dict[str, str] = {
     "prompt-injection": "(warning) text that reads like instructions aimed at the model",
     "index-missing": "MEMORY.md is missing",
     "index-stale": "MEMORY.md differs from the index rebuilt from the memory files",
-    "index-limit": "MEMORY.md exceeds 150 chars/line, 200 lines or 25,000 bytes, or the limits "
+    "index-limit": "MEMORY.md exceeds 150 chars/line, 200 lines or 25,000 chars, or the limits "
     "leave memories out of the index",
 }
 
@@ -531,7 +531,8 @@ def _check_body(rel_path: str, text: str) -> list[Finding]:
 
 
 def _index_limits(rel_path: str, text: str) -> list[Finding]:
-    """spec §6 limits; the WARNING trailer the rebuild appends is not counted against them."""
+    """spec §6 limits in UTF-16 code units, as Qwen Code counts them; the WARNING trailer the
+    rebuild appends is not counted against them."""
     findings = []
     entries = text.removesuffix("\n").removesuffix(f"\n\n{INDEX_WARNING}")
     lines = entries.split("\n")
@@ -540,21 +541,26 @@ def _index_limits(rel_path: str, text: str) -> list[Finding]:
             rel_path,
             number,
             MAX_LINE_CHARS + 1,
-            f"index line is {len(line)} characters; the limit is {MAX_LINE_CHARS}",
+            f"index line is {_units(line)} characters; the limit is {MAX_LINE_CHARS}",
             "index-limit",
         )
         for number, line in enumerate(lines, 1)
-        if len(line) > MAX_LINE_CHARS
+        if _units(line) > MAX_LINE_CHARS
     )
     findings += _capped(long_lines)
     if len(lines) > MAX_LINES:
         message = f"MEMORY.md has {len(lines)} lines; the limit is {MAX_LINES}"
         findings.append(_error(rel_path, MAX_LINES + 1, 1, message, "index-limit"))
-    size = len(entries.encode("utf-8"))
+    size = _units(entries)
     if size > MAX_BYTES:
-        message = f"MEMORY.md is {size:,} bytes; the limit is {MAX_BYTES:,}"
+        message = f"MEMORY.md is {size:,} characters; the limit is {MAX_BYTES:,}"
         findings.append(_error(rel_path, 1, 1, message, "index-limit"))
     return findings
+
+
+def _units(text: str) -> int:
+    """UTF-16 code units (JavaScript's ``.length``): a character outside the BMP counts two."""
+    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
 
 
 def _dropped_finding(rel_path: str, index_text: str, dropped: tuple[str, ...]) -> Finding:
@@ -562,7 +568,7 @@ def _dropped_finding(rel_path: str, index_text: str, dropped: tuple[str, ...]) -
         f" and {len(dropped) - 10} more" if len(dropped) > 10 else ""
     )
     message = (
-        f"the index limits ({MAX_LINES} lines, {MAX_BYTES:,} bytes) leave {len(dropped)} "
+        f"the index limits ({MAX_LINES} lines, {MAX_BYTES:,} characters) leave {len(dropped)} "
         f"memories out of MEMORY.md, the part Qwen Code loads: {shown}; forget the ones that "
         "are outdated (`qmem-git review` suggests some) or merge duplicates (`qmem-git dream`)"
     )

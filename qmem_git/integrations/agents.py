@@ -82,11 +82,14 @@ def _qwen_transcript(
     project_dir: str, session_id: str, env: Mapping[str, str], home: str
 ) -> str | None:
     from qmem_git.core.paths import chats_dir, runtime_base_dir
+    from qmem_git.store.qwensettings import runtime_output_dir
 
-    direct = os.path.join(chats_dir(project_dir, env, home, project_dir), f"{session_id}.jsonl")
+    output_dir = runtime_output_dir(env, home, project_dir, project_dir)
+    chats = chats_dir(project_dir, env, home, project_dir, output_dir)
+    direct = os.path.join(chats, f"{session_id}.jsonl")
     if os.path.isfile(direct):
         return direct
-    base = runtime_base_dir(env, home, project_dir)
+    base = runtime_base_dir(env, home, project_dir, output_dir, project_dir)
     return _first_match(base, "projects", "*", "chats", f"{session_id}.jsonl")
 
 

@@ -11,7 +11,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from qmem_git.core.codec import parse_document
-from qmem_git.core.index import IndexResult, build_index, order_documents
+from qmem_git.core.index import IndexResult, build_index, order_documents, qwen_order
 from qmem_git.core.model import INDEX_NAME, MAX_SCANNED_DOCUMENTS, Document
 from qmem_git.core.names import fold_name, is_printable_path
 from qmem_git.store.keptdocs import Kept, kept_document, load_kept, save_kept
@@ -19,8 +19,8 @@ from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.walk import read_text as read_text  # re-exported: ops read through here
 from qmem_git.store.walk import walk
 
-# scan order (core.index.scan_order_key): -mtime in float ms, basename, relative path; then
-# mtime_ns and size (never compared: relative paths are unique)
+# a scanned file: -mtime in float ms, basename, relative path, mtime_ns and size; listed in
+# Qwen's scan order (core.index.qwen_order)
 _Keyed = tuple[float, str, str, int, int]
 
 
@@ -289,9 +289,12 @@ def _scan_order(
         items = [
             (rel, st) for rel, st in stats.items() if st[0] >= low and st[0] / 1_000_000 >= cut
         ]
-    return sorted(
-        (-(st[0] / 1_000_000), rel.rsplit("/", 1)[-1], rel, st[0], st[1]) for rel, st in items
-    )
+    keyed = [(-(st[0] / 1_000_000), rel.rsplit("/", 1)[-1], rel, st[0], st[1]) for rel, st in items]
+    return qwen_order(keyed, _time_and_path)
+
+
+def _time_and_path(item: _Keyed) -> tuple[float, str]:
+    return -item[0], item[2]
 
 
 def _load_newest(
@@ -300,6 +303,8 @@ def _load_newest(
     docs: list[Document] = []
     for _, _, rel, mtime_ns, size in keyed:
         if not is_printable_path(rel):  # invalid anyway; a link to it would break MEMORY.md
+            continue
+        if "\\" in rel:  # Qwen reads a "\\" in a listed name as "/": it never finds the file
             continue
         doc = load(rel, mtime_ns, size)
         if doc is not None:

@@ -119,12 +119,13 @@ def test_truncation_counts_characters_not_bytes() -> None:
         ("zero\u200bwidth\u200d \ufeffbom", "zerowidth bom"),
         ("bidi \u202eevil\u202c \u2066isolate\u2069 \u200frtl", "bidi evil isolate rtl"),
         ("  many   spaces\u00a0and\u2003em  ", "many spaces and em"),
-        ("half \ud83d emoji", "half emoji"),
+        ("half \ud83d emoji", "half \ufffd emoji"),  # Node writes a lone surrogate as U+FFFD
         ("x" * 120, "x" * 120),
         ("x" * 121, "x" * 119 + "…"),
         ("word " * 30, ("word " * 24)[:119].rstrip() + "…"),
         ("\U0001f600" * 60, "\U0001f600" * 60),  # 120 UTF-16 code units: fits
-        ("\U0001f600" * 61, "\U0001f600" * 59 + "…"),  # a pair is never split
+        # cut at 119 code units: the 60th emoji loses its low half, which Node writes as U+FFFD
+        ("\U0001f600" * 61, "\U0001f600" * 59 + "\ufffd…"),
         ("\u200b\u202e \t", ""),
     ],
 )
@@ -167,30 +168,30 @@ def _wide_docs(count: int, char: str = "w") -> list[Document]:
 
 
 def test_28_over_25000_bytes_cut_at_line_boundary_with_warning() -> None:
-    docs = _wide_docs(190, "é")  # each line 150 chars, mostly 2-byte -> ~290 bytes
+    docs = _wide_docs(190, "é")  # each line 150 UTF-16 code units (the limit counts those)
     lines = [index_line(d) for d in docs]
-    assert len("\n".join(lines).encode()) > MAX_BYTES
+    assert len("\n".join(lines)) > MAX_BYTES
     result = build_index(docs)
     assert result.text.endswith("\n\n" + SPEC_WARNING)
     kept_text = result.text[: -len("\n\n" + SPEC_WARNING)]
     kept = kept_text.split("\n")
     assert kept == lines[: len(kept)]  # every kept line is complete and in order
-    assert len(kept_text.encode()) <= MAX_BYTES
+    assert len(kept_text) <= MAX_BYTES
     # greedy: one more line would not have fit
-    assert len("\n".join(lines[: len(kept) + 1]).encode()) > MAX_BYTES
+    assert len("\n".join(lines[: len(kept) + 1])) > MAX_BYTES
     assert result.dropped == tuple(d.relative_path for d in docs[len(kept) :])
 
 
 def _docs_joined_to(count: int, total_bytes: int) -> list[Document]:
     """``count`` ASCII-description docs whose index lines joined by "\\n" are ``total_bytes``."""
-    prefix_bytes = len("- [T](p000.md) — ".encode())
+    prefix_bytes = len("- [T](p000.md) — ")  # UTF-16 code units, as Qwen counts
     per_line, extra = divmod(total_bytes - (count - 1), count)
     docs = [
         doc(f"p{i:03d}.md", "T", "d" * (per_line + (i < extra) - prefix_bytes))
         for i in range(count)
     ]
     joined = "\n".join(index_line(d) for d in docs)
-    assert len(joined.encode()) == total_bytes
+    assert len(joined) == total_bytes
     assert all(len(index_line(d)) <= MAX_LINE_CHARS for d in docs)
     return docs
 
@@ -278,13 +279,13 @@ def test_order_documents_keeps_newest_limit() -> None:
     assert len(order_documents(docs, limit=3)) == 3
 
 
-def test_hard_cut_without_newline_stays_on_a_character_boundary() -> None:
-    from qmem_git.core.index import _cut_to_bytes
-
-    text = "a" + "é" * 12_500  # byte 25,000 falls inside an "é"; no "\n" anywhere
-    cut = _cut_to_bytes(text.encode())
-    assert cut == "a" + "é" * 12_499
-    assert len(cut.encode()) == 24_999
+def test_limits_count_utf16_code_units_not_bytes() -> None:
+    """199 CJK memories: Qwen lists all 199 (each line is short in code units, long in bytes)."""
+    docs = [doc(f"p{i:03d}.md", "记忆" * 20, "描述" * 30) for i in range(199)]
+    result = build_index(docs)
+    assert result.dropped == ()
+    assert result.text.count("\n") == 198
+    assert len(result.text.encode()) > MAX_BYTES
 
 
 def test_index_is_current_tolerates_exactly_one_trailing_newline() -> None:
@@ -314,3 +315,24 @@ def test_drop_index_lines_removes_links_and_credentials_only() -> None:
     )
     assert drop_index_lines(text, [], secrets=True) == "\n".join(text.split("\n")[:2])
     assert drop_index_lines(text, ["user/keep"]) == text  # a prefix is not a link
+
+
+def test_link_targets_are_percent_encoded_as_qwen_does() -> None:
+    from qmem_git.core.index import encode_target
+
+    assert encode_target("user/a-b_c.d~e.md") == "user/a-b_c.d~e.md"
+    assert encode_target("project/x y(1)#.md") == "project/x%20y%281%29%23.md"
+    assert encode_target("reference/Ärger😀.md") == "reference/%C3%84rger%F0%9F%98%80.md"
+    assert encode_target("a" * 130 + ".md") == "a" * 120  # Qwen keeps 120 characters
+
+
+def test_ties_order_by_locale_compare_then_utf16_path() -> None:
+    docs = [
+        doc("user/B.md", "B", mtime_ms=5.0),
+        doc("feedback/a.md", "a2", mtime_ms=5.0),
+        doc("user/a.md", "a1", mtime_ms=5.0),
+        doc("user/é.md", "e", mtime_ms=5.0),
+        doc("user/new.md", "new", mtime_ms=9.0),
+    ]
+    ordered = [d.relative_path for d in order_documents(docs)]
+    assert ordered == ["user/new.md", "feedback/a.md", "user/a.md", "user/B.md", "user/é.md"]

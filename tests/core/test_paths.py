@@ -12,11 +12,16 @@ from qmem_git.core.paths import (
     base_dir,
     chats_dir,
     expand_dir,
+    expand_storage_dir,
     explicit_layout,
     find_git_root,
+    global_qwen_dir,
     is_inside,
     resolve_layout,
+    runtime_base_dir,
     sanitize,
+    team_memory_root,
+    user_memory_root,
 )
 from qmem_git.errors import UsageError
 
@@ -287,3 +292,51 @@ def test_inside_a_memory_folder_that_folder_is_the_memory_root() -> None:
     # a folder named memory that is not ours is a project like any other
     other = resolve_layout("/srv/memory", {}, HOME, CWD, probe("/srv/memory/.git"))
     assert other.memory_root == "/home/alice/.qwen/projects/-srv-memory/memory"
+
+
+# --- Qwen Code 0.24.4's precedence (issue 18, item 5) ------------------------------------------
+
+
+def test_qwen_home_moves_the_global_dir_and_the_memory_base() -> None:
+    assert layout("/p", {"QWEN_HOME": "/qh"}).memory_root == "/qh/projects/-p/memory"
+    assert layout("/p", {"QWEN_HOME": "rel"}).memory_root == f"{CWD}/rel/projects/-p/memory"
+    assert global_qwen_dir({"QWEN_HOME": "~/q"}, HOME, CWD) == f"{HOME}/q"
+
+
+def test_runtime_dir_beats_settings_which_beat_qwen_home() -> None:
+    env = {"QWEN_HOME": "/qh"}
+    assert runtime_base_dir(env, HOME, CWD, "/out", "/p") == "/out"
+    assert runtime_base_dir(env, HOME, CWD, "out", "/p") == "/p/out"  # from the project
+    assert runtime_base_dir(env, HOME, CWD, "", "/p") == "/qh"
+    env["QWEN_RUNTIME_DIR"] = "/rt"
+    assert runtime_base_dir(env, HOME, CWD, "/out", "/p") == "/rt"
+    got = resolve_layout("/p", env, HOME, CWD, probe(), "/out")
+    assert got.memory_root == "/rt/projects/-p/memory"
+    env["QWEN_CODE_MEMORY_BASE_DIR"] = "/mb"
+    assert resolve_layout("/p", env, HOME, CWD, probe(), "/out").memory_root == (
+        "/mb/projects/-p/memory"
+    )
+
+
+def test_workspace_scope_keys_the_project_folder_not_its_git_root() -> None:
+    env = {"QWEN_CODE_MEMORY_PROJECT_SCOPE": " Workspace "}
+    got = layout("/repo/sub", env, "/repo/.git")
+    assert got.memory_root == f"{HOME}/.qwen/projects/-repo-sub/memory"
+    got = layout("/repo/sub", {"QWEN_CODE_MEMORY_PROJECT_SCOPE": "bogus"}, "/repo/.git")
+    assert got.memory_root == f"{HOME}/.qwen/projects/-repo/memory"
+
+
+def test_storage_paths_split_on_backslashes_after_the_tilde() -> None:
+    assert expand_storage_dir("~\\a\\b", HOME, CWD) == f"{HOME}/a/b"
+    assert expand_storage_dir("~/a\\b", HOME, CWD) == f"{HOME}/a/b"
+    assert expand_dir("~/a\\b", HOME, CWD) == f"{HOME}/a\\b"  # QWEN_CODE_MEMORY_BASE_DIR
+    assert expand_dir("//srv/x", HOME, CWD) == "/srv/x"  # as Node's path.resolve
+
+
+def test_user_and_team_roots() -> None:
+    assert user_memory_root({}, HOME, CWD) == f"{HOME}/.qwen/memories"
+    assert user_memory_root({"QWEN_CODE_MEMORY_BASE_DIR": "/mb"}, HOME, CWD) == "/mb/memories"
+    assert user_memory_root({}, HOME, CWD, "/out", "/p") == "/out/memories"
+    exists = probe("/repo/.git")
+    assert team_memory_root("/repo/a/b", HOME, CWD, exists) == "/repo/.qwen/team-memory"
+    assert team_memory_root("/x", HOME, CWD, probe()) == "/x/.qwen/team-memory"

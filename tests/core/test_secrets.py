@@ -25,10 +25,12 @@ PEM_BODY = "MIIEowIBAAKCAQEA" * 5  # 80 characters of fake base64
 CASES = [
     ("aws-access-token", "key AKIAIOSFODNN7EXAMPLE here", "key AKIAIOSFODNN7EXAMPL here"),
     ("aws-access-token", "A3TXIOSFODNN7EXAMPLE", "xAKIAIOSFODNN7EXAMPLE"),
-    ("aws-access-token", "ASIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN1EXAMPLE"),
+    ("aws-access-token", "ASIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN1EXAMPLEx"),
+    ("aws-access-token", "AKIA0189018901890189", "AKIA018901890189018"),
     ("alibaba-cloud-access-key", "LTAIa1b2c3d4e5f6", "LTAIa1b2c3d4e5f"),
     ("alibaba-cloud-access-key", "id=LTAI" + "x" * 20 + ".", "LTAI" + "x" * 21),
     ("gcp-api-key", "AIza" + "A1_-" * 8 + "abc", "AIza" + "A" * 34),
+    ("gcp-oauth-client-secret", "GOCSPX-" + "aB1_-" * 4 + "abcd", "GOCSPX-" + "a" * 23),
     ("digitalocean-pat", "dop_v1_" + HEX64, "dop_v1_" + HEX64.upper()),
     ("anthropic-api-key", "sk-ant-api03-" + "x" * 20, "sk-ant-" + "x" * 19),
     ("openai-api-key", "sk-proj-" + "A_b-" * 5, "sk-proj-" + "a" * 19),
@@ -49,6 +51,11 @@ CASES = [
     ("slack-bot-token", "xoxb-1234567890-1234567890123-AbC", "xoxb-123456789-1234567890"),
     ("slack-app-token", "xapp-1-A0123ABC-1234-abcdef0", "xapp-a-A0123-1234-abc"),
     ("slack-app-token", "XAPP-1-A0123ABC-1234-ABCDEF0", "xapp-1-A0123-abcd-abc"),
+    (
+        "sendgrid-api-token",
+        "SG." + "a_b-" * 5 + "cd." + "x" * 43,
+        "SG." + "a" * 22 + "." + "x" * 42,
+    ),
     ("npm-access-token", "npm_" + A36, "npm_" + "a" * 35),
     ("stripe-access-token", "sk_live_abcdefghij", "sk_live_abcdefghi"),
     ("stripe-access-token", "rk_test_" + "a" * 99, "sk_demo_abcdefghijk"),
@@ -170,7 +177,7 @@ def test_linear_time_on_10_mb(name: str) -> None:
 
 
 # Differential tests: the linear-time scanners agree with the spec's plain regexes.
-NAIVE_OPENAI_MARKER = re.compile(r"sk-[A-Za-z0-9-]{20,}T3BlbkFJ[A-Za-z0-9-]{20,}")
+NAIVE_OPENAI_MARKER = re.compile(r"sk-[A-Za-z0-9_-]{20,}T3BlbkFJ[A-Za-z0-9_-]{20,}")
 NAIVE_PRIVATE_KEY = re.compile(
     r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S]{64,}?"
     r"-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----",
@@ -218,3 +225,26 @@ def test_private_key_scanner_matches_the_regex(text: str) -> None:
 def test_redaction_leaves_no_secret(text: str) -> None:
     secret = "ghp_" + A36
     assert secret not in redact_secrets(text + secret + text)
+
+
+INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u202e", "\u2066", "\u00ad"]
+
+
+@pytest.mark.parametrize("mark", INVISIBLE)
+@pytest.mark.parametrize(("rule_id", "positive", "negative"), CASES)
+def test_invisible_character_inside_a_token_does_not_hide_it(
+    mark: str, rule_id: str, positive: str, negative: str
+) -> None:
+    middle = len(positive) // 2
+    hidden = positive[:middle] + mark + positive[middle:]
+    assert rule_id in [f.rule_id for f in scan_for_secrets(hidden)]
+    assert f"[REDACTED:{rule_id}]" in redact_secrets(hidden)
+
+
+def test_invisible_characters_map_positions_back_to_the_text() -> None:
+    text = "x \u200bAK\u200dIA\u2060IOSFODNN7EXAMPLE y"
+    found = scan_for_secrets(text)
+    assert [(f.rule_id, text[f.start : f.end]) for f in found] == [
+        ("aws-access-token", "AK\u200dIA\u2060IOSFODNN7EXAMPLE")
+    ]
+    assert redact_secrets(text) == "x \u200b[REDACTED:aws-access-token] y"

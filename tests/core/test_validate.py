@@ -346,8 +346,10 @@ def test_index_limits_on_a_hand_edited_file() -> None:
     limits = [f for f in found if f.rule == "index-limit"]
     assert (limits[0].line, limits[0].col) == (1, 151)
     assert any("211 lines" in f.message for f in limits)
-    big = "\n".join(["- " + "é" * 70] * 190)
-    assert any("bytes" in f.message for f in check_index(big, expected))
+    big = "\n".join(["- " + "é" * 140] * 190)  # 27,169 UTF-16 code units
+    assert any("27,169 characters" in f.message for f in check_index(big, expected))
+    cjk = "\n".join(["- " + "记" * 120] * 199)  # 73,000 bytes, 24,277 code units: Qwen's
+    assert not [f for f in check_index(cjk, expected) if f.rule == "index-limit"]
 
 
 # --- output ---------------------------------------------------------------------------------
