@@ -72,7 +72,9 @@ class Session:
             check=False,
         )
         if done.returncode != 0 and not (nothing_matched_ok and done.returncode == 1):
-            raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
+            raise subprocess.CalledProcessError(
+                done.returncode, done.args, done.stdout, done.stderr
+            )
         return done.stdout
 
     def messages(self) -> str:
