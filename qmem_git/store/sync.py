@@ -30,10 +30,11 @@ import os
 import shutil
 import stat
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 from dulwich.objects import S_ISGITLINK, Blob, Commit, ObjectID, ShaFile, Tag, Tree
 from dulwich.refs import Ref
@@ -157,22 +158,26 @@ class RemoteMoved(Exception):
 # --- reading objects --------------------------------------------------------------------------
 
 
+TREE_CACHE = 4096  # parsed trees kept (a walk reads a tree and, next, its parent's)
+COMMIT_CACHE = 65536
+Entries = dict[bytes, tuple[int, bytes]]  # a tree's name -> (mode, hex id)
+
+
 class Objects:
-    """Cached reads of commits, trees and blobs from one dulwich object store."""
+    """Reads of commits, trees and blobs from one dulwich object store, with bounded caches:
+    a walk over a long history keeps the trees it is about to compare, not every tree."""
 
     def __init__(self, store: BaseObjectStore) -> None:
         self.store = store
-        self._commits: dict[str, Commit] = {}
-        self._trees: dict[str, Tree] = {}
+        self._commits: OrderedDict[str, Commit] = OrderedDict()
+        self._trees: OrderedDict[str, Tree] = OrderedDict()
+        self._entries: OrderedDict[str, Entries] = OrderedDict()
 
     def get(self, sha: str) -> ShaFile:
         try:
             obj: ShaFile = self.store[ObjectID(sha.encode("ascii"))]
         except KeyError as exc:
-            raise RemoteError(
-                f"object {sha} is missing: the remote sent an incomplete history",
-                "run the sync again; if it persists, check the remote with `git fsck`",
-            ) from exc
+            raise _missing(sha) from exc
         return obj
 
     def commit(self, sha: str) -> Commit:
@@ -181,7 +186,7 @@ class Objects:
             obj = self.get(sha)
             if not isinstance(obj, Commit):
                 raise UnsafePath(f"{sha} is a {obj.type_name.decode()}, not a commit")
-            found = self._commits[sha] = obj
+            found = _remember(self._commits, sha, obj, COMMIT_CACHE)
         return found
 
     def peel(self, sha: str) -> str | None:
@@ -193,7 +198,8 @@ class Objects:
         if not isinstance(obj, Commit):
             return None
         found = _hex(obj.id)
-        self._commits.setdefault(found, obj)
+        if found not in self._commits:
+            _remember(self._commits, found, obj, COMMIT_CACHE)
         return found
 
     def tree(self, sha: str) -> Tree:
@@ -202,8 +208,52 @@ class Objects:
             obj = self.get(sha)
             if not isinstance(obj, Tree):
                 raise UnsafePath(f"{sha} is a {obj.type_name.decode()}, not a tree")
-            found = self._trees[sha] = obj
+            found = _remember(self._trees, sha, obj, TREE_CACHE)
         return found
+
+    def entries(self, sha: str) -> Entries:
+        """A tree's entries, parsed straight from the raw object (no sorting, no ShaFile)."""
+        found = self._entries.get(sha)
+        if found is None:
+            from dulwich.objects import parse_tree
+
+            try:
+                kind, raw = self.store.get_raw(ObjectID(sha.encode("ascii")))
+            except KeyError as exc:
+                raise _missing(sha) from exc
+            if kind != Tree.type_num:
+                raise UnsafePath(f"{sha} is not a tree")
+            parsed = {name: (mode, child) for name, mode, child in parse_tree(raw, 20)}
+            found = _remember(self._entries, sha, parsed, TREE_CACHE)
+        return found
+
+    def diff(self, old: str | None, new: str | None, out: TreeDiff | None = None) -> TreeDiff:
+        """Where two trees differ (identical subtrees are never opened)."""
+        out = TreeDiff() if out is None else out
+        self._diff(old, new, "", out)
+        return out
+
+    def _diff(self, old: str | None, new: str | None, prefix: str, out: TreeDiff) -> None:
+        if old == new:
+            return
+        before = self.entries(old) if old is not None else {}
+        after = self.entries(new) if new is not None else {}
+        for name in before.keys() | after.keys():
+            a, b = before.get(name), after.get(name)
+            if a == b:
+                continue
+            path = prefix + name.decode("utf-8", "surrogateescape")
+            a_dir = a is not None and stat.S_ISDIR(a[0])
+            b_dir = b is not None and stat.S_ISDIR(b[0])
+            if a is not None and b is not None and a_dir and b_dir:
+                self._diff(_hex(a[1]), _hex(b[1]), path + "/", out)
+            elif a is not None and b is not None and not a_dir and not b_dir:
+                if a[1] != b[1]:  # a mode change alone keeps the blob (and its time)
+                    out.paths.add(path)
+            else:
+                out.paths.add(path)
+                if a_dir or b_dir:
+                    out.prefixes.append(path + "/")
 
     def blob(self, sha: str) -> bytes:
         obj = self.get(sha)
@@ -224,7 +274,7 @@ class Objects:
         return out
 
     def _walk(self, tree: str, prefix: str, out: dict[str, str]) -> None:
-        for name, mode, sha in self.tree(tree).iteritems():
+        for name, (mode, sha) in self.entries(tree).items():
             path = prefix + name.decode("utf-8", "surrogateescape")
             if stat.S_ISDIR(mode):
                 self._walk(_hex(sha), path + "/", out)
@@ -238,10 +288,10 @@ class Objects:
         for depth, part in enumerate(parts):
             if sha is None:
                 return None
-            try:
-                mode, child = self.tree(sha)[part.encode("utf-8", "surrogateescape")]
-            except KeyError:
+            found = self.entries(sha).get(part.encode("utf-8", "surrogateescape"))
+            if found is None:
                 return None
+            mode, child = found
             if stat.S_ISDIR(mode) == (depth == len(parts) - 1):
                 return None
             sha = _hex(child)
@@ -249,6 +299,42 @@ class Objects:
 
     def text(self, sha: str | None) -> str | None:
         return None if sha is None else self.blob(sha).decode("utf-8", "surrogateescape")
+
+
+@dataclass
+class TreeDiff:
+    """Paths that differ between trees: files (``paths``) and whole folders that appeared,
+    vanished or changed kind (``prefixes``, ending in ``/``)."""
+
+    paths: set[str] = field(default_factory=set)
+    prefixes: list[str] = field(default_factory=list)
+
+    def differs(self, path: str) -> bool:
+        return path in self.paths or any(path.startswith(p) for p in self.prefixes)
+
+    def unchanged(self, paths: set[str]) -> set[str]:
+        """The members of ``paths`` this diff leaves alone."""
+        same = paths - self.paths
+        if self.prefixes:
+            same = {p for p in same if not self.differs(p)}
+        return same
+
+
+_V = TypeVar("_V")
+
+
+def _remember(cache: OrderedDict[str, _V], key: str, value: _V, limit: int) -> _V:
+    cache[key] = value
+    if len(cache) > limit:
+        cache.popitem(last=False)
+    return value
+
+
+def _missing(sha: str) -> RemoteError:
+    return RemoteError(
+        f"object {sha} is missing: the remote sent an incomplete history",
+        "run the sync again; if it persists, check the remote with `git fsck`",
+    )
 
 
 def _hex(sha: bytes) -> str:
@@ -882,7 +968,11 @@ def is_ancestor(objects: Objects, ancestor: str, descendant: str) -> bool:
 
 
 def last_change_times(objects: Objects, tip: str, paths: Collection[str]) -> dict[str, int]:
-    """Committer time of the commit that last changed each path (first TREESAME parent)."""
+    """Committer time of the commit that last changed each path (first TREESAME parent).
+
+    Each step compares a commit's tree with its parent's (identical subtrees are skipped), so
+    a commit costs the size of its change, not the number of paths still looked for.
+    """
     result: dict[str, int] = {}
     pending: dict[str, set[str]] = {tip: set(paths)}
     queue = [(-objects.commit(tip).commit_time, tip)]
@@ -893,7 +983,6 @@ def last_change_times(objects: Objects, tip: str, paths: Collection[str]) -> dic
             continue
         commit = objects.commit(sha)
         tree = _hex(commit.tree)
-        here = {path: objects.lookup(tree, path) for path in todo}
         for parent in (_hex(p) for p in commit.parents):
             if not todo:
                 break
@@ -901,7 +990,7 @@ def last_change_times(objects: Objects, tip: str, paths: Collection[str]) -> dic
             same = (
                 set(todo)
                 if parent_tree == tree
-                else {p for p in todo if objects.lookup(parent_tree, p) == here[p]}
+                else objects.diff(parent_tree, tree).unchanged(todo)
             )
             if same:
                 if parent not in pending:
@@ -912,6 +1001,20 @@ def last_change_times(objects: Objects, tip: str, paths: Collection[str]) -> dic
         for path in todo:
             result[path] = own.get(path, commit.commit_time)
     return result
+
+
+def touched_between(objects: Objects, old: str, new: str) -> TreeDiff:
+    """Every path some commit between ``old`` and ``new`` (reachable from ``new`` only) changed
+    against one of its parents: the only paths whose history time can differ between the two."""
+    span = only_in(objects_info(objects), [new], [old])
+    out = TreeDiff()
+    for sha in span.new:
+        commit = objects.commit(sha)
+        tree = _hex(commit.tree)
+        parents = [objects.tree_of(_hex(parent)) for parent in commit.parents]
+        for parent_tree in parents or [None]:
+            objects.diff(parent_tree, tree, out)
+    return out
 
 
 def _own_times(commit: Commit) -> dict[str, int]:
@@ -1034,10 +1137,18 @@ def _replace_file(path: str, data: bytes, mtime_ns: int | None) -> str:
 
 
 def fast_forward(repo: Repository, objects: Objects, local: str | None, remote: str) -> list[str]:
-    """Work tree -> branch -> index, in that order (a crash is repaired by recovery)."""
+    """Work tree -> branch -> index, in that order (a crash is repaired by recovery).
+
+    Files the new commits did not touch keep their time (it is already their history time);
+    only the touched ones are timed from history, so the cost follows what changed.
+    """
     old = objects.files(local)
     new = objects.files(remote)
-    times = last_change_times(objects, remote, [p for p in new if p != INDEX_NAME])
+    memories = [p for p in new if p != INDEX_NAME]
+    if local is not None:
+        touched_paths = touched_between(objects, local, remote)
+        memories = [p for p in memories if touched_paths.differs(p) or old.get(p) != new[p]]
+    times = last_change_times(objects, remote, memories)
     commit_time = objects.commit(remote).commit_time
     times = {**times, INDEX_NAME: commit_time}
     touched = checkout(repo, old, new, times, objects.blob)
@@ -1069,7 +1180,7 @@ def commit_merge(
 ) -> tuple[str, list[str]]:
     """Write the merged files, regenerate MEMORY.md, commit with two parents, move main."""
     commit_time = int(now.timestamp())
-    times = _merge_times(objects, plan, ours, theirs, commit_time)
+    times = _merge_times(objects, plan, theirs, commit_time)
     for data in plan.new_blobs.values():
         repo.add(Blob.from_string(data))
     ours_all = objects.files(ours)
@@ -1103,15 +1214,19 @@ def commit_merge(
 
 
 def _merge_times(
-    objects: Objects, plan: MergePlan, ours: str, theirs: str, commit_time: int
+    objects: Objects, plan: MergePlan, theirs: str, commit_time: int
 ) -> dict[str, int]:
-    """History mtimes of the merge's files: a file equal to a parent's keeps that lineage's."""
-    from_ours = [p for p, s in plan.files.items() if plan.ours_files.get(p) == s]
+    """History mtimes of the merge's files: a file equal to a parent's keeps that lineage's.
+
+    Files equal to ours are already in the work tree with their time (the merge's first-parent
+    lineage), so only theirs are timed: they differ from ours, so the walk stops where their
+    side changed them.
+    """
+    from_ours = {p for p, s in plan.files.items() if plan.ours_files.get(p) == s}
     from_theirs = [
         p for p, s in plan.files.items() if p not in from_ours and plan.theirs_files.get(p) == s
     ]
-    times = {p: commit_time for p in plan.files}
-    times.update(last_change_times(objects, ours, from_ours))
+    times = {p: commit_time for p in plan.files if p not in from_ours}
     times.update(last_change_times(objects, theirs, from_theirs))
     return times
 
