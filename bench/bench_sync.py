@@ -94,7 +94,8 @@ def build_history(repo: Path, commits: int) -> None:
     lines: list[bytes] = []
     for n in range(commits):
         message = f"edit: {n}\n".encode()
-        lines += [b"commit refs/heads/main", f"committer bench <b@x> {1_700_000_000 + n} +0000".encode()]
+        committer = f"committer bench <b@x> {1_700_000_000 + n} +0000".encode()
+        lines += [b"commit refs/heads/main", committer]
         lines += [f"data {len(message)}".encode(), message]
         edited = range(MEMORIES) if n == 0 else [n % HOT]
         for k in edited:
@@ -184,7 +185,10 @@ def main() -> None:
         for commits in sizes():
             rows += measure(tmp, commits, full=commits >= 5000)
     print(f"## sync: whole processes, qmem-git vs C git (same run, {MEMORIES} memories)\n")
-    print("| operation | commits | qmem-git ms | C git ms | ratio | qmem-git peak MiB | C git peak MiB |")
+    print(
+        "| operation | commits | qmem-git ms | C git ms | ratio "
+        "| qmem-git peak MiB | C git peak MiB |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         ours, theirs = row.ours, row.theirs

@@ -63,6 +63,7 @@ from qmem_git.store.remotes import (
     remote_error,
     socket_timeout,
     tracking_ref,
+    url_kind,
 )
 from qmem_git.store.repo import (
     BRANCH,
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
     from qmem_git.store.recovery import RecoveryReport
 
 QUARANTINE_PREFIX = "qmem-incoming-"
+OWNER_LOCK = "owner.lock"
 MAX_PUSH_ATTEMPTS = 4
 LOCKED_PUSH_ATTEMPTS = 5  # ~2.5 s for a concurrent push to let go of the remote's main
 MAX_INCOMING_PACK_BYTES = 256 * 1024 * 1024
@@ -354,7 +356,14 @@ class Quarantine:
     def __init__(self, git_dir: str, objects_dir: str) -> None:
         from dulwich.object_store import DiskObjectStore
 
+        from qmem_git.store.locks import TryLock
+
         self.path = os.path.join(git_dir, QUARANTINE_PREFIX + os.urandom(6).hex())
+        os.makedirs(self.path)
+        # held while this sync uses it (the fetch runs outside the writer lock): a quarantine
+        # whose owner lock can be taken belongs to a sync that died
+        self.owner = TryLock(os.path.join(self.path, OWNER_LOCK))
+        self.owner.acquire()
         os.makedirs(os.path.join(self.path, "pack"))
         os.makedirs(os.path.join(self.path, "info"))
         self.objects_dir = objects_dir
@@ -379,14 +388,24 @@ class Quarantine:
     def discard(self) -> None:
         self.store.close()
         shutil.rmtree(self.path, ignore_errors=True)
+        self.owner.release()
 
 
 def remove_stale_quarantines(git_dir: str) -> None:
-    """A killed sync leaves its quarantine behind; under the writer lock it is garbage."""
+    """A killed sync leaves its quarantine behind: one whose owner lock is free is garbage (a
+    sync fetching now holds its own)."""
+    from qmem_git.store.locks import TryLock
+
     with contextlib.suppress(OSError):
         for name in os.listdir(git_dir):
-            if name.startswith(QUARANTINE_PREFIX):
-                shutil.rmtree(os.path.join(git_dir, name), ignore_errors=True)
+            if not name.startswith(QUARANTINE_PREFIX):
+                continue
+            path = os.path.join(git_dir, name)
+            owner = TryLock(os.path.join(path, OWNER_LOCK))
+            with contextlib.suppress(OSError):
+                if owner.acquire():
+                    shutil.rmtree(path, ignore_errors=True)
+            owner.release()
 
 
 @dataclass
@@ -537,14 +556,47 @@ def _local_heads(repo: Repository) -> list[str]:
 
 @contextlib.contextmanager
 def _network(transport: Transport, action: str, timeout: float) -> Iterator[None]:
-    """Bound the waits and turn transport failures into one redacted RemoteError."""
+    """Bound the exchange and turn transport failures into one redacted RemoteError.
+
+    ``timeout`` bounds every single wait (socket timeout) and, for a network remote, the whole
+    exchange too: a server that sends a byte now and then cannot keep a sync alive.
+    """
+    whole = url_kind(transport.url) not in ("local", "file")
     try:
-        with socket_timeout(timeout):
+        with socket_timeout(timeout), _deadline(timeout if whole else None):
             yield
     except (QmemError, RemoteMoved):
         raise
     except Exception as exc:
         raise remote_error(exc, transport.url, action, transport.secrets) from exc
+
+
+class ExchangeTimeout(TimeoutError):
+    """The whole exchange with the remote took longer than its bound."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`ExchangeTimeout` in this thread once ``seconds`` have passed (a real-time
+    interval timer; only the main thread receives signals, elsewhere only reads are bounded)."""
+    import signal
+    import threading
+
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        del signum, frame
+        raise ExchangeTimeout(f"timed out: no complete answer within {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _raw_progress(progress: Progress | None) -> Callable[[bytes], None] | None:
@@ -1356,6 +1408,29 @@ def _close_opened() -> None:
 # --- the whole sync ---------------------------------------------------------------------------
 
 
+Locker = Callable[[bool], contextlib.AbstractContextManager["RecoveryReport | None"]]
+
+
+def writer_locker(
+    layout: Layout, *, identity: Identity, host: str, now: datetime, lock_timeout: float
+) -> Locker:
+    """Short tenures of the writer lock (``recover``: run recovery first), one per phase that
+    writes: a sync never holds the lock while it waits on the network."""
+
+    def lock(recover: bool) -> contextlib.AbstractContextManager[RecoveryReport | None]:
+        return locked_writer(
+            layout,
+            identity=identity,
+            host=host,
+            now=now,
+            lock_timeout=lock_timeout,
+            recover=recover,
+            close=False,
+        )
+
+    return lock
+
+
 @dataclass(frozen=True)
 class _SyncRun:
     """What every fetch-decide-push round of one sync shares."""
@@ -1369,9 +1444,18 @@ class _SyncRun:
     host: str
     now: datetime
     progress: Progress | None
+    lock: Locker
+    reports: list[RecoveryReport] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def tenure(self, recover: bool) -> Iterator[None]:
+        with self.lock(recover) as report:
+            if report is not None:
+                self.reports.append(report)
+            yield
 
 
-def sync_locked(
+def sync_remote(
     layout: Layout,
     name: str,
     transport_for: Callable[[bool], Transport],
@@ -1380,51 +1464,68 @@ def sync_locked(
     identity: Identity,
     host: str,
     now: datetime,
+    lock: Locker,
     progress: Progress | None = None,
-) -> SyncResult:
-    """The sync loop, with the writer lock already held and recovery done."""
-    repo = _open(layout.memory_root)
-    remove_stale_quarantines(repo.git_dir)
-    transport = transport_for(False)
-    result = SyncResult(name, redact_all(transport.url, transport.secrets), dry_run=options.dry_run)
-    result.before = repo.head()[1]
-    run = _SyncRun(layout, name, transport_for, options, result, identity, host, now, progress)
-    for attempt in range(1, MAX_PUSH_ATTEMPTS + 1):
-        result.attempts = attempt
-        if _sync_once(run, repo, transport):
-            break
-        repo = _open(layout.memory_root)
-    else:
-        raise RemoteError(
-            f"the remote's main kept moving during {MAX_PUSH_ATTEMPTS} sync attempts",
-            "another machine is pushing right now; run the sync again in a moment",
-        )
-    if not options.dry_run:
-        result.packed = pack_objects(_open(layout.memory_root))
-    return result
-
-
-def _sync_once(run: _SyncRun, repo: Repository, transport: Transport) -> bool:
-    """One fetch-decide-push round; False when the push lost a race and must be repeated."""
-    result, options = run.result, run.options
-    _say(run.progress, f"fetching from {run.name}")
-    fetched = fetch(repo, transport, run.progress, options.timeout)
+) -> tuple[SyncResult, RecoveryReport | None]:
+    """The sync loop: fetch and check without the writer lock, apply under it (HEAD read
+    again there), push without it; the tracking ref and packing in a last short tenure."""
     try:
-        objects = fetched.objects
-        remote_head = fetched.remote_head
-        result.fetched += fetched.new_commits
-        result.remote_head = remote_head
-        _check_not_rewound(repo, objects, run.name, remote_head, options.force)
-        local = repo.head()[1]
-        kind, base = relation(objects, local, remote_head)
-        if options.dry_run:
-            if options.push and local is not None and kind in ("ahead", "diverged"):
-                OutgoingCheck(objects, remote_head).check(local)  # what the real run refuses
-            _describe_dry_run(result, objects, kind, local, remote_head, base)
-            return True
-        fetched.quarantine.install()
+        transport = transport_for(False)
+        url = redact_all(transport.url, transport.secrets)
+        result = SyncResult(name, url, dry_run=options.dry_run)
+        result.before = _open(layout.memory_root).head()[1]
+        run = _SyncRun(
+            layout, name, transport_for, options, result, identity, host, now, progress, lock
+        )
+        for attempt in range(1, MAX_PUSH_ATTEMPTS + 1):
+            result.attempts = attempt
+            if _sync_once(run, transport):
+                break
+        else:
+            raise RemoteError(
+                f"the remote's main kept moving during {MAX_PUSH_ATTEMPTS} sync attempts",
+                "another machine is pushing right now; run the sync again in a moment",
+            )
+        if not options.dry_run:
+            _finish(run)
+        return result, (run.reports[0] if run.reports else None)
+    finally:
+        _close_opened()
+
+
+def _sync_once(run: _SyncRun, transport: Transport) -> bool:
+    """One fetch-decide-push round; False when the push lost a race and must be repeated."""
+    _say(run.progress, f"fetching from {run.name}")
+    fetched = fetch(_open(run.layout.memory_root), transport, run.progress, run.options.timeout)
+    try:
+        with run.tenure(not run.options.dry_run):
+            pending = _apply(run, fetched)
     finally:
         fetched.quarantine.discard()
+    if pending is None:
+        return True
+    return _push_head(run, *pending)
+
+
+def _apply(run: _SyncRun, fetched: Fetched) -> tuple[str, str | None] | None:
+    """Under the writer lock: decide from the current HEAD, install the checked objects,
+    fast-forward or merge; returns (head, what the remote had) to push, or None."""
+    result, options = run.result, run.options
+    repo = _open(run.layout.memory_root)
+    remove_stale_quarantines(repo.git_dir)
+    objects = fetched.objects
+    remote_head = fetched.remote_head
+    result.fetched += fetched.new_commits
+    result.remote_head = remote_head
+    _check_not_rewound(repo, objects, run.name, remote_head, options.force)
+    local = repo.head()[1]
+    kind, base = relation(objects, local, remote_head)
+    if options.dry_run:
+        if options.push and local is not None and kind in ("ahead", "diverged"):
+            OutgoingCheck(objects, remote_head).check(local)  # what the real run refuses
+        _describe_dry_run(result, objects, kind, local, remote_head, base)
+        return None
+    fetched.quarantine.install()
     repo = _open(repo.root)
     objects = Objects(repo.objects)
     if remote_head is not None:
@@ -1440,19 +1541,19 @@ def _act(
     local: str | None,
     remote_head: str | None,
     base: str | None,
-) -> bool:
-    """Bring ``main`` and the remote together for ``kind`` (``relation``); False when the push
-    lost a race."""
+) -> tuple[str, str | None] | None:
+    """Bring ``main`` and the remote together for ``kind`` (``relation``); the head to push
+    (and the remote's) or None."""
     result = run.result
     if kind in ("same", "empty"):
         result.action = "up-to-date" if kind == "same" else "empty"
         result.head = local
-        return True
+        return None
     if kind == "behind":
         assert remote_head is not None
         head = _fast_forward_to(run, repo, objects, local, remote_head)
         if head is None:  # MEMORY.md was current: nothing of ours to push
-            return True
+            return None
     else:
         assert local is not None
         outgoing = OutgoingCheck(objects, remote_head) if run.options.push else None
@@ -1462,8 +1563,8 @@ def _act(
         if outgoing is not None and head != local:  # the merge too (two spellings of one name)
             outgoing.check(head)
     if not run.options.push:
-        return True
-    return _push_head(run, repo, head, remote_head)
+        return None
+    return head, remote_head
 
 
 def _fast_forward_to(
@@ -1520,9 +1621,11 @@ def _merge_if_diverged(
     return head
 
 
-def _push_head(run: _SyncRun, repo: Repository, head: str, remote_head: str | None) -> bool:
-    """Push ``head`` over ``remote_head``; False when the remote moved meanwhile."""
+def _push_head(run: _SyncRun, head: str, remote_head: str | None) -> bool:
+    """Push ``head`` over ``remote_head`` (without the writer lock: objects never change);
+    False when the remote moved meanwhile."""
     _say(run.progress, f"pushing {head[:12]} to {run.name}")
+    repo = _open(run.layout.memory_root)
     try:
         push(repo, run.transport_for(True), head, remote_head, run.progress, run.options.timeout)
     except RemoteMoved:
@@ -1531,8 +1634,16 @@ def _push_head(run: _SyncRun, repo: Repository, head: str, remote_head: str | No
     result = run.result
     result.pushed = True
     result.remote_head = head
-    _set_tracking(repo, run.name, head)
     return True
+
+
+def _finish(run: _SyncRun) -> None:
+    """The tracking ref of what was pushed, and packing, in one short tenure of the lock."""
+    with run.tenure(False):
+        repo = _open(run.layout.memory_root)
+        if run.result.pushed and run.result.remote_head is not None:
+            _set_tracking(repo, run.name, run.result.remote_head)
+        run.result.packed = pack_objects(_open(run.layout.memory_root))
 
 
 def rebuild_stale_index(
@@ -1646,47 +1757,87 @@ def adopt_remote(
     identity: Identity,
     host: str,
     now: datetime,
+    lock: Locker,
     progress: Progress | None = None,
 ) -> SyncResult:
-    """Make an empty local store hold the remote's history (clone); lock already held.
+    """Make an empty local store hold the remote's history (clone).
 
+    The fetch runs without the writer lock; taking the remote's history happens under it.
     When the remote's MEMORY.md is stale, one ``index`` commit rebuilds it and is pushed.
     """
+    try:
+        return _adopt(layout, name, transport_for, options, identity, host, now, lock, progress)
+    finally:
+        _close_opened()
+
+
+def _adopt(
+    layout: Layout,
+    name: str,
+    transport_for: Callable[[bool], Transport],
+    options: SyncOptions,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    lock: Locker,
+    progress: Progress | None,
+) -> SyncResult:
     repo = _open(layout.memory_root)
-    remove_stale_quarantines(repo.git_dir)
     transport = transport_for(False)
     result = SyncResult(name, redact_all(transport.url, transport.secrets), attempts=1)
+    result.before = repo.head()[1]
     _say(progress, f"fetching from {name}")
     fetched = fetch(repo, transport, progress, options.timeout)
     try:
-        result.fetched = fetched.new_commits
-        result.remote_head = fetched.remote_head
-        fetched.quarantine.install()
+        with lock(False):
+            _take_history(layout, name, fetched, result, identity, host, now)
     finally:
         fetched.quarantine.discard()
-    remote_head = fetched.remote_head
+    if result.action == "empty":
+        return result
+    if result.index_commit is not None and options.push:
+        _push_index_after_clone(layout, name, transport_for, result, options, progress)
+    with lock(False):
+        repo = _open(layout.memory_root)
+        if result.pushed and result.remote_head is not None:
+            _set_tracking(repo, name, result.remote_head)
+        result.packed = pack_objects(_open(layout.memory_root))
+    return result
+
+
+def _take_history(
+    layout: Layout,
+    name: str,
+    fetched: Fetched,
+    result: SyncResult,
+    identity: Identity,
+    host: str,
+    now: datetime,
+) -> None:
+    """Under the lock: install the fetched objects and check out the remote's main."""
+    repo = _open(layout.memory_root)
+    remove_stale_quarantines(repo.git_dir)
+    if repo.head()[1] != result.before:
+        raise _moved_locally()
+    result.fetched = fetched.new_commits
+    result.remote_head = remote_head = fetched.remote_head
+    fetched.quarantine.install()
     if remote_head is None:
         result.action = "empty"
-        return result
+        return
     repo = _open(layout.memory_root)
     objects = Objects(repo.objects)
-    local = repo.head()[1]
-    result.before = local
-    result.changed_paths = fast_forward(repo, objects, local, remote_head)
+    result.changed_paths = fast_forward(repo, objects, result.before, remote_head)
     _set_tracking(repo, name, remote_head)
     result.action = "cloned"
     result.head = remote_head
     result.index_commit = rebuild_stale_index(layout, name, identity=identity, host=host, now=now)
     if result.index_commit is not None:
         result.head = result.index_commit
-        if options.push:
-            _push_index_after_clone(repo, name, transport_for, result, options, progress)
-    result.packed = pack_objects(_open(layout.memory_root))
-    return result
 
 
 def _push_index_after_clone(
-    repo: Repository,
+    layout: Layout,
     name: str,
     transport_for: Callable[[bool], Transport],
     result: SyncResult,
@@ -1695,6 +1846,7 @@ def _push_index_after_clone(
 ) -> None:
     """Push the clone's ``index`` commit; a remote that moved meanwhile gets it next sync."""
     assert result.head is not None
+    repo = _open(layout.memory_root)
     try:
         push(repo, transport_for(True), result.head, result.remote_head, progress, options.timeout)
     except RemoteMoved:
@@ -1706,7 +1858,6 @@ def _push_index_after_clone(
         ) from exc
     result.pushed = True
     result.remote_head = result.head
-    _set_tracking(repo, name, result.head)
 
 
 @contextlib.contextmanager
@@ -1718,8 +1869,10 @@ def locked_writer(
     now: datetime,
     lock_timeout: float,
     recover: bool = True,
+    close: bool = True,
 ) -> Iterator[RecoveryReport | None]:
-    """The writer lock and its tenure, with recovery first (so the work tree equals HEAD)."""
+    """The writer lock and its tenure, with recovery first (so the work tree equals HEAD);
+    ``close``: close the repositories this module opened, at the end."""
     from qmem_git.store import locks, recovery
 
     with locks.writer_tenure(layout, lock_timeout):
@@ -1731,7 +1884,8 @@ def locked_writer(
                 )
             yield report
         finally:
-            _close_opened()
+            if close:
+                _close_opened()
 
 
 def tree_has_memories(layout: Layout) -> bool:
