@@ -34,6 +34,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 from dulwich.objects import S_ISGITLINK, Blob, Commit, ObjectID, ShaFile, Tag, Tree
@@ -160,9 +161,10 @@ class RemoteMoved(Exception):
 # --- reading objects --------------------------------------------------------------------------
 
 
-TREE_CACHE = 4096  # parsed trees kept (a walk reads a tree and, next, its parent's)
-COMMIT_CACHE = 65536
-Entries = dict[bytes, tuple[int, bytes]]  # a tree's name -> (mode, hex id)
+TREE_CACHE = 512  # parsed trees kept: a walk reads a tree and, next, its parent's
+COMMIT_CACHE = 16384
+Entry = tuple[bytes, int, bytes]  # name, mode, hex id
+Entries = dict[bytes, Entry]  # a tree's entries by name
 
 
 class Objects:
@@ -213,19 +215,24 @@ class Objects:
             found = _remember(self._trees, sha, obj, TREE_CACHE)
         return found
 
-    def entries(self, sha: str) -> Entries:
+    def raw_tree(self, sha: str) -> bytes:
+        try:
+            kind, raw = self.store.get_raw(ObjectID(sha.encode("ascii")))
+        except KeyError as exc:
+            raise _missing(sha) from exc
+        if kind != Tree.type_num:
+            raise UnsafePath(f"{sha} is not a tree")
+        return raw
+
+    def entries(self, sha: str, raw: bytes | None = None) -> Entries:
         """A tree's entries, parsed straight from the raw object (no sorting, no ShaFile)."""
         found = self._entries.get(sha)
         if found is None:
             from dulwich.objects import parse_tree
 
-            try:
-                kind, raw = self.store.get_raw(ObjectID(sha.encode("ascii")))
-            except KeyError as exc:
-                raise _missing(sha) from exc
-            if kind != Tree.type_num:
-                raise UnsafePath(f"{sha} is not a tree")
-            parsed = {name: (mode, child) for name, mode, child in parse_tree(raw, 20)}
+            data = self.raw_tree(sha) if raw is None else raw
+            items = list(parse_tree(data, 20))
+            parsed = dict(zip(map(itemgetter(0), items), items, strict=True))
             found = _remember(self._entries, sha, parsed, TREE_CACHE)
         return found
 
@@ -240,17 +247,15 @@ class Objects:
             return
         before = self.entries(old) if old is not None else {}
         after = self.entries(new) if new is not None else {}
-        for name in before.keys() | after.keys():
+        for name in {entry[0] for entry in set(before.values()) ^ set(after.values())}:
             a, b = before.get(name), after.get(name)
-            if a == b:
-                continue
             path = prefix + name.decode("utf-8", "surrogateescape")
-            a_dir = a is not None and stat.S_ISDIR(a[0])
-            b_dir = b is not None and stat.S_ISDIR(b[0])
+            a_dir = a is not None and stat.S_ISDIR(a[1])
+            b_dir = b is not None and stat.S_ISDIR(b[1])
             if a is not None and b is not None and a_dir and b_dir:
-                self._diff(_hex(a[1]), _hex(b[1]), path + "/", out)
+                self._diff(_hex(a[2]), _hex(b[2]), path + "/", out)
             elif a is not None and b is not None and not a_dir and not b_dir:
-                if a[1] != b[1]:  # a mode change alone keeps the blob (and its time)
+                if a[2] != b[2]:  # a mode change alone keeps the blob (and its time)
                     out.paths.add(path)
             else:
                 out.paths.add(path)
@@ -276,7 +281,7 @@ class Objects:
         return out
 
     def _walk(self, tree: str, prefix: str, out: dict[str, str]) -> None:
-        for name, (mode, sha) in self.entries(tree).items():
+        for name, mode, sha in self.entries(tree).values():
             path = prefix + name.decode("utf-8", "surrogateescape")
             if stat.S_ISDIR(mode):
                 self._walk(_hex(sha), path + "/", out)
@@ -293,7 +298,7 @@ class Objects:
             found = self.entries(sha).get(part.encode("utf-8", "surrogateescape"))
             if found is None:
                 return None
-            mode, child = found
+            _, mode, child = found
             if stat.S_ISDIR(mode) == (depth == len(parts) - 1):
                 return None
             sha = _hex(child)
@@ -426,19 +431,36 @@ def fetch(
     quarantine = Quarantine(repo.git_dir, repo.objects_dir)
     try:
         wants = _MainWanted(repo.objects)
-        spool = os.path.join(quarantine.path, "incoming.pack")
-        _download(repo, transport, wants, spool, progress, timeout)
+        if not _copy_local_packs(repo, transport, wants, quarantine):
+            spool = os.path.join(quarantine.path, "incoming.pack")
+            _download(repo, transport, wants, spool, progress, timeout)
+            _add_spooled_pack(quarantine, spool)
         if wants.others:
             raise _no_main(transport, wants.others)
-        _add_spooled_pack(quarantine, spool)
         objects = Objects(quarantine.store)
         fetched = Fetched(wants.head, quarantine, objects)
         if wants.head is not None:
-            fetched.new_commits = check_incoming(objects, repo.objects, wants.head)
+            known = KnownObjects(repo.objects)
+            fetched.new_commits = check_incoming(objects, known, wants.head)
         return fetched
     except BaseException:
         quarantine.discard()
         raise
+
+
+class KnownObjects:
+    """Whether the repository has an object, without dulwich's rescan of the pack folder on
+    every miss (it looks for packs another writer just added): the checks ask about every
+    fetched object, and a clone's are all misses. Packs are listed once, at creation."""
+
+    def __init__(self, store: PackBasedObjectStore) -> None:
+        self.store = store
+        self.packs = list(store.packs)
+
+    def __contains__(self, sha: ObjectID, /) -> bool:
+        if any(sha in pack for pack in self.packs) or self.store.contains_loose(sha):
+            return True
+        return any(sha in alternate for alternate in self.store.alternates)
 
 
 class _MainWanted:
@@ -486,6 +508,56 @@ def _download(
         )
 
 
+def _copy_local_packs(
+    repo: Repository, transport: Transport, wants: _MainWanted, quarantine: Quarantine
+) -> bool:
+    """A clone from a local remote whose objects are all packed: its packs are copied (hard
+    links where possible, as ``git clone`` does locally) instead of being unpacked and packed
+    again; the checks then read only what ``main`` reaches, verifying every id. False when
+    this does not apply (something here already, loose objects or alternates there)."""
+    if url_kind(transport.url) not in ("local", "file") or repo.head()[1] is not None:
+        return False
+    from dulwich.repo import Repo
+
+    with Repo(transport.path) as source:
+        objects_dir = os.fspath(source.object_store.path)
+        pack_dir = os.path.join(objects_dir, "pack")
+        if _has_loose_objects(objects_dir) or os.path.exists(
+            os.path.join(objects_dir, "info", "alternates")
+        ):
+            return False
+        if not wants(source.get_refs()):
+            return True
+        names = [n[:-5] for n in os.listdir(pack_dir) if n.endswith(".pack")]
+        _check_pack_sizes(os.path.join(pack_dir, n + ".pack") for n in names)
+        for name in names:
+            for suffix in (".pack", ".idx"):
+                _link_or_copy(
+                    os.path.join(pack_dir, name + suffix),
+                    os.path.join(quarantine.path, "pack", name + suffix),
+                )
+    return True
+
+
+def _check_pack_sizes(paths: Iterator[str]) -> None:
+    if sum(os.path.getsize(path) for path in paths) > MAX_INCOMING_PACK_BYTES:
+        raise _too_much()
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def _too_much() -> RemoteError:
+    return RemoteError(
+        f"the remote sent more than {MAX_INCOMING_PACK_BYTES >> 20} MiB",
+        "memory repositories are small; check the remote URL",
+    )
+
+
 def _capped_writer(sink: BinaryIO) -> Callable[[bytes], int]:
     """``sink.write``, refusing (RemoteError) past :data:`MAX_INCOMING_PACK_BYTES` in all."""
     written = 0
@@ -494,10 +566,7 @@ def _capped_writer(sink: BinaryIO) -> Callable[[bytes], int]:
         nonlocal written
         written += len(data)
         if written > MAX_INCOMING_PACK_BYTES:
-            raise RemoteError(
-                f"the remote sent more than {MAX_INCOMING_PACK_BYTES >> 20} MiB",
-                "memory repositories are small; check the remote URL",
-            )
+            raise _too_much()
         return sink.write(data)
 
     return write
@@ -801,11 +870,47 @@ def _refuse_push(path: str, problem: str, commit: str) -> UnsafePath:
     return UnsafePath(f"refusing to push: {path}: {problem} (commit {commit[:12]})", hint)
 
 
-def _checked_as_folder(tree: Tree) -> bool:
-    """A tree the receiver has, as a folder inside a type folder: the rules there are the same
-    at any depth, so its content need not be walked again. A root tree (it holds MEMORY.md)
-    moved into a type folder must be, and every root tree is (one object per commit)."""
-    return not any(name == INDEX_NAME.encode() for name, _, _ in tree.iteritems())
+_TREE_MODES = frozenset({0o100755, 0o100644, 0o120000, 0o040000, 0o160000, 0o100664})
+_BAD_NAMES = frozenset({b"", b".", b"..", b".git"})
+
+
+def _fsck_tree(sha: str, raw: bytes) -> None:
+    """``git fsck``'s checks of one tree (what ``Tree.check`` does), on its raw bytes."""
+    problem = _tree_problem(sha, raw)
+    if problem is not None:
+        raise UnsafePath(
+            f"refusing the remote's history: object {sha} is malformed ({problem})",
+            "nothing was changed locally; repair the remote (`git fsck` there)",
+        )
+
+
+def _tree_problem(sha: str, raw: bytes) -> str | None:
+    import hashlib
+
+    from dulwich.errors import ObjectFormatException
+    from dulwich.objects import parse_tree
+
+    if hashlib.sha1(b"tree %d\0" % len(raw) + raw).hexdigest() != sha:
+        return "its content does not match its id"
+    try:
+        items = list(parse_tree(raw, 20, strict=True))
+    except (ObjectFormatException, ValueError) as exc:
+        return str(exc) or "unparsable"
+    names = list(map(itemgetter(0), items))
+    modes = set(map(itemgetter(1), items))
+    if not modes <= _TREE_MODES:
+        return "invalid mode"
+    unique = set(names)
+    if b"/" in b"\0".join(names) or not _BAD_NAMES.isdisjoint(unique):
+        return "invalid name"
+    if len(unique) != len(names):
+        return "duplicate entry"
+    keys = names
+    if TREE_MODE in modes:  # git sorts a folder as if its name ended in "/"
+        keys = [name + b"/" if mode == TREE_MODE else name for name, mode, _ in items]
+    if keys != sorted(keys):
+        return "entries not sorted"
+    return None
 
 
 class _IncomingCheck:
@@ -815,7 +920,8 @@ class _IncomingCheck:
 
     Trees already in the repository passed these checks when they arrived (or were built
     here); directly in a type folder, where the rules are the same wherever they sit, they are
-    not walked again, unless they were a root tree (``_checked_as_folder``). A root tree is
+    not walked again, unless they were a root tree (one holding MEMORY.md, moved into a type
+    folder). A root tree is
     always read: the root has rules of its own.
     """
 
@@ -837,6 +943,7 @@ class _IncomingCheck:
         self.paths: set[str] = set()
         self.blobs: set[str] = set()
         self.folds: dict[str, str] = {}
+        self.seen: dict[str, set[Entry]] = {}
 
     def fold(self, name: str) -> str:
         folded = self.folds.get(name)
@@ -851,28 +958,39 @@ class _IncomingCheck:
         is_new = _oid(tree) not in self.known
         if self.settled.get(prefix[:-1]) == (TREE_MODE, tree):
             return  # the very tree the receiver has at this path
-        obj = self.objects.tree(tree)
-        if not is_new and prefix.count("/") == 1 and _checked_as_folder(obj):
-            return
-        folded: dict[str, str] = {}
-        for raw_name, mode, sha in obj.iteritems():
-            name = raw_name.decode("utf-8", "surrogateescape")
-            path = prefix + name
-            key = self.fold(name)
-            if key in folded and commit == self.tip:
-                other = prefix + folded[key]
-                if not (path in self.settled and other in self.settled):
-                    message = f"collides with {other} on case-insensitive disks"
-                    raise self.refuse(path, message, commit)
-            folded[key] = name
+        raw = self.objects.raw_tree(tree) if is_new else None
+        entries = self.objects.entries(tree, raw)
+        if not is_new and prefix.count("/") == 1 and INDEX_NAME.encode() not in entries:
+            return  # checked as a folder when it arrived: the rules are the same at any depth
+        if commit == self.tip:
+            self._collisions(entries, prefix, commit)
+        # an entry met at this path in another tree passed already: only the others are read
+        seen = self.seen.setdefault(prefix, set())
+        fresh = set(entries.values()) - seen
+        for raw_name, mode, sha in sorted(fresh):
+            path = prefix + raw_name.decode("utf-8", "surrogateescape")
             if mode == TREE_MODE:
                 if path not in self.settled:
                     _check_folder(path, commit, self.refuse)
                 self.tree(_hex(sha), path + "/", commit)
             else:
                 self.file(path, mode, _hex(sha), commit)
-        if is_new:
-            _fsck(obj, tree)  # after the names: a message naming the path beats "malformed"
+        seen.update(fresh)
+        if raw is not None:
+            _fsck_tree(tree, raw)  # after the names: a message naming the path beats "malformed"
+
+    def _collisions(self, entries: Entries, prefix: str, commit: str) -> None:
+        """Names of the tip's tree that one case-insensitive disk would store as one file."""
+        folded: dict[str, str] = {}
+        for raw_name in entries:
+            name = raw_name.decode("utf-8", "surrogateescape")
+            key = self.fold(name)
+            if key in folded:
+                path, other = prefix + name, prefix + folded[key]
+                if not (path in self.settled and other in self.settled):
+                    message = f"collides with {other} on case-insensitive disks"
+                    raise self.refuse(path, message, commit)
+            folded[key] = name
 
     def file(self, path: str, mode: int, sha: str, commit: str) -> None:
         if self.settled.get(path) == (mode, sha):
@@ -887,6 +1005,12 @@ class _IncomingCheck:
         if sha not in self.blobs:
             if _oid(sha) not in self.known:
                 data = self.objects.blob(sha)
+                if blob_id(data) != sha:  # packs copied from a local remote keep their index
+                    raise UnsafePath(
+                        f"refusing the remote's history: object {sha} is malformed "
+                        "(its content does not match its id)",
+                        "nothing was changed locally; repair the remote (`git fsck` there)",
+                    )
                 if len(data) > MAX_FILE_BYTES:
                     limit = f"{MAX_FILE_BYTES:,}"
                     message = f"file is {len(data):,} bytes; the limit is {limit}"
