@@ -69,3 +69,41 @@ def test_a_dripping_remote_neither_stalls_the_sync_nor_blocks_a_writer(
     assert "A writer commits" in git_in(memory, "log", "-1", "--format=%s%n%b")
     assert git_in(memory, "status", "--porcelain") == ""
     fsck_strict(memory)
+
+
+def _peak_mib(proc: subprocess.Popen[str]) -> tuple[int, float]:
+    """Wait for ``proc``; its exit code and peak resident memory (MiB, from wait4)."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_maxrss / 1024
+
+
+@pytest.mark.parametrize("kind", ["git", "http"])
+def test_a_remote_flooding_ref_names_is_cut_off_while_it_streams(tmp_path: Path, kind: str) -> None:
+    with HostileServer("flood", kind) as server:
+        memory = _store(tmp_path, server.url())
+        started = time.monotonic()
+        proc = _sync(memory)
+        assert proc.stderr is not None
+        code, peak = _peak_mib(proc)
+        err = proc.stderr.read()
+        elapsed = time.monotonic() - started
+    assert code == 5, err
+    assert "refs" in err and "stopped reading" in err, err
+    assert elapsed < BOUND + 8, elapsed
+    assert peak < 150, peak  # unbounded, it grew by gigabytes
+    fsck_strict(memory)
+
+
+def test_a_path_remote_with_a_huge_ref_list_is_refused_before_it_is_read(
+    tmp_path: Path,
+) -> None:
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    line = "1" * 40 + " refs/heads/" + "x" * 60 + "{}\n"
+    with (bare / "packed-refs").open("w") as out:
+        out.writelines(line.format(n) for n in range(60_000))  # ~7 MiB
+    memory = _store(tmp_path, str(bare))
+    result = qmem(memory, "sync")
+    assert result.code == 5, result.err
+    assert "stopped reading" in result.err
