@@ -58,6 +58,7 @@ from qmem_git.core.paths import Layout
 from qmem_git.core.validate import check_conflict_markers, check_secrets, decode_memory_bytes
 from qmem_git.errors import InvalidMemoryFile, QmemError, RemoteError, RepoLocked, UnsafePath
 from qmem_git.store import gitindex
+from qmem_git.store.journal import Journal
 from qmem_git.store.remotes import (
     Transport,
     redact_all,
@@ -73,6 +74,7 @@ from qmem_git.store.repo import (
     Repository,
     blob_id,
     check_writable,
+    journaled,
     remove_file,
     same_content,
     update_index,
@@ -162,7 +164,7 @@ class RemoteMoved(Exception):
 
 
 TREE_CACHE = 512  # parsed trees kept: a walk reads a tree and, next, its parent's
-COMMIT_CACHE = 16384
+COMMIT_CACHE = 4096
 Entry = tuple[bytes, int, bytes]  # name, mode, hex id
 Entries = dict[bytes, Entry]  # a tree's entries by name
 
@@ -1327,10 +1329,11 @@ def fast_forward(repo: Repository, objects: Objects, local: str | None, remote: 
     times = last_change_times(objects, remote, memories)
     commit_time = objects.commit(remote).commit_time
     times = {**times, INDEX_NAME: commit_time}
-    touched = checkout(repo, old, new, times, objects.blob)
-    branch, _ = repo.head()
-    if not repo.move_branch(branch, local, remote, "sync: fast-forward"):
-        raise _moved_locally()
+    with journaled(repo, _sync_record(old, new, local)):  # killed here: the old state
+        touched = checkout(repo, old, new, times, objects.blob)
+        branch, _ = repo.head()
+        if not repo.move_branch(branch, local, remote, "sync: fast-forward"):
+            raise _moved_locally()
     update_index(repo, touched, remote)  # an unusable index is left to recovery
     return sorted(p for p in touched if old.get(p) != new.get(p))
 
@@ -1365,6 +1368,40 @@ def commit_merge(
     def read(sha: str) -> bytes:
         return plan.new_blobs[sha] if sha in plan.new_blobs else objects.blob(sha)
 
+    record = _sync_record(old, plan.files, ours)
+    with journaled(repo, record):  # killed before the branch moved: the old state
+        touched = _write_merge(repo, objects, plan, ours, old, times, read, now)
+        message = render_commit_message(
+            _merge_changeset(plan, touched.changes, remote, theirs), host, touched.changes
+        )
+        commit = repo.write_commit(touched.tree, [ours, theirs], identity, now, message)
+        branch, _ = repo.head()
+        if not repo.move_branch(branch, ours, commit, f"merge: {remote}/main"):
+            raise _moved_locally()
+    update_index(repo, touched.files, commit)
+    return commit, sorted(c.path for c in touched.changes)
+
+
+@dataclass
+class _MergeWrite:
+    files: dict[str, str | None]  # touched path -> blob id (None: deleted), for the git index
+    changes: list[FileChange]
+    tree: str
+
+
+def _write_merge(
+    repo: Repository,
+    objects: Objects,
+    plan: MergePlan,
+    ours: str,
+    old: dict[str, str],
+    times: Mapping[str, int],
+    read: Callable[[str], bytes],
+    now: datetime,
+) -> _MergeWrite:
+    """The merged files and MEMORY.md into the work tree; the merge's tree."""
+    commit_time = int(now.timestamp())
+    ours_all = objects.files(ours)
     touched = checkout(repo, old, plan.files, times, read)
     index_data = render_index(repo.root).text.encode("utf-8")
     index_sha = repo.add(Blob.from_string(index_data))
@@ -1380,13 +1417,16 @@ def commit_merge(
     # won over their forget): the merge commit keeps our tree; build_tree({}) is an empty tree
     updates = {c.path: new_files.get(c.path) for c in changes}
     tree = repo.build_tree(ours_tree, updates) if updates else ours_tree
-    message = render_commit_message(_merge_changeset(plan, changes, remote, theirs), host, changes)
-    commit = repo.write_commit(tree, [ours, theirs], identity, now, message)
-    branch, _ = repo.head()
-    if not repo.move_branch(branch, ours, commit, f"merge: {remote}/main"):
-        raise _moved_locally()
-    update_index(repo, touched, commit)
-    return commit, sorted(c.path for c in changes)
+    return _MergeWrite(touched, changes, tree)
+
+
+def _sync_record(old: Mapping[str, str], new: Mapping[str, str], parent: str | None) -> Journal:
+    """What a sync's checkout changes, journaled first (``store.journal``): killed before the
+    branch moves, the next writer puts the old files back instead of committing the fetched
+    ones as ``recover``. The work tree equals HEAD here (recovery ran under this lock)."""
+    writes = {p: sha for p, sha in new.items() if old.get(p) != sha}
+    deletes = sorted(set(old) - set(new))
+    return Journal("sync", parent, writes, deletes)
 
 
 def _merge_times(
