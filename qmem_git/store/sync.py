@@ -443,7 +443,9 @@ def fetch(
         fetched = Fetched(wants.head, quarantine, objects)
         if wants.head is not None:
             known = KnownObjects(repo.objects)
-            fetched.new_commits = check_incoming(objects, known, wants.head)
+            meter = Meter(progress, "checking")
+            fetched.new_commits = check_incoming(objects, known, wants.head, meter=meter)
+            meter.finish()
         return fetched
     except BaseException:
         quarantine.discard()
@@ -505,7 +507,7 @@ def _download(
             transport.path,
             wants,
             walker,
-            _capped_writer(sink),
+            _capped_writer(sink, progress),
             progress=_raw_progress(progress),
         )
 
@@ -560,18 +562,65 @@ def _too_much() -> RemoteError:
     )
 
 
-def _capped_writer(sink: BinaryIO) -> Callable[[bytes], int]:
+def _capped_writer(sink: BinaryIO, progress: Progress | None = None) -> Callable[[bytes], int]:
     """``sink.write``, refusing (RemoteError) past :data:`MAX_INCOMING_PACK_BYTES` in all."""
     written = 0
+    meter = Meter(progress, "receiving")
 
     def write(data: bytes) -> int:
         nonlocal written
         written += len(data)
         if written > MAX_INCOMING_PACK_BYTES:
             raise _too_much()
+        meter.bytes(written)
         return sink.write(data)
 
     return write
+
+
+class Meter:
+    """Progress of one long step as ``\r``-led lines (the CLI redraws them in place on a
+    terminal), at most a few a second; nothing without a progress callback."""
+
+    INTERVAL = 0.25
+
+    def __init__(self, progress: Progress | None, label: str) -> None:
+        self.progress = progress
+        self.label = label
+        self.started = time.monotonic()
+        self.last = self.started
+        self.shown = ""
+
+    def bytes(self, total: int) -> None:
+        if self._due():
+            rate = total / max(time.monotonic() - self.started, 1e-3)
+            self._show(f"{_size(total)}, {_size(int(rate))}/s")
+
+    def count(self, total: int, unit: str) -> None:
+        if self._due():
+            self._show(f"{total:,} {unit}")
+
+    def finish(self) -> None:
+        if self.shown and self.progress is not None:
+            self.progress(f"\r{self.label}: {self.shown}, done\n")  # ends the line
+
+    def _due(self) -> bool:
+        if self.progress is None:
+            return False
+        now = time.monotonic()
+        if now - self.last < self.INTERVAL:
+            return False
+        self.last = now
+        return True
+
+    def _show(self, text: str) -> None:
+        self.shown = text
+        if self.progress is not None:
+            self.progress(f"\r{self.label}: {text}")
+
+
+def _size(count: int) -> str:
+    return f"{count / 1048576:.1f} MiB" if count >= 1048576 else f"{count / 1024:.0f} KiB"
 
 
 def _add_spooled_pack(quarantine: Quarantine, spool: str) -> None:
@@ -676,8 +725,8 @@ def _raw_progress(progress: Progress | None) -> Callable[[bytes], None] | None:
 
     def forward(data: bytes) -> None:
         text = data.decode("utf-8", "replace").strip()
-        if text:
-            progress(text.splitlines()[-1].split("\r")[-1])
+        if text:  # the server's counters, redrawn in place like ours
+            progress("\r" + text.splitlines()[-1].split("\r")[-1])
 
     return forward
 
@@ -691,6 +740,7 @@ def check_incoming(
     tip: str,
     refuse: Refusal | None = None,
     settled: Settled | None = None,
+    meter: Meter | None = None,
 ) -> int:
     """Check every commit (and its trees and blobs) that is new to the repository.
 
@@ -707,6 +757,8 @@ def check_incoming(
         commit = objects.commit(sha)
         _fsck(commit, sha)
         count += 1
+        if meter is not None:
+            meter.count(count, "commits")
         check.tree(_hex(commit.tree), "", sha)
         stack.extend(_hex(parent) for parent in commit.parents)
     _check_tip_contents(objects, known, tip, refuse or _refuse)
@@ -1633,6 +1685,7 @@ def sync_remote(
 ) -> tuple[SyncResult, RecoveryReport | None]:
     """The sync loop: fetch and check without the writer lock, apply under it (HEAD read
     again there), push without it; the tracking ref and packing in a last short tenure."""
+    started = time.monotonic()
     try:
         transport = transport_for(False)
         url = redact_all(transport.url, transport.secrets)
@@ -1652,6 +1705,7 @@ def sync_remote(
             )
         if not options.dry_run:
             _finish(run)
+        _say(progress, f"{result.action} in {time.monotonic() - started:.1f} s")
         return result, (run.reports[0] if run.reports else None)
     finally:
         _close_opened()
@@ -1929,10 +1983,13 @@ def adopt_remote(
     The fetch runs without the writer lock; taking the remote's history happens under it.
     When the remote's MEMORY.md is stale, one ``index`` commit rebuilds it and is pushed.
     """
+    started = time.monotonic()
     try:
-        return _adopt(layout, name, transport_for, options, identity, host, now, lock, progress)
+        result = _adopt(layout, name, transport_for, options, identity, host, now, lock, progress)
     finally:
         _close_opened()
+    _say(progress, f"{result.action} in {time.monotonic() - started:.1f} s")
+    return result
 
 
 def _adopt(
