@@ -457,12 +457,16 @@ class KnownObjects:
     every miss (it looks for packs another writer just added): the checks ask about every
     fetched object, and a clone's are all misses. Packs are listed once, at creation."""
 
-    def __init__(self, store: PackBasedObjectStore) -> None:
+    def __init__(self, store: DiskObjectStore) -> None:
         self.store = store
         self.packs = list(store.packs)
+        # none loose now (a clone): none to look for; one written meanwhile is checked again
+        self.loose = _has_loose_objects(os.fspath(store.path))
 
     def __contains__(self, sha: ObjectID, /) -> bool:
-        if any(sha in pack for pack in self.packs) or self.store.contains_loose(sha):
+        if any(sha in pack for pack in self.packs):
+            return True
+        if self.loose and self.store.contains_loose(sha):
             return True
         return any(sha in alternate for alternate in self.store.alternates)
 
