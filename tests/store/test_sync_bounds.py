@@ -107,3 +107,20 @@ def test_a_path_remote_with_a_huge_ref_list_is_refused_before_it_is_read(
     result = qmem(memory, "sync")
     assert result.code == 5, result.err
     assert "stopped reading" in result.err
+
+
+def test_a_running_syncs_quarantine_survives_another_syncs_cleanup(tmp_path: Path) -> None:
+    from qmem_git.store.sync import QUARANTINE_PREFIX, Quarantine, remove_stale_quarantines
+
+    git_dir = tmp_path / "repo.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(git_dir)], check=True)
+    live = Quarantine(str(git_dir), str(git_dir / "objects"))  # fetching now, outside the lock
+    dead = git_dir / f"{QUARANTINE_PREFIX}deadbeef"  # a killed sync's: nobody holds its lock
+    (dead / "pack").mkdir(parents=True)
+    try:
+        remove_stale_quarantines(str(git_dir))
+        assert Path(live.path).is_dir()
+        assert not dead.exists()
+    finally:
+        live.discard()
+    assert not Path(live.path).exists()
