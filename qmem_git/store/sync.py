@@ -1,7 +1,10 @@
 """Sync the memory branch with a remote: fetch, check, fast-forward or merge, push.
 
-One sync runs under the writer lock, after recovery (so the work tree equals HEAD), and only
-ever moves ``main`` forward: up to date -> push if ahead; remote ahead -> fast-forward (plus one
+A sync holds the writer lock only while it writes: it fetches and checks without it, takes
+it (with recovery first, so the work tree equals HEAD) to decide from the current HEAD and
+apply, and lets it go before it pushes; the tracking ref and packing get one more short
+tenure. ``QMEM_GIT_TIMEOUT`` bounds each whole exchange with a network remote. It only ever
+moves ``main`` forward: up to date -> push if ahead; remote ahead -> fast-forward (plus one
 ``index`` commit, pushed, when the remote's MEMORY.md is stale); diverged -> the entry-aware
 merge of :mod:`qmem_git.core.merge` committed with two parents, then push. A push the remote
 rejects because it moved meanwhile starts over (bounded). A remote with branches but no
@@ -17,9 +20,12 @@ files the sync would write must pass every error rule of ``qmem-git validate`` (
 legacy topic files: readable, without conflict markers). Only then is the pack
 moved into the repository; a refusal leaves nothing behind.
 
-Time comes from history (ARCHITECTURE §3): every memory file written or kept by a sync gets the
-committer time of the commit that last changed it (git's history simplification: follow the
-first parent with the same blob), so MEMORY.md and recall ages agree on every machine.
+Time comes from history (ARCHITECTURE §3): every memory file a sync writes gets the committer
+time of the commit that last changed it (git's history simplification: follow the first parent
+with the same blob), so MEMORY.md and recall ages agree on every machine. Only the files the
+new commits touched are timed (tree diffs); the others already carry their time. The work-tree
+update is journaled (``store.journal``): killed before ``main`` moves, the next writer puts the
+old files back.
 """
 
 from __future__ import annotations
