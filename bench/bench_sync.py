@@ -1,41 +1,67 @@
-"""Sync benchmark: push and fetch of 100 memory commits, qmem-git against C git, same run.
+"""Sync benchmark: ``qmem-git`` processes against C git processes, same run, same histories.
 
-Both sides move the same 100 commits (each one ``remember``) between the same repositories,
-over a local path and over ``git://`` (a ``git daemon`` on 127.0.0.1). qmem-git's numbers are
-in-process library calls (``ops.sync.run_sync``) and include what C git does not do: the
-hostile-history checks, history mtimes for the work tree, MEMORY.md and packing. C git's
-include its process starts. Prints a markdown table; the ratio is qmem-git / C git.
+Every row times one whole command as a process (interpreter start, imports, locks, the
+hostile-history checks, history mtimes, MEMORY.md, packing) against the C git commands doing
+the same exchange, over a local path remote. Histories are built with ``git fast-import``:
+200 memories written once, then commits that edit a few of them (most memories stay as first
+written, as in a year of use). Peak memory is the process's maximum resident set (wait4).
 
-Then one new commit each way on a 5,000-commit history (made with C git fast-import), where
-what a sync reads must not grow with the history; a fast-forward still restamps every file
-with its history time (ARCHITECTURE §3), which walks back to each file's last change.
+Rows: fetch 1 commit + fast-forward at several history lengths (the cost must stay flat),
+clone, push of 1 commit, and a diverged sync (fetch 1, merge, push).
+``BENCH_SYNC_SIZES=100,5000`` picks the history lengths (default 100,5000,10000).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from servers import GitDaemon, Machine, init_bare
-
-COMMITS = 100
-LONG_HISTORY = 5000
+MEMORIES = 200
+HOT = 10  # the memories later commits edit
+QMEM = str(Path(sys.executable).parent / "qmem-git")
+DEFAULT_SIZES = (100, 5000, 10000)
 
 
-def git(*args: str) -> None:
-    subprocess.run(["git", *args], check=True, capture_output=True)
+@dataclass
+class Run:
+    ms: float
+    peak_mib: float
 
 
-def timed(action) -> float:  # type: ignore[no-untyped-def]
+def run(*argv: str, cwd: Path | None = None) -> Run:
+    """One process, timed, with its peak RSS (from wait4, this child only)."""
     started = time.perf_counter()
-    action()
-    return (time.perf_counter() - started) * 1000
+    proc = subprocess.Popen(
+        argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = (time.perf_counter() - started) * 1000
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {err.decode()[-2000:]}")
+    return Run(elapsed, usage.ru_maxrss / 1024)
+
+
+def runs(*commands: tuple[str, ...]) -> Run:
+    """Several processes in a row (``git pull && git push``): summed time, highest peak."""
+    done = [run(*argv) for argv in commands]
+    return Run(sum(r.ms for r in done), max(r.peak_mib for r in done))
+
+
+def git(*args: str) -> Run:
+    return run("git", *args)
+
+
+def qmem(root: Path, *args: str) -> Run:
+    return run(QMEM, "--memory-dir", str(root), "-q", *args)
 
 
 def isolate(tmp: Path) -> None:
@@ -50,146 +76,126 @@ def isolate(tmp: Path) -> None:
         GIT_COMMITTER_NAME="bench",
         GIT_COMMITTER_EMAIL="bench@example.org",
         QMEM_TELEMETRY="0",
+        QMEM_HOST="bench",
     )
 
 
-def measure(tmp: Path, label: str, url_of) -> list[tuple[str, str, float, float]]:  # type: ignore[no-untyped-def]
-    """One transport: (operation, transport, qmem ms, C git ms) rows."""
-    served = tmp / f"served-{label}"
-    served.mkdir()
-    init_bare(served / "q.git")
-    init_bare(served / "c.git")
-    clock = [1_700_000_000]
-    writer = Machine(tmp, f"writer-{label}", clock)
-    reader = Machine(tmp, f"reader-{label}", clock)
-    writer.remember("Benchmark memory zero starts the history")
-    writer.connect(url_of("q.git"))
-    git("-C", str(writer.root), "push", "-q", url_of("c.git"), "main")
-    reader.clone(url_of("q.git"))
-    c_reader = tmp / f"c-reader-{label}"
-    git("clone", "-q", url_of("c.git"), str(c_reader))
-    for n in range(COMMITS):
-        writer.remember(f"Benchmark memory {n} about the {label} transport and port {9000 + n}")
-
-    c_push = timed(lambda: git("-C", str(writer.root), "push", "-q", url_of("c.git"), "main"))
-    q_push = timed(writer.sync)
-
-    def c_fetch() -> None:
-        git("-C", str(c_reader), "fetch", "-q", "origin")
-        git("-C", str(c_reader), "merge", "-q", "--ff-only", "origin/main")
-
-    c_pull = timed(c_fetch)
-    q_pull = timed(reader.sync)
-    assert reader.head() == writer.head()
-    return [
-        (f"push {COMMITS} commits", label, q_push, c_push),
-        (f"fetch {COMMITS} commits + fast-forward", label, q_pull, c_pull),
-    ]
+def memory(n: int, version: int) -> bytes:
+    return (
+        f"---\nname: m{n}\ndescription: benchmark memory {n}\ntype: user\n---\n\n"
+        f"Fact {n} as of revision {version}.\n"
+    ).encode()
 
 
-def grow_history(repo: Path, count: int) -> None:
-    """``count`` more commits on ``main`` (C git fast-import), each editing one of 300 memories."""
-    head = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "main"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+def build_history(repo: Path, commits: int) -> None:
+    """``commits`` commits on ``main`` of a new repository (C git fast-import): the first writes
+    every memory, the others each edit one of the first ``HOT`` memories."""
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     lines: list[bytes] = []
-    for n in range(count):
-        body = f"---\nname: m{n}\ndescription: memory {n}\ntype: user\n---\n\nFact {n}.\n".encode()
-        message = f"edit: m{n}\n".encode()
-        lines += [
-            b"commit refs/heads/main",
-            f"committer bench <b@x> {1_700_000_000 + n} +0000".encode(),
-        ]
+    for n in range(commits):
+        message = f"edit: {n}\n".encode()
+        committer = f"committer bench <b@x> {1_700_000_000 + n} +0000".encode()
+        lines += [b"commit refs/heads/main", committer]
         lines += [f"data {len(message)}".encode(), message]
-        if n == 0:
-            lines.append(f"from {head}".encode())
-        lines += [
-            f"M 100644 inline user/m{n % 300}.md".encode(),
-            f"data {len(body)}".encode(),
-            body,
-        ]
+        edited = range(MEMORIES) if n == 0 else [n % HOT]
+        for k in edited:
+            body = memory(k, n)
+            lines += [f"M 100644 inline user/m{k}.md".encode(), f"data {len(body)}".encode(), body]
     subprocess.run(
         ["git", "-C", str(repo), "fast-import", "--quiet"],
         input=b"\n".join(lines) + b"\n",
         check=True,
     )
-    git("-C", str(repo), "reset", "-q", "--hard")
+    subprocess.run(["git", "-C", str(repo), "reset", "-q", "--hard"], check=True)
 
 
-def measure_long_history(tmp: Path) -> list[tuple[str, str, float, float]]:
-    """One new commit each way on a history of ``LONG_HISTORY`` commits, over a local path."""
-    served = tmp / "served-long"
-    served.mkdir()
-    clock = [1_800_000_000]
-    seed = Machine(tmp, "seed-long", clock)
-    seed.remember("Benchmark memory zero starts the long history")
-    grow_history(seed.root, LONG_HISTORY)
-    seed.remember("Benchmark memory two rebuilds MEMORY.md after the import")
-    for name in ("q.git", "c.git"):
-        git("init", "-q", "--bare", "-b", "main", str(served / name))
-        git("-C", str(seed.root), "push", "-q", str(served / name), "main")
-    machines = {}
-    for name in ("writer", "reader"):  # clones made by C git; qmem-git adopts them
-        git("clone", "-q", str(served / "q.git"), str(tmp / f"{name}-long" / "memory"))
-        machines[name] = Machine(tmp, f"{name}-long", clock)
-        git("clone", "-q", str(served / "c.git"), str(tmp / f"c-{name}-long"))
-    writer, reader = machines["writer"], machines["reader"]
-    # files C git checked out carry checkout times, not history times: the first fast-forward
-    # on each side restamps them and rebuilds MEMORY.md once; settle that before timing
-    writer.remember("Benchmark memory warms up the long history")
-    for machine in (writer, reader, writer, reader):
-        machine.sync()
-    assert reader.head() == writer.head()
-    writer.remember("Benchmark memory one lands on the long history")
-    c_writer = tmp / "c-writer-long"
-    (c_writer / "user" / "one.md").write_text(DOC_ONE)
-    git("-C", str(c_writer), "add", "-A")
-    git("-C", str(c_writer), "commit", "-q", "-m", "one")
-
-    q_push = timed(writer.sync)
-    c_push = timed(lambda: git("-C", str(c_writer), "push", "-q", "origin", "main"))
-    c_reader = tmp / "c-reader-long"
-
-    def c_fetch() -> None:
-        git("-C", str(c_reader), "fetch", "-q", "origin")
-        git("-C", str(c_reader), "merge", "-q", "--ff-only", "origin/main")
-
-    q_pull = timed(reader.sync)
-    c_pull = timed(c_fetch)
-    assert reader.head() == writer.head()
-    q_idle = timed(reader.sync)
-    c_idle = timed(lambda: git("-C", str(c_reader), "fetch", "-q", "origin"))
-    history = f"{LONG_HISTORY:,}-commit history"
-    return [
-        (f"push 1 commit, {history}", "path", q_push, c_push),
-        (f"fetch 1 commit + fast-forward, {history}", "path", q_pull, c_pull),
-        (f"sync with nothing new, {history}", "path", q_idle, c_idle),
-    ]
+def c_commit(repo: Path, name: str) -> None:
+    (repo / "user" / f"{name}.md").write_bytes(memory(500 + len(name), 0))
+    git("-C", str(repo), "add", "-A")
+    git("-C", str(repo), "commit", "-q", "-m", name)
 
 
-DOC_ONE = "---\nname: one\ndescription: one\ntype: user\n---\n\nOne.\n"
+@dataclass
+class Row:
+    operation: str
+    commits: int
+    ours: Run
+    theirs: Run
+
+
+def measure(tmp: Path, commits: int, full: bool) -> list[Row]:
+    """One history length: fetch 1 + fast-forward; with ``full``, clone, push, diverged too."""
+    base = tmp / f"h{commits}"
+    seed = base / "seed"
+    build_history(seed, commits)
+    served_q, served_c = base / "q.git", base / "c.git"
+    for served in (served_q, served_c):
+        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(served)], check=True)
+    git("-C", str(seed), "push", "-q", str(served_q), "main")
+    writer, reader = base / "writer" / "memory", base / "reader" / "memory"
+    qmem(writer, "clone", str(served_q))  # rebuilds the imported MEMORY.md once, pushes it
+    git("-C", str(writer), "push", "-q", str(served_c), "main")
+    c_writer, c_reader = base / "c-writer", base / "c-reader"
+    git("clone", "-q", str(served_c), str(c_writer))
+    rows: list[Row] = []
+    ours_clone = qmem(reader, "clone", str(served_q))
+    theirs_clone = git("clone", "-q", str(served_c), str(c_reader))
+    if full:
+        rows.append(Row("clone", commits, ours_clone, theirs_clone))
+
+    qmem(writer, "remember", f"Benchmark fact one lands on {commits} commits")
+    c_commit(c_writer, "one")
+    ours_push = qmem(writer, "sync")
+    theirs_push = git("-C", str(c_writer), "push", "-q", "origin", "main")
+    if full:
+        rows.append(Row("push 1 commit", commits, ours_push, theirs_push))
+
+    ours_ff = qmem(reader, "sync")
+    theirs_ff = git("-C", str(c_reader), "pull", "-q", "--ff-only")
+    rows.append(Row("fetch 1 commit + fast-forward", commits, ours_ff, theirs_ff))
+    if not full:
+        return rows
+
+    qmem(writer, "remember", "Benchmark fact two arrives from the writer machine")
+    qmem(writer, "sync")
+    qmem(reader, "remember", "Benchmark fact three is written on the reader machine")
+    c_commit(c_writer, "two")
+    git("-C", str(c_writer), "push", "-q", "origin", "main")
+    c_commit(c_reader, "three")
+    ours_merge = qmem(reader, "sync")
+    theirs_merge = runs(
+        ("git", "-C", str(c_reader), "pull", "-q", "--no-rebase", "--no-edit"),
+        ("git", "-C", str(c_reader), "push", "-q", "origin", "main"),
+    )
+    rows.append(Row("diverged sync (fetch 1, merge, push)", commits, ours_merge, theirs_merge))
+    shutil.rmtree(base, ignore_errors=True)
+    return rows
+
+
+def sizes() -> list[int]:
+    text = os.environ.get("BENCH_SYNC_SIZES", "")
+    return [int(part) for part in text.split(",") if part.strip()] or list(DEFAULT_SIZES)
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         isolate(tmp)
-        rows = measure(tmp, "path", lambda repo: str(tmp / "served-path" / repo))
-        daemon_root = tmp / "served-git"
-        daemon_root.mkdir()
-        daemon = GitDaemon(daemon_root).start()
-        try:
-            daemon_root.rmdir()  # measure() creates it again with the two bare repos
-            rows += measure(tmp, "git", daemon.url)
-        finally:
-            daemon.stop()
-        rows += measure_long_history(tmp)
-    print(f"## sync: {COMMITS} memory commits, qmem-git vs C git (same run)\n")
-    print("| operation | transport | qmem-git ms | C git ms | ratio |")
-    print("|---|---|---:|---:|---:|")
-    for operation, transport, ours, theirs in rows:
-        shown = "local path" if transport == "path" else "git://"
-        print(f"| {operation} | {shown} | {ours:.0f} | {theirs:.0f} | {ours / theirs:.2f}x |")
+        rows: list[Row] = []
+        for commits in sizes():
+            rows += measure(tmp, commits, full=commits >= 5000)
+    print(f"## sync: whole processes, qmem-git vs C git (same run, {MEMORIES} memories)\n")
+    print(
+        "| operation | commits | qmem-git ms | C git ms | ratio "
+        "| qmem-git peak MiB | C git peak MiB |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        ours, theirs = row.ours, row.theirs
+        print(
+            f"| {row.operation} | {row.commits:,} | {ours.ms:.0f} | {theirs.ms:.0f} | "
+            f"{ours.ms / theirs.ms:.1f}x | {ours.peak_mib:.0f} | {theirs.peak_mib:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -1354,7 +1354,18 @@ def sync_progress(opts: Options) -> Callable[[str], None] | None:
     """Progress lines on stderr, only when stderr is a terminal (and not under -q/--json)."""
     if opts.quiet or opts.json or not sys.stderr.isatty():
         return None
-    return lambda text: click.echo(for_terminal(sys.stderr, f"qmem-git: {text}"), err=True)
+    meter = [False]  # a "\r" line (objects, bytes, rate) is redrawn in place
+
+    def show(text: str) -> None:
+        line = for_terminal(sys.stderr, f"qmem-git: {text.strip()}")
+        if text.startswith("\r"):  # ending in "\n": the meter's last state, kept
+            sys.stderr.write(f"\r{line}\x1b[K" + ("\n" if text.endswith("\n") else ""))
+            sys.stderr.flush()
+        else:
+            click.echo(("\n" if meter[0] else "") + line, err=True)
+        meter[0] = text.startswith("\r") and not text.endswith("\n")
+
+    return show
 
 
 @main.group(invoke_without_command=True)

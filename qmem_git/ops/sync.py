@@ -25,12 +25,13 @@ from qmem_git.store.remotes import Credentials, Remote, Transport
 from qmem_git.store.repo import init_repo
 from qmem_git.store.state import ensure_scaffold
 from qmem_git.store.sync import (
+    Locker,
     SyncOptions,
     SyncResult,
     adopt_remote,
-    locked_writer,
-    sync_locked,
+    sync_remote,
     tree_has_memories,
+    writer_locker,
 )
 from qmem_git.store.walk import check_store
 from qmem_git.store.workdir import iter_memory_files
@@ -146,43 +147,29 @@ def run_sync(
     git_dir = _git_dir(settings)
     chosen = remotes.get_remote(git_dir, remote) if remote else remotes.default_remote(git_dir)
     options = SyncOptions(dry_run=dry_run, push=push, force=force, timeout=timeout_for(settings))
-    result, report = _under_lock(
-        sync_locked, settings, chosen, options, now, progress, recover=not dry_run
+    result, report = sync_remote(
+        settings.layout,
+        chosen.name,
+        _transport_factory(settings, chosen),
+        options,
+        identity=identity_for(settings),
+        host=settings.host,
+        now=now,
+        lock=_locker(settings, now),
+        progress=progress,
     )
     return SyncOutcome(result, report)
 
 
-def _under_lock(
-    run: Callable[..., SyncResult],
-    settings: Settings,
-    remote: Remote,
-    options: SyncOptions,
-    now: datetime,
-    progress: Progress | None,
-    *,
-    recover: bool,
-) -> tuple[SyncResult, RecoveryReport | None]:
-    """``run`` (sync_locked or adopt_remote) under the writer lock, with the settings' identity."""
-    identity = identity_for(settings)
-    with locked_writer(
+def _locker(settings: Settings, now: datetime) -> Locker:
+    """The writer lock as a sync takes it: one short tenure per phase that writes."""
+    return writer_locker(
         settings.layout,
-        identity=identity,
+        identity=identity_for(settings),
         host=settings.host,
         now=now,
         lock_timeout=settings.lock_timeout,
-        recover=recover,
-    ) as report:
-        result = run(
-            settings.layout,
-            remote.name,
-            _transport_factory(settings, remote),
-            options,
-            identity=identity,
-            host=settings.host,
-            now=now,
-            progress=progress,
-        )
-    return result, report
+    )
 
 
 # --- clone and init --remote ------------------------------------------------------------------
@@ -254,9 +241,17 @@ def _connect(
 def _adopt(
     settings: Settings, remote: Remote, now: datetime, progress: Progress | None
 ) -> SyncResult:
-    options = SyncOptions(timeout=timeout_for(settings))
-    result, _ = _under_lock(adopt_remote, settings, remote, options, now, progress, recover=False)
-    return result
+    return adopt_remote(
+        settings.layout,
+        remote.name,
+        _transport_factory(settings, remote),
+        SyncOptions(timeout=timeout_for(settings)),
+        identity=identity_for(settings),
+        host=settings.host,
+        now=now,
+        lock=_locker(settings, now),
+        progress=progress,
+    )
 
 
 def _ensure_remote(settings: Settings, name: str, url: str) -> Remote:

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 DEFAULT_REMOTE = "origin"
 DEFAULT_TIMEOUT = 20.0
 CREDENTIAL_HELPER_TIMEOUT = 15.0
+# a memory remote has one branch; these stop a server streaming endless ref names while it
+# streams, before memory grows (checked line by line, for every transport)
+MAX_ADVERTISED_REFS = 10_000
+MAX_ADVERTISED_BYTES = 4 << 20
 _REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _SCP_LIKE = re.compile(r"^(?:[^@/:\s]+@)?(?P<host>[^@/:\s]+):(?P<path>.*)$")
 _URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
@@ -321,6 +325,7 @@ def open_transport(
 ) -> Transport:
     """The dulwich client for ``url``; RemoteError when a local remote does not exist."""
     kind = url_kind(url)
+    cap_ref_advertisements()
     if kind in ("local", "file"):
         return _local_transport(url, for_push, env, timeout)
     if kind == "git":
@@ -348,6 +353,11 @@ def _local_transport(url: str, for_push: bool, env: Mapping[str, str], timeout: 
             f"no git repository at {redact(url)}",
             "create one with `git init --bare PATH`, or fix the path with `qmem-git remote`",
         ) from exc
+    packed = os.path.join(path, "packed-refs")
+    if not os.path.exists(packed):
+        packed = os.path.join(path, ".git", "packed-refs")
+    if os.path.exists(packed) and os.path.getsize(packed) > MAX_ADVERTISED_BYTES:
+        raise _too_many_refs(url)
     if for_push and not bare:
         raise RemoteError(
             f"{redact(url)} is a repository with a work tree; qmem-git pushes only to bare ones",
@@ -356,6 +366,44 @@ def _local_transport(url: str, for_push: bool, env: Mapping[str, str], timeout: 
     from qmem_git.store.receive import local_client
 
     return Transport(local_client(env, timeout), path, url, ())
+
+
+def cap_ref_advertisements() -> None:
+    """Make dulwich's readers of a ref advertisement (git://, ssh, HTTP; protocol v1 and v2)
+    stop at :data:`MAX_ADVERTISED_REFS` lines or :data:`MAX_ADVERTISED_BYTES`, while reading.
+    dulwich offers no hook there, so its two module functions are wrapped, once."""
+    import dulwich.client as client
+
+    for name in ("read_pkt_refs_v1", "read_pkt_refs_v2"):
+        original = getattr(client, name)
+        if not getattr(original, "qmem_capped", False):
+            setattr(client, name, _capped_reader(original))
+
+
+def _capped_reader(original: Callable[[Iterator[bytes]], object]) -> Callable[..., object]:
+    def read(pkt_seq: Iterator[bytes]) -> object:
+        return original(_capped_lines(pkt_seq))
+
+    read.qmem_capped = True  # type: ignore[attr-defined]
+    return read
+
+
+def _capped_lines(pkt_seq: Iterator[bytes]) -> Iterator[bytes]:
+    size = 0
+    for count, pkt in enumerate(pkt_seq, 1):
+        size += len(pkt)
+        if count > MAX_ADVERTISED_REFS or size > MAX_ADVERTISED_BYTES:
+            raise _too_many_refs(None)
+        yield pkt
+
+
+def _too_many_refs(url: str | None) -> RemoteError:
+    where = f"{redact(url)} has" if url else "the remote advertised"
+    return RemoteError(
+        f"{where} more than {MAX_ADVERTISED_REFS:,} refs or {MAX_ADVERTISED_BYTES >> 20} MiB "
+        "of ref names; qmem-git stopped reading them",
+        "a memory remote holds one branch (main); check the remote URL",
+    )
 
 
 def _ssh_transport(url: str, env: Mapping[str, str], timeout: float) -> Transport:

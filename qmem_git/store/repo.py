@@ -871,7 +871,7 @@ def _apply(
         older = {rel: own for rel, own in cs.mtimes.items() if own < seconds and rel in cs.writes}
         cs = dataclasses.replace(cs, mtimes=older)
     record = _journal_record(repo, cs, parent, base)
-    with _journaled(repo, record):  # from here a crash is undone, not committed in part
+    with journaled(repo, record):  # from here a crash is undone, not committed in part
         touched = _write_files(repo, cs, base, mtime_ns, state)
         touched[INDEX_NAME], dropped = _write_memory_index(repo.root, mtime_ns, state)
         for _ in range(CAS_ATTEMPTS):
@@ -897,7 +897,7 @@ def _apply(
 
 
 @contextlib.contextmanager
-def _journaled(repo: Repository, record: journal.Journal) -> Iterator[None]:
+def journaled(repo: Repository, record: journal.Journal) -> Iterator[None]:
     """Hold ``record`` in the journal for the block (store.journal): removed when the block
     returns; when it raises before the branch moved, its files are put back at once (else
     the next writer's recovery does it)."""

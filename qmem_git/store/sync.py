@@ -1,7 +1,10 @@
 """Sync the memory branch with a remote: fetch, check, fast-forward or merge, push.
 
-One sync runs under the writer lock, after recovery (so the work tree equals HEAD), and only
-ever moves ``main`` forward: up to date -> push if ahead; remote ahead -> fast-forward (plus one
+A sync holds the writer lock only while it writes: it fetches and checks without it, takes
+it (with recovery first, so the work tree equals HEAD) to decide from the current HEAD and
+apply, and lets it go before it pushes; the tracking ref and packing get one more short
+tenure. ``QMEM_GIT_TIMEOUT`` bounds each whole exchange with a network remote. It only ever
+moves ``main`` forward: up to date -> push if ahead; remote ahead -> fast-forward (plus one
 ``index`` commit, pushed, when the remote's MEMORY.md is stale); diverged -> the entry-aware
 merge of :mod:`qmem_git.core.merge` committed with two parents, then push. A push the remote
 rejects because it moved meanwhile starts over (bounded). A remote with branches but no
@@ -17,9 +20,12 @@ files the sync would write must pass every error rule of ``qmem-git validate`` (
 legacy topic files: readable, without conflict markers). Only then is the pack
 moved into the repository; a refusal leaves nothing behind.
 
-Time comes from history (ARCHITECTURE §3): every memory file written or kept by a sync gets the
-committer time of the commit that last changed it (git's history simplification: follow the
-first parent with the same blob), so MEMORY.md and recall ages agree on every machine.
+Time comes from history (ARCHITECTURE §3): every memory file a sync writes gets the committer
+time of the commit that last changed it (git's history simplification: follow the first parent
+with the same blob), so MEMORY.md and recall ages agree on every machine. Only the files the
+new commits touched are timed (tree diffs); the others already carry their time. The work-tree
+update is journaled (``store.journal``): killed before ``main`` moves, the next writer puts the
+old files back.
 """
 
 from __future__ import annotations
@@ -30,10 +36,12 @@ import os
 import shutil
 import stat
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 from dulwich.objects import S_ISGITLINK, Blob, Commit, ObjectID, ShaFile, Tag, Tree
 from dulwich.refs import Ref
@@ -56,12 +64,14 @@ from qmem_git.core.paths import Layout
 from qmem_git.core.validate import check_conflict_markers, check_secrets, decode_memory_bytes
 from qmem_git.errors import InvalidMemoryFile, QmemError, RemoteError, RepoLocked, UnsafePath
 from qmem_git.store import gitindex
+from qmem_git.store.journal import Journal
 from qmem_git.store.remotes import (
     Transport,
     redact_all,
     remote_error,
     socket_timeout,
     tracking_ref,
+    url_kind,
 )
 from qmem_git.store.repo import (
     BRANCH,
@@ -71,6 +81,7 @@ from qmem_git.store.repo import (
     blob_id,
     check_writable,
     close_store,
+    journaled,
     remove_file,
     same_content,
     update_index,
@@ -86,6 +97,7 @@ if TYPE_CHECKING:
     from qmem_git.store.recovery import RecoveryReport
 
 QUARANTINE_PREFIX = "qmem-incoming-"
+OWNER_LOCK = "owner.lock"
 MAX_PUSH_ATTEMPTS = 4
 LOCKED_PUSH_ATTEMPTS = 5  # ~2.5 s for a concurrent push to let go of the remote's main
 MAX_INCOMING_PACK_BYTES = 256 * 1024 * 1024
@@ -158,22 +170,27 @@ class RemoteMoved(Exception):
 # --- reading objects --------------------------------------------------------------------------
 
 
+TREE_CACHE = 512  # parsed trees kept: a walk reads a tree and, next, its parent's
+COMMIT_CACHE = 4096
+Entry = tuple[bytes, int, bytes]  # name, mode, hex id
+Entries = dict[bytes, Entry]  # a tree's entries by name
+
+
 class Objects:
-    """Cached reads of commits, trees and blobs from one dulwich object store."""
+    """Reads of commits, trees and blobs from one dulwich object store, with bounded caches:
+    a walk over a long history keeps the trees it is about to compare, not every tree."""
 
     def __init__(self, store: BaseObjectStore) -> None:
         self.store = store
-        self._commits: dict[str, Commit] = {}
-        self._trees: dict[str, Tree] = {}
+        self._commits: OrderedDict[str, Commit] = OrderedDict()
+        self._trees: OrderedDict[str, Tree] = OrderedDict()
+        self._entries: OrderedDict[str, Entries] = OrderedDict()
 
     def get(self, sha: str) -> ShaFile:
         try:
             obj: ShaFile = self.store[ObjectID(sha.encode("ascii"))]
         except KeyError as exc:
-            raise RemoteError(
-                f"object {sha} is missing: the remote sent an incomplete history",
-                "run the sync again; if it persists, check the remote with `git fsck`",
-            ) from exc
+            raise _missing(sha) from exc
         return obj
 
     def commit(self, sha: str) -> Commit:
@@ -182,7 +199,7 @@ class Objects:
             obj = self.get(sha)
             if not isinstance(obj, Commit):
                 raise UnsafePath(f"{sha} is a {obj.type_name.decode()}, not a commit")
-            found = self._commits[sha] = obj
+            found = _remember(self._commits, sha, obj, COMMIT_CACHE)
         return found
 
     def peel(self, sha: str) -> str | None:
@@ -194,7 +211,8 @@ class Objects:
         if not isinstance(obj, Commit):
             return None
         found = _hex(obj.id)
-        self._commits.setdefault(found, obj)
+        if found not in self._commits:
+            _remember(self._commits, found, obj, COMMIT_CACHE)
         return found
 
     def tree(self, sha: str) -> Tree:
@@ -203,8 +221,55 @@ class Objects:
             obj = self.get(sha)
             if not isinstance(obj, Tree):
                 raise UnsafePath(f"{sha} is a {obj.type_name.decode()}, not a tree")
-            found = self._trees[sha] = obj
+            found = _remember(self._trees, sha, obj, TREE_CACHE)
         return found
+
+    def raw_tree(self, sha: str) -> bytes:
+        try:
+            kind, raw = self.store.get_raw(ObjectID(sha.encode("ascii")))
+        except KeyError as exc:
+            raise _missing(sha) from exc
+        if kind != Tree.type_num:
+            raise UnsafePath(f"{sha} is not a tree")
+        return raw
+
+    def entries(self, sha: str, raw: bytes | None = None) -> Entries:
+        """A tree's entries, parsed straight from the raw object (no sorting, no ShaFile)."""
+        found = self._entries.get(sha)
+        if found is None:
+            from dulwich.objects import parse_tree
+
+            data = self.raw_tree(sha) if raw is None else raw
+            items = list(parse_tree(data, 20))
+            parsed = dict(zip(map(itemgetter(0), items), items, strict=True))
+            found = _remember(self._entries, sha, parsed, TREE_CACHE)
+        return found
+
+    def diff(self, old: str | None, new: str | None, out: TreeDiff | None = None) -> TreeDiff:
+        """Where two trees differ (identical subtrees are never opened)."""
+        out = TreeDiff() if out is None else out
+        self._diff(old, new, "", out)
+        return out
+
+    def _diff(self, old: str | None, new: str | None, prefix: str, out: TreeDiff) -> None:
+        if old == new:
+            return
+        before = self.entries(old) if old is not None else {}
+        after = self.entries(new) if new is not None else {}
+        for name in {entry[0] for entry in set(before.values()) ^ set(after.values())}:
+            a, b = before.get(name), after.get(name)
+            path = prefix + name.decode("utf-8", "surrogateescape")
+            a_dir = a is not None and stat.S_ISDIR(a[1])
+            b_dir = b is not None and stat.S_ISDIR(b[1])
+            if a is not None and b is not None and a_dir and b_dir:
+                self._diff(_hex(a[2]), _hex(b[2]), path + "/", out)
+            elif a is not None and b is not None and not a_dir and not b_dir:
+                if a[2] != b[2]:  # a mode change alone keeps the blob (and its time)
+                    out.paths.add(path)
+            else:
+                out.paths.add(path)
+                if a_dir or b_dir:
+                    out.prefixes.append(path + "/")
 
     def blob(self, sha: str) -> bytes:
         obj = self.get(sha)
@@ -229,7 +294,7 @@ class Objects:
         stack = [(tree, prefix)]
         while stack:
             current, base = stack.pop()
-            for name, mode, sha in self.tree(current).iteritems():
+            for name, mode, sha in self.entries(current).values():
                 path = base + name.decode("utf-8", "surrogateescape")
                 if stat.S_ISDIR(mode):
                     stack.append((_hex(sha), path + "/"))
@@ -243,10 +308,10 @@ class Objects:
         for depth, part in enumerate(parts):
             if sha is None:
                 return None
-            try:
-                mode, child = self.tree(sha)[part.encode("utf-8", "surrogateescape")]
-            except KeyError:
+            found = self.entries(sha).get(part.encode("utf-8", "surrogateescape"))
+            if found is None:
                 return None
+            _, mode, child = found
             if stat.S_ISDIR(mode) == (depth == len(parts) - 1):
                 return None
             sha = _hex(child)
@@ -254,6 +319,42 @@ class Objects:
 
     def text(self, sha: str | None) -> str | None:
         return None if sha is None else self.blob(sha).decode("utf-8", "surrogateescape")
+
+
+@dataclass
+class TreeDiff:
+    """Paths that differ between trees: files (``paths``) and whole folders that appeared,
+    vanished or changed kind (``prefixes``, ending in ``/``)."""
+
+    paths: set[str] = field(default_factory=set)
+    prefixes: list[str] = field(default_factory=list)
+
+    def differs(self, path: str) -> bool:
+        return path in self.paths or any(path.startswith(p) for p in self.prefixes)
+
+    def unchanged(self, paths: set[str]) -> set[str]:
+        """The members of ``paths`` this diff leaves alone."""
+        same = paths - self.paths
+        if self.prefixes:
+            same = {p for p in same if not self.differs(p)}
+        return same
+
+
+_V = TypeVar("_V")
+
+
+def _remember(cache: OrderedDict[str, _V], key: str, value: _V, limit: int) -> _V:
+    cache[key] = value
+    if len(cache) > limit:
+        cache.popitem(last=False)
+    return value
+
+
+def _missing(sha: str) -> RemoteError:
+    return RemoteError(
+        f"object {sha} is missing: the remote sent an incomplete history",
+        "run the sync again; if it persists, check the remote with `git fsck`",
+    )
 
 
 def _hex(sha: bytes) -> str:
@@ -273,7 +374,14 @@ class Quarantine:
     def __init__(self, git_dir: str, objects_dir: str) -> None:
         from dulwich.object_store import DiskObjectStore
 
+        from qmem_git.store.locks import TryLock
+
         self.path = os.path.join(git_dir, QUARANTINE_PREFIX + os.urandom(6).hex())
+        os.makedirs(self.path)
+        # held while this sync uses it (the fetch runs outside the writer lock): a quarantine
+        # whose owner lock can be taken belongs to a sync that died
+        self.owner = TryLock(os.path.join(self.path, OWNER_LOCK))
+        self.owner.acquire()
         os.makedirs(os.path.join(self.path, "pack"))
         os.makedirs(os.path.join(self.path, "info"))
         self.objects_dir = objects_dir
@@ -298,14 +406,24 @@ class Quarantine:
     def discard(self) -> None:
         self.store.close()
         shutil.rmtree(self.path, ignore_errors=True)
+        self.owner.release()
 
 
 def remove_stale_quarantines(git_dir: str) -> None:
-    """A killed sync leaves its quarantine behind; under the writer lock it is garbage."""
+    """A killed sync leaves its quarantine behind: one whose owner lock is free is garbage (a
+    sync fetching now holds its own)."""
+    from qmem_git.store.locks import TryLock
+
     with contextlib.suppress(OSError):
         for name in os.listdir(git_dir):
-            if name.startswith(QUARANTINE_PREFIX):
-                shutil.rmtree(os.path.join(git_dir, name), ignore_errors=True)
+            if not name.startswith(QUARANTINE_PREFIX):
+                continue
+            path = os.path.join(git_dir, name)
+            owner = TryLock(os.path.join(path, OWNER_LOCK))
+            with contextlib.suppress(OSError):
+                if owner.acquire():
+                    shutil.rmtree(path, ignore_errors=True)
+            owner.release()
 
 
 @dataclass
@@ -326,19 +444,42 @@ def fetch(
     quarantine = Quarantine(repo.git_dir, repo.objects_dir)
     try:
         wants = _MainWanted(repo.objects)
-        spool = os.path.join(quarantine.path, "incoming.pack")
-        _download(repo, transport, wants, spool, progress, timeout)
+        if not _copy_local_packs(repo, transport, wants, quarantine):
+            spool = os.path.join(quarantine.path, "incoming.pack")
+            _download(repo, transport, wants, spool, progress, timeout)
+            _add_spooled_pack(quarantine, spool)
         if wants.others:
             raise _no_main(transport, wants.others)
-        _add_spooled_pack(quarantine, spool)
         objects = Objects(quarantine.store)
         fetched = Fetched(wants.head, quarantine, objects)
         if wants.head is not None:
-            fetched.new_commits = check_incoming(objects, repo.objects, wants.head)
+            known = KnownObjects(repo.objects)
+            meter = Meter(progress, "checking")
+            fetched.new_commits = check_incoming(objects, known, wants.head, meter=meter)
+            meter.finish()
         return fetched
     except BaseException:
         quarantine.discard()
         raise
+
+
+class KnownObjects:
+    """Whether the repository has an object, without dulwich's rescan of the pack folder on
+    every miss (it looks for packs another writer just added): the checks ask about every
+    fetched object, and a clone's are all misses. Packs are listed once, at creation."""
+
+    def __init__(self, store: DiskObjectStore) -> None:
+        self.store = store
+        self.packs = list(store.packs)
+        # none loose now (a clone): none to look for; one written meanwhile is checked again
+        self.loose = _has_loose_objects(os.fspath(store.path))
+
+    def __contains__(self, sha: ObjectID, /) -> bool:
+        if any(sha in pack for pack in self.packs):
+            return True
+        if self.loose and self.store.contains_loose(sha):
+            return True
+        return any(sha in alternate for alternate in self.store.alternates)
 
 
 class _MainWanted:
@@ -381,26 +522,120 @@ def _download(
             transport.path,
             wants,
             walker,
-            _capped_writer(sink),
+            _capped_writer(sink, progress),
             progress=_raw_progress(progress),
         )
 
 
-def _capped_writer(sink: BinaryIO) -> Callable[[bytes], int]:
+def _copy_local_packs(
+    repo: Repository, transport: Transport, wants: _MainWanted, quarantine: Quarantine
+) -> bool:
+    """A clone from a local remote whose objects are all packed: its packs are copied (hard
+    links where possible, as ``git clone`` does locally) instead of being unpacked and packed
+    again; the checks then read only what ``main`` reaches, verifying every id. False when
+    this does not apply (something here already, loose objects or alternates there)."""
+    if url_kind(transport.url) not in ("local", "file") or repo.head()[1] is not None:
+        return False
+    from dulwich.repo import Repo
+
+    with Repo(transport.path) as source:
+        objects_dir = os.fspath(source.object_store.path)
+        pack_dir = os.path.join(objects_dir, "pack")
+        if _has_loose_objects(objects_dir) or os.path.exists(
+            os.path.join(objects_dir, "info", "alternates")
+        ):
+            return False
+        if not wants(source.get_refs()):
+            return True
+        names = [n[:-5] for n in os.listdir(pack_dir) if n.endswith(".pack")]
+        _check_pack_sizes(os.path.join(pack_dir, n + ".pack") for n in names)
+        for name in names:
+            for suffix in (".pack", ".idx"):
+                _link_or_copy(
+                    os.path.join(pack_dir, name + suffix),
+                    os.path.join(quarantine.path, "pack", name + suffix),
+                )
+    return True
+
+
+def _check_pack_sizes(paths: Iterator[str]) -> None:
+    if sum(os.path.getsize(path) for path in paths) > MAX_INCOMING_PACK_BYTES:
+        raise _too_much()
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def _too_much() -> RemoteError:
+    return RemoteError(
+        f"the remote sent more than {MAX_INCOMING_PACK_BYTES >> 20} MiB",
+        "memory repositories are small; check the remote URL",
+    )
+
+
+def _capped_writer(sink: BinaryIO, progress: Progress | None = None) -> Callable[[bytes], int]:
     """``sink.write``, refusing (RemoteError) past :data:`MAX_INCOMING_PACK_BYTES` in all."""
     written = 0
+    meter = Meter(progress, "receiving")
 
     def write(data: bytes) -> int:
         nonlocal written
         written += len(data)
         if written > MAX_INCOMING_PACK_BYTES:
-            raise RemoteError(
-                f"the remote sent more than {MAX_INCOMING_PACK_BYTES >> 20} MiB",
-                "memory repositories are small; check the remote URL",
-            )
+            raise _too_much()
+        meter.bytes(written)
         return sink.write(data)
 
     return write
+
+
+class Meter:
+    """Progress of one long step as ``\r``-led lines (the CLI redraws them in place on a
+    terminal), at most a few a second; nothing without a progress callback."""
+
+    INTERVAL = 0.25
+
+    def __init__(self, progress: Progress | None, label: str) -> None:
+        self.progress = progress
+        self.label = label
+        self.started = time.monotonic()
+        self.last = self.started
+        self.shown = ""
+
+    def bytes(self, total: int) -> None:
+        if self._due():
+            rate = total / max(time.monotonic() - self.started, 1e-3)
+            self._show(f"{_size(total)}, {_size(int(rate))}/s")
+
+    def count(self, total: int, unit: str) -> None:
+        if self._due():
+            self._show(f"{total:,} {unit}")
+
+    def finish(self) -> None:
+        if self.shown and self.progress is not None:
+            self.progress(f"\r{self.label}: {self.shown}, done\n")  # ends the line
+
+    def _due(self) -> bool:
+        if self.progress is None:
+            return False
+        now = time.monotonic()
+        if now - self.last < self.INTERVAL:
+            return False
+        self.last = now
+        return True
+
+    def _show(self, text: str) -> None:
+        self.shown = text
+        if self.progress is not None:
+            self.progress(f"\r{self.label}: {text}")
+
+
+def _size(count: int) -> str:
+    return f"{count / 1048576:.1f} MiB" if count >= 1048576 else f"{count / 1024:.0f} KiB"
 
 
 def _add_spooled_pack(quarantine: Quarantine, spool: str) -> None:
@@ -456,14 +691,47 @@ def _local_heads(repo: Repository) -> list[str]:
 
 @contextlib.contextmanager
 def _network(transport: Transport, action: str, timeout: float) -> Iterator[None]:
-    """Bound the waits and turn transport failures into one redacted RemoteError."""
+    """Bound the exchange and turn transport failures into one redacted RemoteError.
+
+    ``timeout`` bounds every single wait (socket timeout) and, for a network remote, the whole
+    exchange too: a server that sends a byte now and then cannot keep a sync alive.
+    """
+    whole = url_kind(transport.url) not in ("local", "file")
     try:
-        with socket_timeout(timeout):
+        with socket_timeout(timeout), _deadline(timeout if whole else None):
             yield
     except (QmemError, RemoteMoved):
         raise
     except Exception as exc:
         raise remote_error(exc, transport.url, action, transport.secrets) from exc
+
+
+class ExchangeTimeout(TimeoutError):
+    """The whole exchange with the remote took longer than its bound."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`ExchangeTimeout` in this thread once ``seconds`` have passed (a real-time
+    interval timer; only the main thread receives signals, elsewhere only reads are bounded)."""
+    import signal
+    import threading
+
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        del signum, frame
+        raise ExchangeTimeout(f"timed out: no complete answer within {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _raw_progress(progress: Progress | None) -> Callable[[bytes], None] | None:
@@ -472,8 +740,8 @@ def _raw_progress(progress: Progress | None) -> Callable[[bytes], None] | None:
 
     def forward(data: bytes) -> None:
         text = data.decode("utf-8", "replace").strip()
-        if text:
-            progress(text.splitlines()[-1].split("\r")[-1])
+        if text:  # the server's counters, redrawn in place like ours
+            progress("\r" + text.splitlines()[-1].split("\r")[-1])
 
     return forward
 
@@ -487,6 +755,7 @@ def check_incoming(
     tip: str,
     refuse: Refusal | None = None,
     settled: Settled | None = None,
+    meter: Meter | None = None,
 ) -> int:
     """Check every commit (and its trees and blobs) that is new to the repository.
 
@@ -503,6 +772,8 @@ def check_incoming(
         commit = objects.commit(sha)
         _fsck(commit, sha)
         count += 1
+        if meter is not None:
+            meter.count(count, "commits")
         check.tree(_hex(commit.tree), "", sha)
         stack.extend(_hex(parent) for parent in commit.parents)
     _check_tip_contents(objects, known, tip, refuse or _refuse)
@@ -668,11 +939,47 @@ def _refuse_push(path: str, problem: str, commit: str) -> UnsafePath:
     return UnsafePath(f"refusing to push: {path}: {problem} (commit {commit[:12]})", hint)
 
 
-def _checked_as_folder(tree: Tree) -> bool:
-    """A tree the receiver has, as a folder inside a type folder: the rules there are the same
-    at any depth, so its content need not be walked again. A root tree (it holds MEMORY.md)
-    moved into a type folder must be, and every root tree is (one object per commit)."""
-    return not any(name == INDEX_NAME.encode() for name, _, _ in tree.iteritems())
+_TREE_MODES = frozenset({0o100755, 0o100644, 0o120000, 0o040000, 0o160000, 0o100664})
+_BAD_NAMES = frozenset({b"", b".", b"..", b".git"})
+
+
+def _fsck_tree(sha: str, raw: bytes) -> None:
+    """``git fsck``'s checks of one tree (what ``Tree.check`` does), on its raw bytes."""
+    problem = _tree_problem(sha, raw)
+    if problem is not None:
+        raise UnsafePath(
+            f"refusing the remote's history: object {sha} is malformed ({problem})",
+            "nothing was changed locally; repair the remote (`git fsck` there)",
+        )
+
+
+def _tree_problem(sha: str, raw: bytes) -> str | None:
+    import hashlib
+
+    from dulwich.errors import ObjectFormatException
+    from dulwich.objects import parse_tree
+
+    if hashlib.sha1(b"tree %d\0" % len(raw) + raw).hexdigest() != sha:
+        return "its content does not match its id"
+    try:
+        items = list(parse_tree(raw, 20, strict=True))
+    except (ObjectFormatException, ValueError) as exc:
+        return str(exc) or "unparsable"
+    names = list(map(itemgetter(0), items))
+    modes = set(map(itemgetter(1), items))
+    if not modes <= _TREE_MODES:
+        return "invalid mode"
+    unique = set(names)
+    if b"/" in b"\0".join(names) or not _BAD_NAMES.isdisjoint(unique):
+        return "invalid name"
+    if len(unique) != len(names):
+        return "duplicate entry"
+    keys = names
+    if TREE_MODE in modes:  # git sorts a folder as if its name ended in "/"
+        keys = [name + b"/" if mode == TREE_MODE else name for name, mode, _ in items]
+    if keys != sorted(keys):
+        return "entries not sorted"
+    return None
 
 
 class _IncomingCheck:
@@ -682,7 +989,8 @@ class _IncomingCheck:
 
     Trees already in the repository passed these checks when they arrived (or were built
     here); directly in a type folder, where the rules are the same wherever they sit, they are
-    not walked again, unless they were a root tree (``_checked_as_folder``). A root tree is
+    not walked again, unless they were a root tree (one holding MEMORY.md, moved into a type
+    folder). A root tree is
     always read: the root has rules of its own.
     """
 
@@ -704,6 +1012,7 @@ class _IncomingCheck:
         self.paths: set[str] = set()
         self.blobs: set[str] = set()
         self.folds: dict[str, str] = {}
+        self.seen: dict[str, set[Entry]] = {}
 
     def fold(self, name: str) -> str:
         folded = self.folds.get(name)
@@ -718,28 +1027,39 @@ class _IncomingCheck:
         is_new = _oid(tree) not in self.known
         if self.settled.get(prefix[:-1]) == (TREE_MODE, tree):
             return  # the very tree the receiver has at this path
-        obj = self.objects.tree(tree)
-        if not is_new and prefix.count("/") == 1 and _checked_as_folder(obj):
-            return
-        folded: dict[str, str] = {}
-        for raw_name, mode, sha in obj.iteritems():
-            name = raw_name.decode("utf-8", "surrogateescape")
-            path = prefix + name
-            key = self.fold(name)
-            if key in folded and commit == self.tip:
-                other = prefix + folded[key]
-                if not (path in self.settled and other in self.settled):
-                    message = f"collides with {other} on case-insensitive disks"
-                    raise self.refuse(path, message, commit)
-            folded[key] = name
+        raw = self.objects.raw_tree(tree) if is_new else None
+        entries = self.objects.entries(tree, raw)
+        if not is_new and prefix.count("/") == 1 and INDEX_NAME.encode() not in entries:
+            return  # checked as a folder when it arrived: the rules are the same at any depth
+        if commit == self.tip:
+            self._collisions(entries, prefix, commit)
+        # an entry met at this path in another tree passed already: only the others are read
+        seen = self.seen.setdefault(prefix, set())
+        fresh = set(entries.values()) - seen
+        for raw_name, mode, sha in sorted(fresh):
+            path = prefix + raw_name.decode("utf-8", "surrogateescape")
             if mode == TREE_MODE:
                 if path not in self.settled:
                     _check_folder(path, commit, self.refuse)
                 self.tree(_hex(sha), path + "/", commit)
             else:
                 self.file(path, mode, _hex(sha), commit)
-        if is_new:
-            _fsck(obj, tree)  # after the names: a message naming the path beats "malformed"
+        seen.update(fresh)
+        if raw is not None:
+            _fsck_tree(tree, raw)  # after the names: a message naming the path beats "malformed"
+
+    def _collisions(self, entries: Entries, prefix: str, commit: str) -> None:
+        """Names of the tip's tree that one case-insensitive disk would store as one file."""
+        folded: dict[str, str] = {}
+        for raw_name in entries:
+            name = raw_name.decode("utf-8", "surrogateescape")
+            key = self.fold(name)
+            if key in folded:
+                path, other = prefix + name, prefix + folded[key]
+                if not (path in self.settled and other in self.settled):
+                    message = f"collides with {other} on case-insensitive disks"
+                    raise self.refuse(path, message, commit)
+            folded[key] = name
 
     def file(self, path: str, mode: int, sha: str, commit: str) -> None:
         if self.settled.get(path) == (mode, sha):
@@ -754,6 +1074,12 @@ class _IncomingCheck:
         if sha not in self.blobs:
             if _oid(sha) not in self.known:
                 data = self.objects.blob(sha)
+                if blob_id(data) != sha:  # packs copied from a local remote keep their index
+                    raise UnsafePath(
+                        f"refusing the remote's history: object {sha} is malformed "
+                        "(its content does not match its id)",
+                        "nothing was changed locally; repair the remote (`git fsck` there)",
+                    )
                 if len(data) > MAX_FILE_BYTES:
                     limit = f"{MAX_FILE_BYTES:,}"
                     message = f"file is {len(data):,} bytes; the limit is {limit}"
@@ -887,7 +1213,11 @@ def is_ancestor(objects: Objects, ancestor: str, descendant: str) -> bool:
 
 
 def last_change_times(objects: Objects, tip: str, paths: Collection[str]) -> dict[str, int]:
-    """Committer time of the commit that last changed each path (first TREESAME parent)."""
+    """Committer time of the commit that last changed each path (first TREESAME parent).
+
+    Each step compares a commit's tree with its parent's (identical subtrees are skipped), so
+    a commit costs the size of its change, not the number of paths still looked for.
+    """
     result: dict[str, int] = {}
     pending: dict[str, set[str]] = {tip: set(paths)}
     queue = [(-objects.commit(tip).commit_time, tip)]
@@ -898,7 +1228,6 @@ def last_change_times(objects: Objects, tip: str, paths: Collection[str]) -> dic
             continue
         commit = objects.commit(sha)
         tree = _hex(commit.tree)
-        here = {path: objects.lookup(tree, path) for path in todo}
         for parent in (_hex(p) for p in commit.parents):
             if not todo:
                 break
@@ -906,7 +1235,7 @@ def last_change_times(objects: Objects, tip: str, paths: Collection[str]) -> dic
             same = (
                 set(todo)
                 if parent_tree == tree
-                else {p for p in todo if objects.lookup(parent_tree, p) == here[p]}
+                else objects.diff(parent_tree, tree).unchanged(todo)
             )
             if same:
                 if parent not in pending:
@@ -917,6 +1246,20 @@ def last_change_times(objects: Objects, tip: str, paths: Collection[str]) -> dic
         for path in todo:
             result[path] = own.get(path, commit.commit_time)
     return result
+
+
+def touched_between(objects: Objects, old: str, new: str) -> TreeDiff:
+    """Every path some commit between ``old`` and ``new`` (reachable from ``new`` only) changed
+    against one of its parents: the only paths whose history time can differ between the two."""
+    span = only_in(objects_info(objects), [new], [old])
+    out = TreeDiff()
+    for sha in span.new:
+        commit = objects.commit(sha)
+        tree = _hex(commit.tree)
+        parents = [objects.tree_of(_hex(parent)) for parent in commit.parents]
+        for parent_tree in parents or [None]:
+            objects.diff(parent_tree, tree, out)
+    return out
 
 
 def _own_times(commit: Commit) -> dict[str, int]:
@@ -1039,16 +1382,25 @@ def _replace_file(path: str, data: bytes, mtime_ns: int | None) -> str:
 
 
 def fast_forward(repo: Repository, objects: Objects, local: str | None, remote: str) -> list[str]:
-    """Work tree -> branch -> index, in that order (a crash is repaired by recovery)."""
+    """Work tree -> branch -> index, in that order (a crash is repaired by recovery).
+
+    Files the new commits did not touch keep their time (it is already their history time);
+    only the touched ones are timed from history, so the cost follows what changed.
+    """
     old = objects.files(local)
     new = objects.files(remote)
-    times = last_change_times(objects, remote, [p for p in new if p != INDEX_NAME])
+    memories = [p for p in new if p != INDEX_NAME]
+    if local is not None:
+        touched_paths = touched_between(objects, local, remote)
+        memories = [p for p in memories if touched_paths.differs(p) or old.get(p) != new[p]]
+    times = last_change_times(objects, remote, memories)
     commit_time = objects.commit(remote).commit_time
     times = {**times, INDEX_NAME: commit_time}
-    touched = checkout(repo, old, new, times, objects.blob)
-    branch, _ = repo.head(unborn_ok=local is None)  # the caller read ``local`` with the check
-    if not repo.move_branch(branch, local, remote, "sync: fast-forward"):
-        raise _moved_locally()
+    with journaled(repo, _sync_record(old, new, local)):  # killed here: the old state
+        touched = checkout(repo, old, new, times, objects.blob)
+        branch, _ = repo.head(unborn_ok=local is None)  # the caller read ``local`` checked
+        if not repo.move_branch(branch, local, remote, "sync: fast-forward"):
+            raise _moved_locally()
     update_index(repo, touched, remote)  # an unusable index is left to recovery
     return sorted(p for p in touched if old.get(p) != new.get(p))
 
@@ -1074,7 +1426,7 @@ def commit_merge(
 ) -> tuple[str, list[str]]:
     """Write the merged files, regenerate MEMORY.md, commit with two parents, move main."""
     commit_time = int(now.timestamp())
-    times = _merge_times(objects, plan, ours, theirs, commit_time)
+    times = _merge_times(objects, plan, theirs, commit_time)
     for data in plan.new_blobs.values():
         repo.add(Blob.from_string(data))
     ours_all = objects.files(ours)
@@ -1083,6 +1435,40 @@ def commit_merge(
     def read(sha: str) -> bytes:
         return plan.new_blobs[sha] if sha in plan.new_blobs else objects.blob(sha)
 
+    record = _sync_record(old, plan.files, ours)
+    with journaled(repo, record):  # killed before the branch moved: the old state
+        touched = _write_merge(repo, objects, plan, ours, old, times, read, now)
+        message = render_commit_message(
+            _merge_changeset(plan, touched.changes, remote, theirs), host, touched.changes
+        )
+        commit = repo.write_commit(touched.tree, [ours, theirs], identity, now, message)
+        branch, _ = repo.head()
+        if not repo.move_branch(branch, ours, commit, f"merge: {remote}/main"):
+            raise _moved_locally()
+    update_index(repo, touched.files, commit)
+    return commit, sorted(c.path for c in touched.changes)
+
+
+@dataclass
+class _MergeWrite:
+    files: dict[str, str | None]  # touched path -> blob id (None: deleted), for the git index
+    changes: list[FileChange]
+    tree: str
+
+
+def _write_merge(
+    repo: Repository,
+    objects: Objects,
+    plan: MergePlan,
+    ours: str,
+    old: dict[str, str],
+    times: Mapping[str, int],
+    read: Callable[[str], bytes],
+    now: datetime,
+) -> _MergeWrite:
+    """The merged files and MEMORY.md into the work tree; the merge's tree."""
+    commit_time = int(now.timestamp())
+    ours_all = objects.files(ours)
     touched = checkout(repo, old, plan.files, times, read)
     index_data = render_index(repo.root).text.encode("utf-8")
     index_sha = repo.add(Blob.from_string(index_data))
@@ -1098,25 +1484,32 @@ def commit_merge(
     # won over their forget): the merge commit keeps our tree; build_tree({}) is an empty tree
     updates = {c.path: new_files.get(c.path) for c in changes}
     tree = repo.build_tree(ours_tree, updates) if updates else ours_tree
-    message = render_commit_message(_merge_changeset(plan, changes, remote, theirs), host, changes)
-    commit = repo.write_commit(tree, [ours, theirs], identity, now, message)
-    branch, _ = repo.head()
-    if not repo.move_branch(branch, ours, commit, f"merge: {remote}/main"):
-        raise _moved_locally()
-    update_index(repo, touched, commit)
-    return commit, sorted(c.path for c in changes)
+    return _MergeWrite(touched, changes, tree)
+
+
+def _sync_record(old: Mapping[str, str], new: Mapping[str, str], parent: str | None) -> Journal:
+    """What a sync's checkout changes, journaled first (``store.journal``): killed before the
+    branch moves, the next writer puts the old files back instead of committing the fetched
+    ones as ``recover``. The work tree equals HEAD here (recovery ran under this lock)."""
+    writes = {p: sha for p, sha in new.items() if old.get(p) != sha}
+    deletes = sorted(set(old) - set(new))
+    return Journal("sync", parent, writes, deletes)
 
 
 def _merge_times(
-    objects: Objects, plan: MergePlan, ours: str, theirs: str, commit_time: int
+    objects: Objects, plan: MergePlan, theirs: str, commit_time: int
 ) -> dict[str, int]:
-    """History mtimes of the merge's files: a file equal to a parent's keeps that lineage's."""
-    from_ours = [p for p, s in plan.files.items() if plan.ours_files.get(p) == s]
+    """History mtimes of the merge's files: a file equal to a parent's keeps that lineage's.
+
+    Files equal to ours are already in the work tree with their time (the merge's first-parent
+    lineage), so only theirs are timed: they differ from ours, so the walk stops where their
+    side changed them.
+    """
+    from_ours = {p for p, s in plan.files.items() if plan.ours_files.get(p) == s}
     from_theirs = [
         p for p, s in plan.files.items() if p not in from_ours and plan.theirs_files.get(p) == s
     ]
-    times = {p: commit_time for p in plan.files}
-    times.update(last_change_times(objects, ours, from_ours))
+    times = {p: commit_time for p in plan.files if p not in from_ours}
     times.update(last_change_times(objects, theirs, from_theirs))
     return times
 
@@ -1246,6 +1639,29 @@ def _close_opened() -> None:
 # --- the whole sync ---------------------------------------------------------------------------
 
 
+Locker = Callable[[bool], contextlib.AbstractContextManager["RecoveryReport | None"]]
+
+
+def writer_locker(
+    layout: Layout, *, identity: Identity, host: str, now: datetime, lock_timeout: float
+) -> Locker:
+    """Short tenures of the writer lock (``recover``: run recovery first), one per phase that
+    writes: a sync never holds the lock while it waits on the network."""
+
+    def lock(recover: bool) -> contextlib.AbstractContextManager[RecoveryReport | None]:
+        return locked_writer(
+            layout,
+            identity=identity,
+            host=host,
+            now=now,
+            lock_timeout=lock_timeout,
+            recover=recover,
+            close=False,
+        )
+
+    return lock
+
+
 @dataclass(frozen=True)
 class _SyncRun:
     """What every fetch-decide-push round of one sync shares."""
@@ -1259,9 +1675,18 @@ class _SyncRun:
     host: str
     now: datetime
     progress: Progress | None
+    lock: Locker
+    reports: list[RecoveryReport] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def tenure(self, recover: bool) -> Iterator[None]:
+        with self.lock(recover) as report:
+            if report is not None:
+                self.reports.append(report)
+            yield
 
 
-def sync_locked(
+def sync_remote(
     layout: Layout,
     name: str,
     transport_for: Callable[[bool], Transport],
@@ -1270,52 +1695,70 @@ def sync_locked(
     identity: Identity,
     host: str,
     now: datetime,
+    lock: Locker,
     progress: Progress | None = None,
-) -> SyncResult:
-    """The sync loop, with the writer lock already held and recovery done."""
-    repo = _open(layout.memory_root)
-    repo.head()  # a lost main is an error here too, before fetched commits hide it
-    remove_stale_quarantines(repo.git_dir)
-    transport = transport_for(False)
-    result = SyncResult(name, redact_all(transport.url, transport.secrets), dry_run=options.dry_run)
-    result.before = repo.head()[1]
-    run = _SyncRun(layout, name, transport_for, options, result, identity, host, now, progress)
-    for attempt in range(1, MAX_PUSH_ATTEMPTS + 1):
-        result.attempts = attempt
-        if _sync_once(run, repo, transport):
-            break
-        repo = _open(layout.memory_root)
-    else:
-        raise RemoteError(
-            f"the remote's main kept moving during {MAX_PUSH_ATTEMPTS} sync attempts",
-            "another machine is pushing right now; run the sync again in a moment",
-        )
-    if not options.dry_run:
-        result.packed = pack_objects(_open(layout.memory_root))
-    return result
-
-
-def _sync_once(run: _SyncRun, repo: Repository, transport: Transport) -> bool:
-    """One fetch-decide-push round; False when the push lost a race and must be repeated."""
-    result, options = run.result, run.options
-    _say(run.progress, f"fetching from {run.name}")
-    fetched = fetch(repo, transport, run.progress, options.timeout)
+) -> tuple[SyncResult, RecoveryReport | None]:
+    """The sync loop: fetch and check without the writer lock, apply under it (HEAD read
+    again there), push without it; the tracking ref and packing in a last short tenure."""
+    started = time.monotonic()
     try:
-        objects = fetched.objects
-        remote_head = fetched.remote_head
-        result.fetched += fetched.new_commits
-        result.remote_head = remote_head
-        _check_not_rewound(repo, objects, run.name, remote_head, options.force)
-        local = repo.head()[1]
-        kind, base = relation(objects, local, remote_head)
-        if options.dry_run:
-            if options.push and local is not None and kind in ("ahead", "diverged"):
-                OutgoingCheck(objects, remote_head).check(local)  # what the real run refuses
-            _describe_dry_run(result, objects, kind, local, remote_head, base, options.push)
-            return True
-        fetched.quarantine.install()
+        transport = transport_for(False)
+        url = redact_all(transport.url, transport.secrets)
+        result = SyncResult(name, url, dry_run=options.dry_run)
+        result.before = _open(layout.memory_root).head()[1]
+        run = _SyncRun(
+            layout, name, transport_for, options, result, identity, host, now, progress, lock
+        )
+        for attempt in range(1, MAX_PUSH_ATTEMPTS + 1):
+            result.attempts = attempt
+            if _sync_once(run, transport):
+                break
+        else:
+            raise RemoteError(
+                f"the remote's main kept moving during {MAX_PUSH_ATTEMPTS} sync attempts",
+                "another machine is pushing right now; run the sync again in a moment",
+            )
+        if not options.dry_run:
+            _finish(run)
+        _say(progress, f"{result.action} in {time.monotonic() - started:.1f} s")
+        return result, (run.reports[0] if run.reports else None)
+    finally:
+        _close_opened()
+
+
+def _sync_once(run: _SyncRun, transport: Transport) -> bool:
+    """One fetch-decide-push round; False when the push lost a race and must be repeated."""
+    _say(run.progress, f"fetching from {run.name}")
+    fetched = fetch(_open(run.layout.memory_root), transport, run.progress, run.options.timeout)
+    try:
+        with run.tenure(not run.options.dry_run):
+            pending = _apply(run, fetched)
     finally:
         fetched.quarantine.discard()
+    if pending is None:
+        return True
+    return _push_head(run, *pending)
+
+
+def _apply(run: _SyncRun, fetched: Fetched) -> tuple[str, str | None] | None:
+    """Under the writer lock: decide from the current HEAD, install the checked objects,
+    fast-forward or merge; returns (head, what the remote had) to push, or None."""
+    result, options = run.result, run.options
+    repo = _open(run.layout.memory_root)
+    remove_stale_quarantines(repo.git_dir)
+    objects = fetched.objects
+    remote_head = fetched.remote_head
+    result.fetched += fetched.new_commits
+    result.remote_head = remote_head
+    _check_not_rewound(repo, objects, run.name, remote_head, options.force)
+    local = repo.head()[1]
+    kind, base = relation(objects, local, remote_head)
+    if options.dry_run:
+        if options.push and local is not None and kind in ("ahead", "diverged"):
+            OutgoingCheck(objects, remote_head).check(local)  # what the real run refuses
+        _describe_dry_run(result, objects, kind, local, remote_head, base, options.push)
+        return None
+    fetched.quarantine.install()
     repo = _open(repo.root)
     objects = Objects(repo.objects)
     if remote_head is not None:
@@ -1331,19 +1774,19 @@ def _act(
     local: str | None,
     remote_head: str | None,
     base: str | None,
-) -> bool:
-    """Bring ``main`` and the remote together for ``kind`` (``relation``); False when the push
-    lost a race."""
+) -> tuple[str, str | None] | None:
+    """Bring ``main`` and the remote together for ``kind`` (``relation``); the head to push
+    (and the remote's) or None."""
     result = run.result
     if kind in ("same", "empty"):
         result.action = "up-to-date" if kind == "same" else "empty"
         result.head = local
-        return True
+        return None
     if kind == "behind":
         assert remote_head is not None
         head = _fast_forward_to(run, repo, objects, local, remote_head)
         if head is None:  # MEMORY.md was current: nothing of ours to push
-            return True
+            return None
     else:
         assert local is not None
         outgoing = OutgoingCheck(objects, remote_head) if run.options.push else None
@@ -1353,8 +1796,8 @@ def _act(
         if outgoing is not None and head != local:  # the merge too (two spellings of one name)
             outgoing.check(head)
     if not run.options.push:
-        return True
-    return _push_head(run, repo, head, remote_head)
+        return None
+    return head, remote_head
 
 
 def _fast_forward_to(
@@ -1411,9 +1854,11 @@ def _merge_if_diverged(
     return head
 
 
-def _push_head(run: _SyncRun, repo: Repository, head: str, remote_head: str | None) -> bool:
-    """Push ``head`` over ``remote_head``; False when the remote moved meanwhile."""
+def _push_head(run: _SyncRun, head: str, remote_head: str | None) -> bool:
+    """Push ``head`` over ``remote_head`` (without the writer lock: objects never change);
+    False when the remote moved meanwhile."""
     _say(run.progress, f"pushing {head[:12]} to {run.name}")
+    repo = _open(run.layout.memory_root)
     try:
         push(repo, run.transport_for(True), head, remote_head, run.progress, run.options.timeout)
     except RemoteMoved:
@@ -1422,8 +1867,16 @@ def _push_head(run: _SyncRun, repo: Repository, head: str, remote_head: str | No
     result = run.result
     result.pushed = True
     result.remote_head = head
-    _set_tracking(repo, run.name, head)
     return True
+
+
+def _finish(run: _SyncRun) -> None:
+    """The tracking ref of what was pushed, and packing, in one short tenure of the lock."""
+    with run.tenure(False):
+        repo = _open(run.layout.memory_root)
+        if run.result.pushed and run.result.remote_head is not None:
+            _set_tracking(repo, run.name, run.result.remote_head)
+        run.result.packed = pack_objects(_open(run.layout.memory_root))
 
 
 def rebuild_stale_index(
@@ -1544,48 +1997,90 @@ def adopt_remote(
     identity: Identity,
     host: str,
     now: datetime,
+    lock: Locker,
     progress: Progress | None = None,
 ) -> SyncResult:
-    """Make an empty local store hold the remote's history (clone); lock already held.
+    """Make an empty local store hold the remote's history (clone).
 
+    The fetch runs without the writer lock; taking the remote's history happens under it.
     When the remote's MEMORY.md is stale, one ``index`` commit rebuilds it and is pushed.
     """
+    started = time.monotonic()
+    try:
+        result = _adopt(layout, name, transport_for, options, identity, host, now, lock, progress)
+    finally:
+        _close_opened()
+    _say(progress, f"{result.action} in {time.monotonic() - started:.1f} s")
+    return result
+
+
+def _adopt(
+    layout: Layout,
+    name: str,
+    transport_for: Callable[[bool], Transport],
+    options: SyncOptions,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    lock: Locker,
+    progress: Progress | None,
+) -> SyncResult:
     repo = _open(layout.memory_root)
-    repo.head()  # a lost main is an error here too, before fetched commits hide it
-    remove_stale_quarantines(repo.git_dir)
     transport = transport_for(False)
     result = SyncResult(name, redact_all(transport.url, transport.secrets), attempts=1)
+    result.before = repo.head()[1]
     _say(progress, f"fetching from {name}")
     fetched = fetch(repo, transport, progress, options.timeout)
     try:
-        result.fetched = fetched.new_commits
-        result.remote_head = fetched.remote_head
-        fetched.quarantine.install()
+        with lock(False):
+            _take_history(layout, name, fetched, result, identity, host, now)
     finally:
         fetched.quarantine.discard()
-    remote_head = fetched.remote_head
+    if result.action == "empty":
+        return result
+    if result.index_commit is not None and options.push:
+        _push_index_after_clone(layout, name, transport_for, result, options, progress)
+    with lock(False):
+        repo = _open(layout.memory_root)
+        if result.pushed and result.remote_head is not None:
+            _set_tracking(repo, name, result.remote_head)
+        result.packed = pack_objects(_open(layout.memory_root))
+    return result
+
+
+def _take_history(
+    layout: Layout,
+    name: str,
+    fetched: Fetched,
+    result: SyncResult,
+    identity: Identity,
+    host: str,
+    now: datetime,
+) -> None:
+    """Under the lock: install the fetched objects and check out the remote's main."""
+    repo = _open(layout.memory_root)
+    remove_stale_quarantines(repo.git_dir)
+    if repo.head()[1] != result.before:
+        raise _moved_locally()
+    result.fetched = fetched.new_commits
+    result.remote_head = remote_head = fetched.remote_head
+    fetched.quarantine.install()
     if remote_head is None:
         result.action = "empty"
-        return result
+        return
     repo = _open(layout.memory_root)
     objects = Objects(repo.objects)
-    local = repo.head(unborn_ok=True)[1]  # checked above; no ref names the fetched commits yet
-    result.before = local
-    result.changed_paths = fast_forward(repo, objects, local, remote_head)
+    result.changed_paths = fast_forward(repo, objects, result.before, remote_head)
     _set_tracking(repo, name, remote_head)
     result.action = "cloned"
     result.head = remote_head
     result.index_commit = rebuild_stale_index(layout, name, identity=identity, host=host, now=now)
     if result.index_commit is not None:
         result.head = result.index_commit
-        if options.push:
-            _push_index_after_clone(repo, name, transport_for, result, options, progress)
-    result.packed = pack_objects(_open(layout.memory_root))
-    return result
 
 
 def _push_index_after_clone(
-    repo: Repository,
+    layout: Layout,
     name: str,
     transport_for: Callable[[bool], Transport],
     result: SyncResult,
@@ -1594,6 +2089,7 @@ def _push_index_after_clone(
 ) -> None:
     """Push the clone's ``index`` commit; a remote that moved meanwhile gets it next sync."""
     assert result.head is not None
+    repo = _open(layout.memory_root)
     try:
         push(repo, transport_for(True), result.head, result.remote_head, progress, options.timeout)
     except RemoteMoved:
@@ -1605,7 +2101,6 @@ def _push_index_after_clone(
         ) from exc
     result.pushed = True
     result.remote_head = result.head
-    _set_tracking(repo, name, result.head)
 
 
 @contextlib.contextmanager
@@ -1617,8 +2112,10 @@ def locked_writer(
     now: datetime,
     lock_timeout: float,
     recover: bool = True,
+    close: bool = True,
 ) -> Iterator[RecoveryReport | None]:
-    """The writer lock and its tenure, with recovery first (so the work tree equals HEAD)."""
+    """The writer lock and its tenure, with recovery first (so the work tree equals HEAD);
+    ``close``: close the repositories this module opened, at the end."""
     from qmem_git.store import locks, recovery
 
     with locks.writer_tenure(layout, lock_timeout):
@@ -1630,7 +2127,8 @@ def locked_writer(
                 )
             yield report
         finally:
-            _close_opened()
+            if close:
+                _close_opened()
 
 
 def tree_has_memories(layout: Layout) -> bool:

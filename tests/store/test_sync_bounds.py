@@ -1,0 +1,126 @@
+"""A remote can neither stall a sync nor hold up the writers meanwhile: the fetch waits on the
+network without the writer lock, and ``QMEM_GIT_TIMEOUT`` bounds the whole exchange (not each
+read). Whole ``qmem-git`` processes against loopback servers that misbehave (tests/hostile.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from clihelpers import qmem
+from hostile import HostileServer
+from servers import fsck_strict, git_in
+
+BOUND = 3.0
+
+
+def _store(tmp_path: Path, url: str) -> Path:
+    memory = tmp_path / "memory"
+    assert qmem(memory, "remember", "Sync bounds need one memory to start with").code == 0
+    assert qmem(memory, "remote", "add", "origin", url).code == 0
+    return memory
+
+
+def _sync(memory: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "qmem_git", "--memory-dir", str(memory), "sync"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "QMEM_GIT_TIMEOUT": str(BOUND)},
+    )
+
+
+def _wait_for_client(server: HostileServer, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 30
+    while server.connections == 0 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert server.connections >= 1, "the sync never reached the server"
+
+
+@pytest.mark.parametrize("kind", ["git", "http"])
+def test_a_dripping_remote_neither_stalls_the_sync_nor_blocks_a_writer(
+    tmp_path: Path, kind: str
+) -> None:
+    with HostileServer("drip", kind, interval=0.5) as server:
+        memory = _store(tmp_path, server.url())
+        started = time.monotonic()
+        proc = _sync(memory)
+        _wait_for_client(server, proc)
+        writer = qmem(
+            memory,
+            "remember",
+            "A writer commits while the sync waits on the network",
+            env={"QMEM_LOCK_TIMEOUT": "1"},
+        )
+        still_waiting = proc.poll() is None
+        _, err = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - started
+    assert writer.code == 0, writer.err
+    assert still_waiting, "the sync ended before the writer ran: nothing was shown"
+    assert proc.returncode == 5, err
+    assert "timed out" in err
+    assert elapsed < BOUND + 8, elapsed  # process start, imports, the store: not the drip
+    assert "A writer commits" in git_in(memory, "log", "-1", "--format=%s%n%b")
+    assert git_in(memory, "status", "--porcelain") == ""
+    fsck_strict(memory)
+
+
+def _peak_mib(proc: subprocess.Popen[str]) -> tuple[int, float]:
+    """Wait for ``proc``; its exit code and peak resident memory (MiB, from wait4)."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_maxrss / 1024
+
+
+@pytest.mark.parametrize("kind", ["git", "http"])
+def test_a_remote_flooding_ref_names_is_cut_off_while_it_streams(tmp_path: Path, kind: str) -> None:
+    with HostileServer("flood", kind) as server:
+        memory = _store(tmp_path, server.url())
+        started = time.monotonic()
+        proc = _sync(memory)
+        assert proc.stderr is not None
+        code, peak = _peak_mib(proc)
+        err = proc.stderr.read()
+        elapsed = time.monotonic() - started
+    assert code == 5, err
+    assert "refs" in err and "stopped reading" in err, err
+    assert elapsed < BOUND + 8, elapsed
+    assert peak < 150, peak  # unbounded, it grew by gigabytes
+    fsck_strict(memory)
+
+
+def test_a_path_remote_with_a_huge_ref_list_is_refused_before_it_is_read(
+    tmp_path: Path,
+) -> None:
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    line = "1" * 40 + " refs/heads/" + "x" * 60 + "{}\n"
+    with (bare / "packed-refs").open("w") as out:
+        out.writelines(line.format(n) for n in range(60_000))  # ~7 MiB
+    memory = _store(tmp_path, str(bare))
+    result = qmem(memory, "sync")
+    assert result.code == 5, result.err
+    assert "stopped reading" in result.err
+
+
+def test_a_running_syncs_quarantine_survives_another_syncs_cleanup(tmp_path: Path) -> None:
+    from qmem_git.store.sync import QUARANTINE_PREFIX, Quarantine, remove_stale_quarantines
+
+    git_dir = tmp_path / "repo.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(git_dir)], check=True)
+    live = Quarantine(str(git_dir), str(git_dir / "objects"))  # fetching now, outside the lock
+    dead = git_dir / f"{QUARANTINE_PREFIX}deadbeef"  # a killed sync's: nobody holds its lock
+    (dead / "pack").mkdir(parents=True)
+    try:
+        remove_stale_quarantines(str(git_dir))
+        assert Path(live.path).is_dir()
+        assert not dead.exists()
+    finally:
+        live.discard()
+    assert not Path(live.path).exists()

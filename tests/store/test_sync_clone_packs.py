@@ -1,0 +1,73 @@
+"""A clone from a local remote whose objects are all packed copies its packs instead of packing
+them again: the copied objects get the same checks as fetched ones, ids verified, and a
+refusal leaves nothing behind. Remotes made with ``git fast-import`` (it writes one pack)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from clihelpers import qmem
+from servers import fsck_strict, git_in
+
+
+def _doc(n: int) -> bytes:
+    return (
+        f"---\nname: m{n}\ndescription: packed memory {n}\ntype: user\n---\n\nFact {n}.\n".encode()
+    )
+
+
+def _remote(tmp_path: Path, extra: list[bytes]) -> Path:
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    lines: list[bytes] = []
+    for version in range(3):
+        message = f"commit {version}\n".encode()
+        lines += [
+            b"commit refs/heads/main",
+            f"committer t <t@x> {1_700_000_000 + version} +0000".encode(),
+        ]
+        lines += [f"data {len(message)}".encode(), message]
+        for n in range(version, version + 3):
+            body = _doc(n)
+            lines += [f"M 100644 inline user/m{n}.md".encode(), f"data {len(body)}".encode(), body]
+        if version == 2:
+            lines += extra
+    subprocess.run(
+        ["git", "-C", str(remote), "-c", "fastimport.unpackLimit=0", "fast-import", "--quiet"],
+        input=b"\n".join(lines) + b"\n",
+        check=True,
+    )
+    assert not any((remote / "objects").glob("[0-9a-f][0-9a-f]/*")), "fast-import packs all"
+    return remote
+
+
+def test_a_clone_from_a_packed_local_remote_is_complete_and_clean(tmp_path: Path) -> None:
+    remote = _remote(tmp_path, [])
+    memory = tmp_path / "memory"
+    result = qmem(memory, "clone", str(remote))
+    assert result.code == 0, result.err
+    assert sorted(p.name for p in (memory / "user").iterdir()) == [f"m{n}.md" for n in range(5)]
+    stamp = int(git_in(remote, "log", "-1", "--format=%ct", "--", "user/m0.md").strip())
+    assert int((memory / "user" / "m0.md").stat().st_mtime) == stamp  # history time
+    assert git_in(memory, "status", "--porcelain") == ""
+    fsck_strict(memory)
+    # the remote's pack itself, hard-linked as git clone does, not unpacked and packed again
+    theirs = {p.stat().st_ino for p in (remote / "objects" / "pack").glob("*.pack")}
+    ours = {p.stat().st_ino for p in (memory / ".git" / "objects" / "pack").glob("*.pack")}
+    assert theirs & ours
+
+
+def test_a_symlink_in_a_packed_local_remote_is_refused_and_nothing_is_kept(tmp_path: Path) -> None:
+    target = b"../../etc/passwd"
+    remote = _remote(
+        tmp_path, [b"M 120000 inline user/link.md", f"data {len(target)}".encode(), target]
+    )
+    memory = tmp_path / "memory"
+    result = qmem(memory, "clone", str(remote))
+    assert result.code == 1, result.err
+    assert "user/link.md" in result.err and "symlink" in result.err
+    assert not (memory / "user" / "m0.md").exists()
+    packs = list((memory / ".git" / "objects" / "pack").glob("*.pack"))
+    assert packs == []  # the copied packs were thrown away with the quarantine
+    assert not list((memory / ".git").glob("qmem-incoming-*"))
