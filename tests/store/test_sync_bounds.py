@@ -21,6 +21,7 @@ BOUND = 3.0
 
 def _store(tmp_path: Path, url: str) -> Path:
     memory = tmp_path / "memory"
+    memory.mkdir()
     assert qmem(memory, "remember", "Sync bounds need one memory to start with").code == 0
     assert qmem(memory, "remote", "add", "origin", url).code == 0
     return memory
