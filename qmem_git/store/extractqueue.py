@@ -25,6 +25,7 @@ import os
 from typing import Any
 
 from qmem_git.store.locks import TryLock
+from qmem_git.store.state import read_json_object
 from qmem_git.store.workdir import atomic_write
 
 LOCK_FILE = "extract.lock"
@@ -78,7 +79,7 @@ class ExtractSlot:
             except FileNotFoundError:
                 continue
             self._taken = taken
-            data = _read(taken)
+            data = read_json_object(taken)
             if data is not None:
                 return data
             self._done()  # unreadable: nothing to run
@@ -135,7 +136,7 @@ class ExtractSlot:
             os.rename(path, taken)
         except FileNotFoundError:
             return
-        if _read(taken) == request:
+        if read_json_object(taken) == request:
             _remove(taken)
         else:
             _requeue(taken, path)
@@ -159,19 +160,10 @@ def _requeue(taken: str, path: str) -> None:
     _remove(taken)
 
 
-def _read(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _read_and_remove(path: str) -> dict[str, Any] | None:
     if not os.path.exists(path):
         return None
-    data = _read(path)
+    data = read_json_object(path)
     _remove(path)
     return data
 
