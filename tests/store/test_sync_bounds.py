@@ -73,10 +73,28 @@ def test_a_dripping_remote_neither_stalls_the_sync_nor_blocks_a_writer(
 
 
 def _peak_mib(proc: subprocess.Popen[str]) -> tuple[int, float]:
-    """Wait for ``proc``; its exit code and peak resident memory (MiB, from wait4)."""
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss / 1024
+    """Wait for ``proc``; its exit code and peak resident memory in MiB.
+
+    Read from the child's own ``VmHWM`` while it runs: wait4's ``ru_maxrss`` also counts what
+    the child had as a fork of this (large, late in the suite) test process before its exec.
+    An unbounded flood grows for seconds, far longer than one poll interval.
+    """
+    peak = 0.0
+    while proc.poll() is None:
+        peak = max(peak, _high_water_mib(proc.pid))
+        time.sleep(0.01)
+    return proc.returncode, peak
+
+
+def _high_water_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0  # exited, or a zombie without an address space
 
 
 @pytest.mark.parametrize("kind", ["git", "http"])
@@ -92,7 +110,7 @@ def test_a_remote_flooding_ref_names_is_cut_off_while_it_streams(tmp_path: Path,
     assert code == 5, err
     assert "refs" in err and "stopped reading" in err, err
     assert elapsed < BOUND + 8, elapsed
-    assert peak < 150, peak  # unbounded, it grew by gigabytes
+    assert 10 < peak < 150, peak  # read at all; unbounded, it grew by gigabytes
     fsck_strict(memory)
 
 
