@@ -34,21 +34,23 @@ MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # an agent settings file is a few KB; nev
 
 @dataclass(frozen=True)
 class HookEvent:
-    """One agent event we hook: its name, our CLI alias, matcher, timeout (s) and async flag."""
+    """One agent event we hook: its name, our CLI alias, timeout (seconds) and matcher."""
 
     event: str
     alias: str
     timeout_s: int
-    is_async: bool = False
     matcher: str | None = None
 
 
-# agent-integration §3.1: matchers on SessionStart only; async for Stop and PreCompact.
+# Matchers on SessionStart only. No hook is `async`: both agents kill a still-running async hook
+# when a headless session exits, so Stop and PreCompact hand their work to a detached worker and
+# return at once instead. Timeouts are seconds for both agents (Qwen Code 0.24 docs: a command
+# hook's `timeout` is in seconds; 1000 or more is still read as milliseconds, with a warning).
 EVENTS: tuple[HookEvent, ...] = (
     HookEvent("SessionStart", "session-start", 20, matcher="startup|resume|clear|compact"),
     HookEvent("UserPromptSubmit", "prompt", 10),
-    HookEvent("Stop", "stop", 300, is_async=True),
-    HookEvent("PreCompact", "pre-compact", 60, is_async=True),
+    HookEvent("Stop", "stop", 30),
+    HookEvent("PreCompact", "pre-compact", 30),
     HookEvent("SessionEnd", "session-end", 5),
 )
 # Old Qwen Code cores report a compaction as source "compress" (§3.2).
@@ -94,13 +96,11 @@ def hook_command(agent: Agent, alias: str, prefix: str = DEFAULT_COMMAND) -> str
 
 
 def render_hook(agent: Agent, spec: HookEvent, prefix: str = DEFAULT_COMMAND) -> dict[str, Any]:
-    """One command hook object; Qwen takes milliseconds and a name, Claude seconds."""
+    """One command hook object (Qwen's also carries a name); the timeout is in seconds."""
     hook: dict[str, Any] = {"type": "command", "command": hook_command(agent, spec.alias, prefix)}
     if agent == "qwen":
         hook = {"name": HOOK_NAME, "description": HOOK_DESCRIPTION, **hook}
-    if spec.is_async:
-        hook["async"] = True
-    hook["timeout"] = spec.timeout_s * 1000 if agent == "qwen" else spec.timeout_s
+    hook["timeout"] = spec.timeout_s
     return hook
 
 
