@@ -65,7 +65,7 @@ def _head(root: str) -> Check:
     try:
         entries = log(root, limit=1)
     except BranchLost as exc:
-        return Check("history", False, exc.message, exc.hint.split("; nothing was written")[0])
+        return Check("history", False, exc.message, exc.hint)
     except RepoCorrupt as exc:  # its hint says "run qmem-git doctor": we are doctor
         return Check("history", False, exc.message, CORRUPT_HINT)
     except QmemError as exc:
@@ -81,7 +81,8 @@ def _objects(root: str) -> Check:
     from qmem_git.store.packcheck import damaged_packs
 
     report = check_objects(root)
-    damaged = [f"pack {name} is damaged" for name in damaged_packs(os.path.join(root, ".git"))]
+    git_dir = os.path.join(root, ".git")
+    damaged = [f"pack {name} is damaged" for name in damaged_packs(git_dir, remember=False)]
     if report.problems or damaged:
         return Check(
             "objects",

@@ -113,16 +113,24 @@ def check_unborn(git_dir: str, refs: RefsContainer, open_store: StoreOpener, bra
     ``open_store``: dulwich's full object store, asked for only when there are packs."""
     if refs.read_loose_ref(branch) is not None:  # the file is there, holding nothing
         raise lost_branch(git_dir, refs, open_store, branch, "is empty")
-    if recovery_commit(git_dir, refs, open_store, branch) is not None:
-        raise lost_branch(git_dir, refs, open_store, branch, "is missing")
+    if (commit := recovery_commit(git_dir, refs, open_store, branch)) is not None:
+        raise lost_branch(git_dir, refs, open_store, branch, "is missing", commit)
 
 
 def lost_branch(
-    git_dir: str, refs: RefsContainer, open_store: StoreOpener, branch: Ref, problem: str
+    git_dir: str,
+    refs: RefsContainer,
+    open_store: StoreOpener,
+    branch: Ref,
+    problem: str,
+    commit: str | None = None,
 ) -> BranchLost:
-    """The error for ``branch`` that ``problem`` (is missing, is empty, holds ...)."""
+    """The error for ``branch`` that ``problem`` (is missing, is empty, holds ...); ``commit``:
+    its :func:`recovery_commit` when the caller has already looked for it (the search reads
+    every object)."""
     name = branch.decode("utf-8", "replace")
-    commit = recovery_commit(git_dir, refs, open_store, branch)
+    if commit is None:
+        commit = recovery_commit(git_dir, refs, open_store, branch)
     message = f"memory repository is corrupt: {name} {problem}"
     if commit is None:
         hint = (
@@ -133,7 +141,7 @@ def lost_branch(
     root = os.path.dirname(os.path.abspath(git_dir))
     hint = (
         f"its newest commit is {commit[:12]}; run `qmem-git doctor --fix` to point {name} back "
-        f"at it (or: git -C {root} update-ref {name} {commit}); nothing was written"
+        f"at it (or: git -C {root} update-ref {name} {commit})"
     )
     return BranchLost(f"{message}, though the repository has history", hint=hint, commit=commit)
 
