@@ -15,15 +15,19 @@ import contextlib
 import hashlib
 import os
 
-from qmem_git.store.cachefile import write_cache
+from qmem_git.store.cachefile import read_checked, write_checked
 
 CACHE_NAME = "qmem-packs"
+_HEAD = b"qmem-packs 1\n"
 _TRAILER = 20  # SHA-1
 _CHUNK = 1 << 20
 
 
-def damaged_packs(git_dir: str) -> list[str]:
-    """Names of the packs in ``git_dir`` whose content or index does not match its checksum."""
+def damaged_packs(git_dir: str, *, remember: bool = True) -> list[str]:
+    """Names of the packs in ``git_dir`` whose content or index does not match its checksum.
+
+    ``remember``: record the sound packs in the cache (writers only: it is written under the
+    writer lock; a read-only check such as ``doctor`` passes False)."""
     pack_dir = os.path.join(git_dir, "objects", "pack")
     try:
         names = sorted(name for name in os.listdir(pack_dir) if name.endswith(".pack"))
@@ -46,18 +50,17 @@ def damaged_packs(git_dir: str) -> list[str]:
             sound.append(key)
         else:
             damaged.append(name)
-    if set(sound) != known:
+    if remember and set(sound) != known:
         with contextlib.suppress(OSError):  # a cache: lost, the packs are checked again
-            write_cache(cache, "".join(f"{key}\n" for key in sound).encode("utf-8"))
+            write_checked(cache, _HEAD, "".join(f"{key}\n" for key in sound).encode("utf-8"))
     return damaged
 
 
 def _read_known(cache: str) -> set[str]:
-    try:
-        with open(cache, encoding="utf-8") as handle:
-            return {line.strip() for line in handle if line.strip()}
-    except (OSError, ValueError):
+    body = read_checked(cache, _HEAD)
+    if body is None:
         return set()
+    return {line for line in body.decode("utf-8", "replace").splitlines() if line}
 
 
 def _pack_is_sound(path: str) -> bool:
