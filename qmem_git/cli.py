@@ -109,8 +109,15 @@ def emit(
         if pager is None:
             click.echo(shown, color=True)  # click would strip escapes it takes for colour
             return
+        before = os.environ.get("PAGER")
         os.environ["PAGER"] = pager  # click's pager runs $PAGER (split like a shell would)
-        click.echo_via_pager(shown, color=True)
+        try:
+            click.echo_via_pager(shown, color=True)
+        finally:  # not left behind for the rest of the process (demo, in-process runs)
+            if before is None:
+                del os.environ["PAGER"]
+            else:
+                os.environ["PAGER"] = before
 
 
 def pager_command(opts: Options) -> str | None:
@@ -1281,15 +1288,9 @@ def _demo_hooks(project: str, transcript: str, flags: list[str]) -> int:
 def _extracting(project: str) -> bool:
     """True while the background extraction still holds the project's extraction slot (the
     next step's extract would only be queued behind it)."""
-    from qmem_git.store.extractqueue import LOCK_FILE
-    from qmem_git.store.locks import TryLock
+    from qmem_git.store.extractqueue import extraction_running
 
-    state_dir = build_settings(os.environ, project=project).layout.state_dir
-    slot = TryLock(os.path.join(state_dir, LOCK_FILE))
-    if not slot.acquire():
-        return True
-    slot.release()
-    return False
+    return extraction_running(build_settings(os.environ, project=project).layout.state_dir)
 
 
 def _write_demo_duplicate(memory: str) -> None:

@@ -42,6 +42,15 @@ def queue_name(request: dict[str, Any]) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32] + SUFFIX
 
 
+def extraction_running(state_dir: str) -> bool:
+    """True while some process holds the extraction slot of ``state_dir``."""
+    slot = TryLock(os.path.join(state_dir, LOCK_FILE))
+    if not slot.acquire():
+        return True
+    slot.release()
+    return False
+
+
 class ExtractSlot:
     """The per-project extraction slot in the state dir."""
 
@@ -161,9 +170,7 @@ def _requeue(taken: str, path: str) -> None:
 
 
 def _read_and_remove(path: str) -> dict[str, Any] | None:
-    if not os.path.exists(path):
-        return None
-    data = read_json_object(path)
+    data = read_json_object(path)  # None when missing
     _remove(path)
     return data
 
