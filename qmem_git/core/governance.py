@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from qmem_git.core.entries import parse_entries
 from qmem_git.core.model import Document, Entry
-from qmem_git.core.planner import classify_topic
+from qmem_git.core.planner import topic_of
 
 MAX_SUGGESTIONS = 20
 
@@ -68,7 +68,7 @@ def _duplicates(items: list[tuple[str, Entry]]) -> Iterable[Suggestion]:
 def _per_entry(kind: str, entry: Entry) -> list[Suggestion]:
     ident = entry_id(kind, entry)
     found = []
-    topic = classify_topic(entry.summary)
+    topic = topic_of(entry.summary)
     if topic is not None and topic != kind:
         found.append(Suggestion("migrate", ident, f"reads like a {topic} memory"))
     if _FORGET.search(entry.summary):

@@ -8,7 +8,7 @@ reason clause becomes the entry's ``Why:`` and an imperative after ``, so`` its 
 apply:``. The new file's name is the fact's first clause,
 its description the whole sentence, so name, description and body do not just repeat.
 
-:func:`classify_topic` keeps the spec's §7.5 step 4 rules for governance (spec §12).
+:func:`classify_topic` keeps the spec's §7.5 step 4 rules as the fallback of :func:`topic_of`.
 """
 
 from __future__ import annotations
@@ -69,6 +69,14 @@ def infer_type(text: str) -> MemoryType | None:
     """The memory type of a fact by Qwen's definitions, or None when nothing marks it."""
     fact, _ = strip_lead_in(normalize_space(text)[:MAX_SENTENCE_CHARS])
     return memory_type(fact)
+
+
+def topic_of(text: str) -> MemoryType | None:
+    """The type a fact reads as: by Qwen's definitions, else the spec's §7.5 keyword topic.
+
+    One rule for every place that types a fact (remember without ``--type``, review's
+    "reads like" advice), so review never contradicts what extraction filed."""
+    return infer_type(text) or classify_topic(text)
 
 
 def sentence_patch(sentence: str, offset: int | None) -> Patch | None:

@@ -19,7 +19,7 @@ from qmem_git.core.patches import (
     size_problem,
     title_for,
 )
-from qmem_git.core.planner import classify_topic, infer_type
+from qmem_git.core.planner import topic_of
 from qmem_git.errors import QmemError, SecretDetected, UsageError
 from qmem_git.store.workdir import TakenPaths, read_text, scan_documents
 
@@ -121,7 +121,7 @@ def _topic(kind: str | None, summary: str) -> MemoryType:
     the spec's §7.5 step 4 keyword topic, else ``user``: ``We deploy with bg.sh`` is a
     project fact, not a cross-project user memory."""
     if kind is None:
-        return infer_type(summary) or classify_topic(summary) or "user"
+        return topic_of(summary) or "user"
     for memory_type in MEMORY_TYPES:
         if kind == memory_type:
             return memory_type
