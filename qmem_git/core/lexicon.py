@@ -24,6 +24,7 @@ from __future__ import annotations
 import unicodedata
 
 from qmem_git.core.tokenize import (
+    _ASCII_SEPARATORS,
     MIN_WORD_LENGTH,
     ascii_tokens,
     is_cjk,
@@ -190,9 +191,7 @@ def _plain_terms(normalized: str) -> list[str]:
 
 
 # ASCII punctuation except the hyphen separates chunks; U+2010 HYPHEN counts as ``-``.
-_CHUNK_SEPARATORS = {code: " " for code in range(128) if not chr(code).isalnum()}
-_CHUNK_SEPARATORS[ord("-")] = "-"
-_CHUNK_SEPARATORS[0x2010] = "-"
+_CHUNK_SEPARATORS = {**_ASCII_SEPARATORS, ord("-"): "-", 0x2010: "-"}
 
 
 def recall_terms(text: str) -> list[str]:

@@ -134,7 +134,9 @@ def search_index(title: str, description: str, body: str) -> tuple[dict[str, flo
     return field_index((title, description, text))
 
 
-def query_terms(query: str, found: list[str] | None = None) -> dict[str, float]:
+def query_terms(
+    query: str, found: list[str] | None = None, tokens: list[str] | None = None
+) -> dict[str, float]:
     """The query's search terms and how strongly each counts (1 or :data:`PART_WEIGHT`).
 
     Words come from the capped tokens (spec §10.2), stop words out. A word counts fully, and
@@ -142,13 +144,13 @@ def query_terms(query: str, found: list[str] | None = None) -> dict[str, float]:
     compound of the query counts fully as a whole and weakly through its parts, so
     ``two-space`` does not find a memory about a "space". Two adjacent words also look for
     the compound they spell (``force push`` finds ``force-push``). ``found`` is
-    ``recall_terms(query)`` when the caller has it.
+    ``recall_terms(query)`` and ``tokens`` is ``tokenize(query)`` when the caller has them.
     """
     if found is None:
         found = recall_terms(query)
     words = {key for key in found if is_word_term(key)}
     wanted: dict[str, float] = {}
-    for token in tokenize(query):
+    for token in tokenize(query) if tokens is None else tokens:
         word = term(token)
         if word is None:
             continue
@@ -225,14 +227,14 @@ def score_documents(docs: Sequence[RecallDoc], query: str) -> list[float]:
     compounds alone do not count), which is the lexical gate of spec §10.3 on whole words.
     """
     found = recall_terms(query)
-    wanted = query_terms(query, found)
+    tokens = tokenize(query)
+    wanted = query_terms(query, found, tokens)
     if not wanted or not docs:
         return [0.0] * len(docs)
     indexed = [doc_terms(doc) for doc in docs]
     hits = document_hits(indexed, wanted, open_compounds(found, wanted))
     weights, topical = term_weights(wanted, hits, max(len(docs), MIN_STORE_SIZE))
     average = sum(length for _, length in indexed) / len(indexed) or 1.0
-    tokens = tokenize(query)
     scores = []
     for doc, (_, length), found_here in zip(docs, indexed, hits, strict=True):
         if topical.isdisjoint(found_here):
