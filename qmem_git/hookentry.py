@@ -22,6 +22,7 @@ import os
 import posixpath
 import sys
 
+from qmem_git.core.jsonc import loads
 from qmem_git.core.paths import expand_dir
 from qmem_git.store.qwensettings import qwen_layout
 
@@ -196,33 +197,6 @@ def parse_payload(raw: bytes) -> dict[str, object] | None:
     except Exception:
         return None
     return value if isinstance(value, dict) else None
-
-
-class _DecodeOptions:
-    """What ``_json.make_scanner`` reads from a ``json.JSONDecoder``."""
-
-    strict = False
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = float
-    memo: dict[str, str] = {}  # noqa: RUF012 - the C scanner keeps its own per call
-
-
-def loads(text: str) -> object:
-    """``json.loads`` through the C scanner directly: ``import json`` costs ``re`` (~10 ms)."""
-    try:
-        from _json import make_scanner
-    except ImportError:  # no C accelerator (PyPy): the plain module
-        import json
-
-        return json.loads(text)
-    text = text.strip(" \t\r\n")
-    value, end = make_scanner(_DecodeOptions())(text, 0)  # type: ignore[arg-type]
-    if end != len(text):
-        raise ValueError(f"extra data at {end}")
-    return value
 
 
 def dumps_string(value: str) -> str:

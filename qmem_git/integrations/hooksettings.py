@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from qmem_git.core.jsonc import strip_jsonc
 from qmem_git.errors import QmemError, UsageError
 from qmem_git.regularfile import read_regular
 
@@ -236,54 +237,6 @@ def parse_jsonc(text: str, where: str) -> object:
 def has_comments(text: str) -> bool:
     """True when ``text`` holds ``//`` or ``/* */`` comments (a rewrite drops them)."""
     return strip_jsonc(text, trailing_commas=False) != text
-
-
-def strip_jsonc(text: str, *, trailing_commas: bool = True) -> str:
-    """Blank out comments and drop trailing commas, leaving strings untouched."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == '"':
-            end = _string_end(text, i)
-            out.append(text[i:end])
-            i = end
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-            out.append(" ")
-        elif ch in "}]" and trailing_commas:
-            _drop_trailing_comma(out)
-            out.append(ch)
-            i += 1
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
-def _string_end(text: str, start: int) -> int:
-    i = start + 1
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-        elif text[i] == '"':
-            return i + 1
-        else:
-            i += 1
-    return len(text)
-
-
-def _drop_trailing_comma(out: list[str]) -> None:
-    """Outside strings every piece is one character, so the comma is a piece of its own."""
-    for k in range(len(out) - 1, -1, -1):
-        if out[k].strip():
-            if out[k] == ",":
-                out[k] = ""
-            return
 
 
 # --------------------------------------------------------------------------- files

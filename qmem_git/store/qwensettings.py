@@ -19,6 +19,7 @@ import os
 import posixpath
 import sys
 
+from qmem_git.core.jsonc import loads, strip_jsonc
 from qmem_git.core.paths import expand_dir, global_qwen_dir, layout_for
 
 TYPE_CHECKING = False
@@ -89,44 +90,16 @@ def _load(path: str) -> object:
         return None
     if "runtimeOutputDir" not in text:
         return None  # the only key read here: no need to parse the file
-    import json
-
-    try:
-        return json.loads(strip_json_comments(text.removeprefix("\ufeff")))
-    except ValueError:
+    try:  # the C scanner: the prompt hook reads this, and ``import json`` costs ``re``
+        return loads(strip_json_comments(text.removeprefix("\ufeff")))
+    except Exception:  # the scanner raises StopIteration on truncated text, not ValueError
         return None
 
 
 def strip_json_comments(text: str) -> str:
-    """``text`` with ``//`` and ``/* */`` comments outside strings blanked out."""
-    out: list[str] = []
-    index, length = 0, len(text)
-    in_string = False
-    while index < length:
-        char = text[index]
-        if in_string:
-            out.append(char)
-            if char == "\\" and index + 1 < length:
-                out.append(text[index + 1])
-                index += 1
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-            out.append(char)
-        elif text.startswith("//", index):
-            end = text.find("\n", index)
-            index = length if end < 0 else end
-            continue
-        elif text.startswith("/*", index):
-            end = text.find("*/", index + 2)
-            index = length if end < 0 else end + 2
-            out.append(" ")
-            continue
-        else:
-            out.append(char)
-        index += 1
-    return "".join(out)
+    """``text`` with ``//`` and ``/* */`` comments outside strings blanked out (Qwen's settings
+    reader strips comments only: a trailing comma stays an error)."""
+    return strip_jsonc(text, trailing_commas=False)
 
 
 def _expand_env(value: str, env: Mapping[str, str]) -> str:
