@@ -22,7 +22,7 @@ from qmem_git.settings import Settings
 from qmem_git.store import remotes
 from qmem_git.store.recovery import RecoveryReport
 from qmem_git.store.remotes import Credentials, Remote, Transport
-from qmem_git.store.repo import init_repo
+from qmem_git.store.repo import Identity, init_repo
 from qmem_git.store.state import ensure_scaffold
 from qmem_git.store.sync import (
     Locker,
@@ -147,25 +147,26 @@ def run_sync(
     git_dir = _git_dir(settings)
     chosen = remotes.get_remote(git_dir, remote) if remote else remotes.default_remote(git_dir)
     options = SyncOptions(dry_run=dry_run, push=push, force=force, timeout=timeout_for(settings))
+    identity = identity_for(settings)
     result, report = sync_remote(
         settings.layout,
         chosen.name,
         _transport_factory(settings, chosen),
         options,
-        identity=identity_for(settings),
+        identity=identity,
         host=settings.host,
         now=now,
-        lock=_locker(settings, now),
+        lock=_locker(settings, identity, now),
         progress=progress,
     )
     return SyncOutcome(result, report)
 
 
-def _locker(settings: Settings, now: datetime) -> Locker:
+def _locker(settings: Settings, identity: Identity, now: datetime) -> Locker:
     """The writer lock as a sync takes it: one short tenure per phase that writes."""
     return writer_locker(
         settings.layout,
-        identity=identity_for(settings),
+        identity=identity,
         host=settings.host,
         now=now,
         lock_timeout=settings.lock_timeout,
@@ -241,15 +242,16 @@ def _connect(
 def _adopt(
     settings: Settings, remote: Remote, now: datetime, progress: Progress | None
 ) -> SyncResult:
+    identity = identity_for(settings)
     return adopt_remote(
         settings.layout,
         remote.name,
         _transport_factory(settings, remote),
         SyncOptions(timeout=timeout_for(settings)),
-        identity=identity_for(settings),
+        identity=identity,
         host=settings.host,
         now=now,
-        lock=_locker(settings, now),
+        lock=_locker(settings, identity, now),
         progress=progress,
     )
 

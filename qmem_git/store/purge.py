@@ -43,6 +43,7 @@ from qmem_git.store.sync import (
     Objects,
     checkout,
     last_change_times,
+    memory_files,
     objects_info,
     secret_problem,
 )
@@ -300,8 +301,8 @@ class _Purge:
     def _switch(self, branch: Ref, head: str, now: datetime, result: PurgeResult) -> str:
         new_head = self.mapped[head]
         objects = Objects(self.repo.objects)
-        old = _memory_files(objects.files(head))
-        new = _memory_files(objects.files(new_head))
+        old = memory_files(objects.files(head))
+        new = memory_files(objects.files(new_head))
         times = last_change_times(objects, new_head, list(new))
         touched = checkout(self.repo, old, new, times, objects.blob)
         new_head = self._rebuild_index(objects, new_head, touched)
@@ -377,10 +378,6 @@ def _parents_first(objects: Objects, head: str, within: Collection[str]) -> Iter
         stack.append((sha, True))
         stack.extend((_hex(p), False) for p in objects.commit(sha).parents)
     return order
-
-
-def _memory_files(files: dict[str, str]) -> dict[str, str]:
-    return {p: s for p, s in files.items() if p != INDEX_NAME}
 
 
 def _hex(sha: bytes) -> str:

@@ -1285,9 +1285,9 @@ class MergePlan:
 
 def plan_merge(objects: Objects, ours: str, theirs: str, base: str | None) -> MergePlan:
     """Three-way merge of the two trees; only paths that differ between the sides are read."""
-    ours_files = _memory_files(objects.files(ours))
-    theirs_files = _memory_files(objects.files(theirs))
-    base_files = _memory_files(objects.files(base))
+    ours_files = memory_files(objects.files(ours))
+    theirs_files = memory_files(objects.files(theirs))
+    base_files = memory_files(objects.files(base))
     differing = {
         p for p in {*ours_files, *theirs_files} if ours_files.get(p) != theirs_files.get(p)
     }
@@ -1322,7 +1322,8 @@ def plan_merge(objects: Objects, ours: str, theirs: str, base: str | None) -> Me
     return MergePlan(files, new_blobs, result, ours_files, theirs_files)
 
 
-def _memory_files(files: dict[str, str]) -> dict[str, str]:
+def memory_files(files: dict[str, str]) -> dict[str, str]:
+    """``files`` without MEMORY.md (the index is rebuilt, never merged or compared)."""
     return {p: sha for p, sha in files.items() if p != INDEX_NAME}
 
 
@@ -1876,7 +1877,7 @@ def _finish(run: _SyncRun) -> None:
         repo = _open(run.layout.memory_root)
         if run.result.pushed and run.result.remote_head is not None:
             _set_tracking(repo, run.name, run.result.remote_head)
-        run.result.packed = pack_objects(_open(run.layout.memory_root))
+        run.result.packed = pack_objects(repo)
 
 
 def rebuild_stale_index(
@@ -1965,7 +1966,7 @@ def pack_objects(repo: Repository) -> int:
 
     store = repo.objects
     if not _has_loose_objects(repo.objects_dir):
-        store.close()
+        close_store(store)
         damaged_packs(repo.git_dir)  # the fetched packs are checked now, not by the next writer
         return 0
     try:
@@ -2044,7 +2045,7 @@ def _adopt(
         repo = _open(layout.memory_root)
         if result.pushed and result.remote_head is not None:
             _set_tracking(repo, name, result.remote_head)
-        result.packed = pack_objects(_open(layout.memory_root))
+        result.packed = pack_objects(repo)
     return result
 
 
