@@ -47,8 +47,7 @@ def plan_repair(memory_root: str) -> ChangeSet:
 
 def _remote_paths(repo: Repository) -> set[str]:
     paths: set[str] = set()
-    for name in repo.refs.keys(base=b"refs/remotes/"):  # type: ignore[arg-type]
-        tip = repo.refs[b"refs/remotes/" + name].decode("ascii")  # type: ignore[index]
+    for tip in repo.remote_tips().values():
         paths.update(repo.flatten(repo.tree_of(tip)))
     return paths
 

@@ -50,7 +50,6 @@ from qmem_git.store.sync import (
 from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, render_index
 
 BACKUP_PREFIX = "refs/qmem/purged/"
-REMOTES_PREFIX = b"refs/remotes/"
 
 
 @dataclass(frozen=True)
@@ -139,7 +138,7 @@ class _Purge:
     def run(self, now: datetime, dry_run: bool) -> PurgeResult:
         branch, head = self.repo.head()
         result = PurgeResult(dry_run, head, head)
-        remotes = self._remote_tips()
+        remotes = self.repo.remote_tips()
         pushed: set[str] = set()
         result.leaked = self._leaked(remotes, pushed)
         if head is None:
@@ -159,14 +158,6 @@ class _Purge:
         return result
 
     # what the remotes have
-
-    def _remote_tips(self) -> dict[str, str]:
-        tips = {}
-        for name in self.repo.refs.keys(base=Ref(REMOTES_PREFIX)):
-            value = self.repo.refs[Ref(REMOTES_PREFIX + name)]
-            if ObjectID(value) in self.repo.objects:
-                tips[name.decode("utf-8", "replace")] = value.decode("ascii")
-        return tips
 
     def _leaked(self, remotes: dict[str, str], seen: set[str]) -> list[Leak]:
         """What the remotes' histories (as last seen) already hold of what was asked for: each

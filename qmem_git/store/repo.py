@@ -490,6 +490,16 @@ class Repository:
             raise lost_branch(self.git_dir, self.refs, lambda: self.objects, branch, problem)
         return branch, value.decode("ascii")
 
+    def remote_tips(self) -> dict[str, str]:
+        """``{"origin/main": sha}`` for each remote-tracking ref whose commit is here (a
+        dangling one, left by a killed fetch, is skipped)."""
+        tips = {}
+        for name in self.refs.keys(base=Ref(b"refs/remotes/")):
+            value = self.refs[Ref(b"refs/remotes/" + name)]
+            if ObjectID(value) in self.objects:
+                tips[name.decode("utf-8", "replace")] = value.decode("ascii")
+        return tips
+
     def tree_of(self, commit: str | None) -> str | None:
         if commit is None:
             return None

@@ -682,10 +682,7 @@ def _has(store: BaseObjectStore, sha: bytes) -> bool:
 def _local_heads(repo: Repository) -> list[str]:
     _, head = repo.head()
     heads = [head] if head else []
-    for name in repo.refs.keys(base=Ref(b"refs/remotes")):
-        value = repo.refs[Ref(b"refs/remotes/" + name)]
-        if _has(repo.objects, value) and value.decode("ascii") not in heads:
-            heads.append(value.decode("ascii"))
+    heads.extend(tip for tip in repo.remote_tips().values() if tip not in heads)
     return heads
 
 
