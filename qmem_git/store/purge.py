@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dulwich.objects import Blob, Commit, ObjectID, Tree
+from dulwich.objects import Blob, Commit, ObjectID
 from dulwich.refs import Ref
 
 from qmem_git.core.index import drop_index_lines
@@ -176,13 +176,20 @@ class _Purge:
                 commit = self.objects.commit(sha)
                 parents = [_hex(p) for p in commit.parents]
                 stack.extend(parents)
-                trees = [self.objects.tree_of(p) for p in parents]
-                for path, blob in _introduced(self.objects, _hex(commit.tree), trees):
-                    what = self._wanted(path, blob) if path != INDEX_NAME else None
-                    if what is not None and (path, blob) not in found:
+                for path, blob, what in self._asked(_hex(commit.tree), parents):
+                    if (path, blob) not in found:
                         found.add((path, blob))
                         leaked.append(Leak(name, sha, path, what))
         return leaked
+
+    def _asked(self, tree: str, parents: list[str]) -> Iterator[tuple[str, str, str]]:
+        """(path, blob, why) of what a commit with ``tree`` introduced that is to be purged
+        (MEMORY.md never is: it is rebuilt)."""
+        parent_trees = [self.objects.tree_of(p) for p in parents]
+        for path, blob in _introduced(self.objects, tree, parent_trees):
+            what = self._wanted(path, blob) if path != INDEX_NAME else None
+            if what is not None:
+                yield path, blob, what
 
     def _wanted(self, path: str, sha: str) -> str | None:
         """Why ``path`` with blob ``sha`` is purged, else None."""
@@ -201,12 +208,7 @@ class _Purge:
         commit = self.objects.commit(sha)
         parents = [_hex(p) for p in commit.parents]
         tree = _hex(commit.tree)
-        parent_trees = [self.objects.tree_of(p) for p in parents]
-        todo: dict[str, str] = {}  # path -> why it is purged here
-        for path, blob in _introduced(self.objects, tree, parent_trees):
-            what = self._wanted(path, blob) if path != INDEX_NAME else None
-            if what is not None:
-                todo[path] = what
+        todo = {path: what for path, _, what in self._asked(tree, parents)}  # why, per path
         inherited = {path for p in parents for path in self.changes.get(p, {})}
         changes: dict[str, str | None] = {}
         for path in sorted({*todo, *inherited} - {INDEX_NAME}):
@@ -332,25 +334,15 @@ def _introduced(
     path; subtrees equal to a parent's are not read."""
     if tree in parents:
         return
-    views: list[Tree | None] = [objects.tree(p) if p else None for p in parents]
-    for raw, mode, sha in objects.tree(tree).iteritems():
+    views = [objects.entries(p) if p else {} for p in parents]
+    for raw, mode, sha in objects.entries(tree).values():
         path = prefix + raw.decode("utf-8", "surrogateescape")
-        same = [_entry(view, raw) for view in views]
+        same = [view.get(raw) for view in views]
         if stat.S_ISDIR(mode):
-            subtrees = [s[1] if s and stat.S_ISDIR(s[0]) else None for s in same]
+            subtrees = [_hex(s[2]) if s and stat.S_ISDIR(s[1]) else None for s in same]
             yield from _introduced(objects, _hex(sha), subtrees, path + "/")
-        elif not any(s is not None and s[1] == _hex(sha) for s in same):
+        elif not any(s is not None and s[2] == sha for s in same):
             yield path, _hex(sha)
-
-
-def _entry(tree: Tree | None, name: bytes) -> tuple[int, str] | None:
-    if tree is None:
-        return None
-    try:
-        mode, sha = tree[name]
-    except KeyError:
-        return None
-    return mode, _hex(sha)
 
 
 def _parents_first(objects: Objects, head: str, within: Collection[str]) -> Iterable[str]:
