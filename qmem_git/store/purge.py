@@ -25,7 +25,7 @@ caller can say plainly that the credential must be rotated and the remote rewrit
 from __future__ import annotations
 
 import stat
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -38,13 +38,11 @@ from qmem_git.core.model import INDEX_NAME
 from qmem_git.core.paths import Layout
 from qmem_git.errors import RepoLocked
 from qmem_git.store.repo import Repository, blob_id, update_index
-from qmem_git.store.revwalk import only_in
 from qmem_git.store.sync import (
     Objects,
     checkout,
     last_change_times,
     memory_files,
-    objects_info,
     secret_problem,
 )
 from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, render_index
@@ -143,10 +141,9 @@ class _Purge:
         result.leaked = self._leaked(remotes, pushed)
         if head is None:
             return result
-        walk = only_in(objects_info(self.objects), [head], list(remotes.values()))
-        unpushed = walk.new - pushed  # exact even where committer clocks went backwards
+        unpushed = _parents_first(self.objects, head, pushed)  # exact: pushed is the whole walk
         result.unpushed = len(unpushed)
-        for sha in _parents_first(self.objects, head, unpushed):
+        for sha in unpushed:
             self._rewrite(sha, result, dry_run)
         result.rewritten = len(self.rewritten)
         if not result.rewritten:
@@ -345,14 +342,15 @@ def _introduced(
             yield path, _hex(sha)
 
 
-def _parents_first(objects: Objects, head: str, within: Collection[str]) -> Iterable[str]:
-    """The commits of ``within`` that ``head`` reaches, every parent before its children."""
+def _parents_first(objects: Objects, head: str, pushed: Collection[str]) -> list[str]:
+    """The commits ``head`` reaches that are not in ``pushed``, every parent before its
+    children."""
     order: list[str] = []
     done: set[str] = set()
     stack: list[tuple[str, bool]] = [(head, False)]
     while stack:
         sha, expanded = stack.pop()
-        if sha in done or sha not in within:
+        if sha in done or sha in pushed:
             continue
         if expanded:
             done.add(sha)
