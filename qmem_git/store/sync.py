@@ -2005,57 +2005,40 @@ def adopt_remote(
     """
     started = time.monotonic()
     try:
-        result = _adopt(layout, name, transport_for, options, identity, host, now, lock, progress)
+        transport = transport_for(False)
+        url = redact_all(transport.url, transport.secrets)
+        result = SyncResult(name, url, attempts=1)
+        run = _SyncRun(
+            layout, name, transport_for, options, result, identity, host, now, progress, lock
+        )
+        _adopt(run, transport)
     finally:
         _close_opened()
     _say(progress, f"{result.action} in {time.monotonic() - started:.1f} s")
     return result
 
 
-def _adopt(
-    layout: Layout,
-    name: str,
-    transport_for: Callable[[bool], Transport],
-    options: SyncOptions,
-    identity: Identity,
-    host: str,
-    now: datetime,
-    lock: Locker,
-    progress: Progress | None,
-) -> SyncResult:
-    repo = _open(layout.memory_root)
-    transport = transport_for(False)
-    result = SyncResult(name, redact_all(transport.url, transport.secrets), attempts=1)
+def _adopt(run: _SyncRun, transport: Transport) -> None:
+    result = run.result
+    repo = _open(run.layout.memory_root)
     result.before = repo.head()[1]
-    _say(progress, f"fetching from {name}")
-    fetched = fetch(repo, transport, progress, options.timeout)
+    _say(run.progress, f"fetching from {run.name}")
+    fetched = fetch(repo, transport, run.progress, run.options.timeout)
     try:
-        with lock(False):
-            _take_history(layout, name, fetched, result, identity, host, now)
+        with run.tenure(False):
+            _take_history(run, fetched)
     finally:
         fetched.quarantine.discard()
     if result.action == "empty":
-        return result
-    if result.index_commit is not None and options.push:
-        _push_index_after_clone(layout, name, transport_for, result, options, progress)
-    with lock(False):
-        repo = _open(layout.memory_root)
-        if result.pushed and result.remote_head is not None:
-            _set_tracking(repo, name, result.remote_head)
-        result.packed = pack_objects(repo)
-    return result
+        return
+    if result.index_commit is not None and run.options.push:
+        _push_index_after_clone(run)
+    _finish(run)
 
 
-def _take_history(
-    layout: Layout,
-    name: str,
-    fetched: Fetched,
-    result: SyncResult,
-    identity: Identity,
-    host: str,
-    now: datetime,
-) -> None:
+def _take_history(run: _SyncRun, fetched: Fetched) -> None:
     """Under the lock: install the fetched objects and check out the remote's main."""
+    result, layout = run.result, run.layout
     repo = _open(layout.memory_root)
     remove_stale_quarantines(repo.git_dir)
     if repo.head()[1] != result.before:
@@ -2069,27 +2052,30 @@ def _take_history(
     repo = _open(layout.memory_root)
     objects = Objects(repo.objects)
     result.changed_paths = fast_forward(repo, objects, result.before, remote_head)
-    _set_tracking(repo, name, remote_head)
+    _set_tracking(repo, run.name, remote_head)
     result.action = "cloned"
     result.head = remote_head
-    result.index_commit = rebuild_stale_index(layout, name, identity=identity, host=host, now=now)
+    result.index_commit = rebuild_stale_index(
+        layout, run.name, identity=run.identity, host=run.host, now=run.now
+    )
     if result.index_commit is not None:
         result.head = result.index_commit
 
 
-def _push_index_after_clone(
-    layout: Layout,
-    name: str,
-    transport_for: Callable[[bool], Transport],
-    result: SyncResult,
-    options: SyncOptions,
-    progress: Progress | None,
-) -> None:
+def _push_index_after_clone(run: _SyncRun) -> None:
     """Push the clone's ``index`` commit; a remote that moved meanwhile gets it next sync."""
+    result = run.result
     assert result.head is not None
-    repo = _open(layout.memory_root)
+    repo = _open(run.layout.memory_root)
     try:
-        push(repo, transport_for(True), result.head, result.remote_head, progress, options.timeout)
+        push(
+            repo,
+            run.transport_for(True),
+            result.head,
+            result.remote_head,
+            run.progress,
+            run.options.timeout,
+        )
     except RemoteMoved:
         return
     except RemoteError as exc:
