@@ -50,10 +50,11 @@ def fold_name(name: str) -> str:
     return unicodedata.normalize("NFC", visible).casefold()
 
 
-def is_printable_path(rel: str) -> bool:
-    """No control characters and valid UTF-8 (no surrogate escapes of undecodable bytes): a
-    path MEMORY.md can link to and a terminal can show (the rest are unsafe paths anyway)."""
-    return _CONTROL.search(rel) is None and not _has_surrogates(rel)
+def is_indexable_path(rel: str) -> bool:
+    """A path MEMORY.md can list: no control characters, valid UTF-8 (no surrogate escapes of
+    undecodable bytes), and no backslash (Qwen reads a ``\\`` in a listed name as ``/`` and
+    never finds the file). The rest are unsafe paths anyway (:func:`check_path_safety`)."""
+    return _CONTROL.search(rel) is None and not _has_surrogates(rel) and "\\" not in rel
 
 
 def check_path_safety(rel: str) -> list[str]:

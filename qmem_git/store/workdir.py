@@ -13,7 +13,7 @@ from typing import NamedTuple
 from qmem_git.core.codec import parse_document
 from qmem_git.core.index import IndexResult, build_index, order_documents, qwen_order
 from qmem_git.core.model import INDEX_NAME, MAX_SCANNED_DOCUMENTS, Document
-from qmem_git.core.names import fold_name, is_printable_path
+from qmem_git.core.names import fold_name, is_indexable_path
 from qmem_git.store.keptdocs import Kept, kept_document, load_kept, save_kept
 from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.walk import read_text as read_text  # re-exported: ops read through here
@@ -21,7 +21,7 @@ from qmem_git.store.walk import walk
 
 # a scanned file: -mtime in float ms, basename, relative path, mtime_ns and size; listed in
 # Qwen's scan order (core.index.qwen_order)
-_Keyed = tuple[float, str, str, int, int]
+_Keyed = tuple[str, int, int]  # relative path, mtime (ns), size
 
 
 class _SharedScan:
@@ -267,8 +267,8 @@ def _scan_order(
 ) -> list[_Keyed]:
     """Files in scan order: all of them, or a prefix of that order at least ``count`` long.
 
-    The key is core.index.scan_order_key's (float milliseconds: two files whose nanosecond
-    mtimes collapse to one float must not be ordered differently here than there). The prefix
+    The time is float milliseconds, as Document.mtime_ms (two files whose nanosecond mtimes
+    collapse to one float must not be ordered differently here than in core.index). The prefix
     is every file whose key time is at least the ``count``-th newest, so nothing that sorts
     before a selected file is left out.
 
@@ -289,22 +289,19 @@ def _scan_order(
         items = [
             (rel, st) for rel, st in stats.items() if st[0] >= low and st[0] / 1_000_000 >= cut
         ]
-    keyed = [(-(st[0] / 1_000_000), rel.rsplit("/", 1)[-1], rel, st[0], st[1]) for rel, st in items]
-    return qwen_order(keyed, _time_and_path)
+    return qwen_order([(rel, st[0], st[1]) for rel, st in items], _time_and_path)
 
 
 def _time_and_path(item: _Keyed) -> tuple[float, str]:
-    return -item[0], item[2]
+    return item[1] / 1_000_000, item[0]
 
 
 def _load_newest(
     keyed: list[_Keyed], limit: int, load: Callable[[str, int, int], Document | None]
 ) -> list[Document]:
     docs: list[Document] = []
-    for _, _, rel, mtime_ns, size in keyed:
-        if not is_printable_path(rel):  # invalid anyway; a link to it would break MEMORY.md
-            continue
-        if "\\" in rel:  # Qwen reads a "\\" in a listed name as "/": it never finds the file
+    for rel, mtime_ns, size in keyed:
+        if not is_indexable_path(rel):
             continue
         doc = load(rel, mtime_ns, size)
         if doc is not None:
