@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import NamedTuple, TypeVar
 
+from qmem_git.core.frontmatter import JS_SPACE
 from qmem_git.core.model import MAX_SCANNED_DOCUMENTS, Document
 
 _T = TypeVar("_T")
@@ -85,7 +86,7 @@ def utf16_key(text: str) -> bytes:
 # lengths, cuts and regexes count as Qwen's do.
 _FIELD_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0/C1 controls -> a space
 _FIELD_HIDDEN = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")  # removed
-_JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_JS_SPACE = re.escape(JS_SPACE)  # JavaScript's \s, as Qwen's field cleaner uses it
 _SPACE_RUN = re.compile(f"[{_JS_SPACE}]+")
 _TRIM_START = re.compile(f"^[{_JS_SPACE}]+")
 _TRIM_END = re.compile(f"[{_JS_SPACE}]+$")

@@ -29,6 +29,7 @@ from qmem_git.core.index import (
     MAX_LINES,
     IndexResult,
     index_is_current,
+    to_js,
 )
 from qmem_git.core.index import WARNING as INDEX_WARNING
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, MEMORY_TYPES
@@ -559,8 +560,8 @@ def _index_limits(rel_path: str, text: str) -> list[Finding]:
 
 
 def _units(text: str) -> int:
-    """UTF-16 code units (JavaScript's ``.length``): a character outside the BMP counts two."""
-    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
+    """UTF-16 code units (JavaScript's ``.length``), as the index builder counts them."""
+    return len(to_js(text))
 
 
 def _dropped_finding(rel_path: str, index_text: str, dropped: tuple[str, ...]) -> Finding:
