@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from qmem_git.core.names import is_ignorable
+
 Span = tuple[int, int]
 Matcher = Callable[[str], Iterator[Span]]
 
@@ -176,17 +178,17 @@ RULES: dict[str, Matcher] = {
     "private-key": _private_key_spans,
 }
 
-# Characters that render as nothing (zero-width, joiners, bidi controls, BOM, soft hyphen):
-# one inside a token must not hide it, so every rule also runs on the text without them.
-_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
-
 
 def _visible(text: str) -> tuple[str, list[int]] | None:
-    """``text`` without invisible characters, and each kept character's index in ``text``;
-    None when there is none to remove."""
-    if _INVISIBLE.search(text) is None:
+    """``text`` without invisible characters (zero-width, joiners, bidi controls, BOM, soft
+    hyphen: :func:`names.is_ignorable`), and each kept character's index in ``text``; None when
+    there is none to remove. One inside a token must not hide it, so every rule also runs on
+    the text without them."""
+    if text.isascii():
         return None
-    kept = [index for index, char in enumerate(text) if _INVISIBLE.fullmatch(char) is None]
+    kept = [index for index, char in enumerate(text) if not is_ignorable(char)]
+    if len(kept) == len(text):
+        return None
     return "".join(text[index] for index in kept), kept
 
 
