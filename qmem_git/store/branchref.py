@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 from dulwich.objects import Commit, ObjectID, valid_hexsha
 from dulwich.refs import HEADREF, Ref
 
-from qmem_git.core.limits import INDEX_RECORD_NAME
 from qmem_git.errors import BranchLost
+from qmem_git.store.gitindex import recorded_head
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -151,19 +151,10 @@ def recovery_commit(
 ) -> str | None:
     """The commit ``branch`` should point at (see the module doc), None without history."""
     objects = _Objects(git_dir, open_store)
-    for candidate in (_index_record(git_dir), *_reflog_tips(git_dir, branch)):
+    for candidate in (recorded_head(git_dir), *_reflog_tips(git_dir, branch)):
         if candidate is not None and objects.commit(candidate.encode("ascii")) is not None:
             return candidate
     return _newest_local_tip(refs, objects, branch)
-
-
-def _index_record(git_dir: str) -> str | None:
-    try:
-        with open(os.path.join(git_dir, INDEX_RECORD_NAME), "rb") as handle:
-            first = handle.read(41)[:40]
-    except OSError:
-        return None
-    return first.decode("ascii") if valid_hexsha(first) else None
 
 
 def _reflog_tips(git_dir: str, branch: Ref) -> list[str]:

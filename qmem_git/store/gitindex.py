@@ -498,12 +498,27 @@ def entry_offsets(data: bytes) -> list[int] | None:
 
 
 def _read_head_record(git_dir: str, checksum: bytes) -> str | None:
+    head, recorded = _head_record(git_dir)
+    return head if recorded == checksum.hex() else None
+
+
+def recorded_head(git_dir: str) -> str | None:
+    """The commit the last writer recorded with its index, whatever the index is now (a lost
+    branch is pointed back at it)."""
+    head, _ = _head_record(git_dir)
+    if head is None or len(head) != 40 or head.strip("0123456789abcdef"):
+        return None
+    return head
+
+
+def _head_record(git_dir: str) -> tuple[str | None, str]:
+    """(head or None for "-", the index checksum it was written with) of the head record."""
     try:
         with open(os.path.join(git_dir, HEAD_RECORD), encoding="ascii") as handle:
             head, recorded = [*handle.read().split(), "", ""][:2]
     except (OSError, ValueError):
-        return None
-    return head if recorded == checksum.hex() and head != "-" else None
+        return None, ""
+    return (None if head in ("-", "") else head), recorded
 
 
 def parse_index(data: bytes, mtime_ns: int = 0, offsets: list[int] | None = None) -> GitIndex:
