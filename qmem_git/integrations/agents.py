@@ -345,7 +345,7 @@ def run_step(step: Sequence[str], log: str) -> int:
         stderr=subprocess.PIPE,
         check=False,
     )
-    name = _command_name(step)
+    name = command_name(step)
     error = done.stderr.decode("utf-8", "replace").strip()
     if done.returncode:
         append_log(log, f"worker {name}: exit {done.returncode}: {error[-600:]}")
@@ -364,7 +364,7 @@ def run_steps(log: str, steps: Sequence[Sequence[str]]) -> int:
     return worst
 
 
-def _command_name(step: Sequence[str]) -> str:
+def command_name(step: Sequence[str]) -> str:
     """The qmem-git command a worker step runs (what follows the global options)."""
     from qmem_git.fastpath import take_globals
 

@@ -34,6 +34,7 @@ from qmem_git.integrations.agents import (
     COMPANION,
     WATCH_LOCK,
     append_log,
+    command_name,
     has_remote,
     run_step,
     run_steps,
@@ -286,6 +287,9 @@ class Watcher:
         steps = worker_steps(
             "SessionEnd", session.mode, session.scope, session.transcript, session.session, sync
         )
+        why = "SessionEnd" if session.ended else "its agent has gone"
+        names = ", ".join(command_name(step) for step in steps)
+        append_log(self.config.log, f"watcher: session {session.session} ended ({why}): {names}")
         before = self.folder.seen if self.folder is not None else None
         run_steps(self.config.log, steps)
         if self.folder is not None and before is not None and session.mode == COMPANION:

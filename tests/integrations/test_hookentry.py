@@ -756,10 +756,10 @@ def test_worker_logs_the_warnings_of_a_step_that_succeeds(tmp_path: Path) -> Non
 def test_worker_names_every_step_by_its_command() -> None:
     scope = ["--project", "/p", "--memory-dir", "/m"]
     steps = agents.worker_steps("SessionEnd", agents.ENGINE, scope, "/t.jsonl", "s1", sync=True)
-    assert [agents._command_name(step) for step in steps] == ["extract", "dream", "sync"]
+    assert [agents.command_name(step) for step in steps] == ["extract", "dream", "sync"]
     companion = agents.worker_steps("SessionEnd", agents.COMPANION, scope, None, "s1")
-    assert [agents._command_name(step) for step in companion] == ["snapshot"]
-    assert agents._command_name(["-q", "--project", "/p"]) == "step"
+    assert [agents.command_name(step) for step in companion] == ["snapshot"]
+    assert agents.command_name(["-q", "--project", "/p"]) == "step"
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -112,8 +113,7 @@ class Store:
             time.sleep(0.1)
 
     def watcher_gone(self) -> bool:
-        lock = self.state / "hooks" / "watcher.lock"
-        return not lock.exists() or not _locked(lock)
+        return not _locked(self.state / "hooks" / "watcher.lock")
 
     def session_gone(self) -> bool:
         return not Path(session_file(str(self.state), SESSION)).exists()
@@ -124,9 +124,14 @@ class Store:
 
 
 def _locked(path: Path) -> bool:
+    """True while some process holds the flock on ``path``."""
     import fcntl
 
-    with path.open("rb") as handle:
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        return False
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -231,3 +236,62 @@ def test_engine_headless_session_extracts_then_dreams_and_pushes_after_exit(
     assert (store.state / "dream-scan.json").exists()  # the session-end dream ran (and skipped)
     assert store.pushed(), store.log()
     assert store.log().count("watcher: watching") == 1, store.log()
+
+
+def test_session_end_before_exit_ends_the_session_once(store: Store) -> None:
+    """An interactive session: SessionEnd fires, then the agent exits. The watcher ends the
+    session once, on SessionEnd, not a second time when it sees the agent gone."""
+    written = memory("Build tool", "Builds use pnpm, never npm.")
+    script = [
+        {"hook": "SessionStart", "payload": store.payload("SessionStart", source="startup")},
+        {"hook": "Stop", "payload": store.payload("Stop", stop_hook_active=False)},
+        {"write": str(store.root / "project" / "build.md"), "pieces": [written]},
+        store.add_remote(),
+        {"hook": "SessionEnd", "payload": store.payload("SessionEnd", reason="prompt_input_exit")},
+        {"sleep": QUIET + 0.5},
+    ]
+    store.run_agent(script)
+    store.wait("session ended", lambda: store.session_gone() and store.watcher_gone())
+    log = store.log()
+    assert log.count(f"watcher: session {SESSION} ended (SessionEnd): snapshot, sync") == 1, log
+    assert "ended (its agent has gone)" not in log
+    assert store.git("show", "HEAD:project/build.md") == written
+    assert store.pushed()
+
+
+def test_a_watcher_killed_by_sigkill_is_replaced_and_only_one_runs(store: Store) -> None:
+    """The test run is the agent here (it stays alive): a Stop starts the watcher, kill -9
+    takes it down, the next Stop starts one again, and a Stop while one runs starts none."""
+    lock = store.state / "hooks" / "watcher.lock"
+
+    def stop() -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "qmem_git", "hook", "--agent", "qwen", "stop"],
+            input=json.dumps(store.payload("Stop", stop_hook_active=False)).encode(),
+            capture_output=True,
+            cwd=store.project,
+            env=store.env,
+            check=True,
+        )
+        assert done.stdout == b""
+
+    def holder() -> int:
+        store.wait("a watcher", lambda: _locked(lock) and lock.read_text().strip().isdigit())
+        return int(lock.read_text())
+
+    stop()
+    first = holder()
+    os.kill(first, signal.SIGKILL)
+    store.wait("the lock is free", lambda: not _locked(lock))
+    stop()
+    second = holder()
+    assert second != first
+    stop()
+    time.sleep(1.0)
+    assert holder() == second
+    assert store.log().count("watcher: watching") == 2, store.log()
+    written = memory("Build tool", "Builds use pnpm, never npm.")
+    (store.root / "project").mkdir(exist_ok=True)
+    (store.root / "project" / "build.md").write_text(written)
+    store.wait("committed", lambda: "project/build.md" in store.git("ls-tree", "-r", "HEAD"))
+    assert store.git("show", "HEAD:project/build.md") == written
