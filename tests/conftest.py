@@ -111,15 +111,14 @@ def _stop_hook_watchers(request: pytest.FixtureRequest, isolated_home: Path) -> 
 
 def stop_watcher(lock: Path) -> None:
     """SIGTERM the process holding the watcher lock ``lock``, if one does."""
-    import fcntl
     import signal
 
-    with lock.open("rb") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            pid = handle.read().strip()
-            if pid.isdigit():
-                os.kill(int(pid), signal.SIGTERM)
-            return
-        fcntl.flock(handle, fcntl.LOCK_UN)
+    from qmem_git.store.locks import TryLock
+
+    probe = TryLock(str(lock))
+    if probe.acquire():
+        probe.release()
+        return
+    pid = lock.read_text(encoding="ascii", errors="replace").strip()
+    if pid.isdigit():
+        os.kill(int(pid), signal.SIGTERM)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from qmem_git.hookentry import MARKER, session_file
+from qmem_git.integrations import agents
 from qmem_git.settings import build_settings
 from qmem_git.store.remotes import create_bare_repository
 
@@ -124,20 +125,8 @@ class Store:
 
 
 def _locked(path: Path) -> bool:
-    """True while some process holds the flock on ``path``."""
-    import fcntl
-
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        return False
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return False
+    """True while some process holds the watcher lock ``path``."""
+    return path.exists() and agents.watcher_running(str(path.parent))
 
 
 @pytest.fixture
