@@ -8,7 +8,7 @@ the session's state file (``hookentry``) and make sure one watcher runs per stor
 
 - in companion mode polls the memory folder (name, size and mtime of each memory) and runs
   ``snapshot`` once nothing there has changed for the quiet window, so a file still being
-  written is not committed (``snapshot`` itself also holds back files changed moments ago);
+  written is not committed;
 - finishes each session whose state file names an agent process, once SessionEnd marked it
   ended or the process has been gone for the grace period (and the folder is quiet): whoever
   removes the state file runs the session-end steps, so they run once per session;
