@@ -194,8 +194,10 @@ def test_companion_headless_session_commits_what_qwen_wrote_after_stop(
     assert first in committed["project/freeze.md"]  # committed within the session, not at exit
     assert store.git("status", "--porcelain") == ""
     assert store.pushed(), store.log()  # the session's end without SessionEnd: pushed
-    assert store.log().count("watcher: watching") == 1, store.log()
-    assert "exit " not in store.log()
+    log = store.log()
+    assert log.count("watcher: watching") == 1, log
+    assert log.count(f"session {SESSION} ended (its agent has gone): snapshot, sync") == 1, log
+    assert "exit " not in log
 
 
 def test_engine_headless_session_extracts_then_dreams_and_pushes_after_exit(
@@ -224,7 +226,10 @@ def test_engine_headless_session_extracts_then_dreams_and_pushes_after_exit(
     assert f"Qmem-Session: {SESSION}" in messages
     assert (store.state / "dream-scan.json").exists()  # the session-end dream ran (and skipped)
     assert store.pushed(), store.log()
-    assert store.log().count("watcher: watching") == 1, store.log()
+    log = store.log()
+    assert log.count("watcher: watching") == 1, log
+    ended = f"session {SESSION} ended (its agent has gone): extract, dream, sync"
+    assert log.count(ended) == 1, log
 
 
 def test_session_end_before_exit_ends_the_session_once(store: Store) -> None:
