@@ -33,7 +33,7 @@ INDEX_HEADING = "## Memory index"
 INDEX_INTRO = "Memories saved for this project (paths are relative to {root}):"
 # Claude writes its transcript asynchronously (agent-integration §3.5): let it land first.
 CLAUDE_FLUSH_DELAY_S = 1.0
-SETTINGS_READ_CAP = 16 * 1024 * 1024  # = hooksettings.MAX_SETTINGS_BYTES
+MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # an agent settings file is a few KB; never read 4 GB
 # What may stand between an agent and the hook it runs: Qwen Code starts hooks with `bash -c`
 # (a lone command is exec'd, a compound one is not), Claude Code with `/bin/sh -c`.
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish"})
@@ -180,7 +180,7 @@ def _light_settings(path: str) -> Mapping[str, object] | None:
     from qmem_git.regularfile import read_regular
 
     try:
-        text = read_regular(path, SETTINGS_READ_CAP).decode("utf-8").lstrip("\ufeff")
+        text = read_regular(path, MAX_SETTINGS_BYTES).decode("utf-8").lstrip("\ufeff")
         value = loads(strip_jsonc(text)) if text.strip() else {}
     except FileNotFoundError:
         return {}

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from qmem_git.core.jsonc import strip_jsonc
 from qmem_git.errors import QmemError, UsageError
-from qmem_git.integrations.agents import managed_memory_setting
+from qmem_git.integrations.agents import MAX_SETTINGS_BYTES, managed_memory_setting
 from qmem_git.regularfile import read_regular
 
 Agent = Literal["qwen", "claude"]
@@ -31,7 +31,6 @@ AGENTS: tuple[Agent, ...] = ("qwen", "claude")
 HOOK_NAME = "qmem-git"
 HOOK_DESCRIPTION = "qmem-git managed auto-memory (added by qmem-git install-hooks)"
 DEFAULT_COMMAND = "qmem-git"
-MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # an agent settings file is a few KB; never read 4 GB
 
 
 @dataclass(frozen=True)
