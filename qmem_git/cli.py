@@ -1481,14 +1481,20 @@ def hook(opts: Options, args: tuple[str, ...]) -> None:
 
     \b
     EVENT (either spelling; without EVENT the JSON's hook_event_name is used):
-      SessionStart, session-start      inject the MEMORY.md index (engine mode);
+      SessionStart, session-start      pick engine or companion mode for the session;
+                                       inject the MEMORY.md index (engine mode);
                                        with a remote, pull-sync in the background
-      UserPromptSubmit, prompt         recall memories for the prompt
-      Stop, stop                       extract the new part of the transcript
-      PreCompact, pre-compact          (companion mode: snapshot), in the background
-      SessionEnd, session-end          final extraction and gated dream (companion
-                                       mode: snapshot), push-sync with a remote;
-                                       in the background
+      UserPromptSubmit, prompt         recall memories for the prompt (engine mode;
+                                       Qwen Code recalls itself in companion mode)
+      Stop, stop                       extract the new part of the transcript in the
+      PreCompact, pre-compact          background (engine mode); start the watcher
+      SessionEnd, session-end          mark the session ended for the watcher
+
+    The watcher, one per memory store, runs in the background: it commits what the
+    agent writes (companion mode) once the folder has been quiet for QMEM_WATCH_QUIET
+    seconds (default 3), and when SessionEnd fired or the agent's process has been
+    gone for QMEM_WATCH_GRACE seconds (default 5) it ends the session: final
+    extraction and gated dream (companion mode: snapshot), push-sync with a remote.
 
     \b
     --agent qwen|claude  the agent that sent the event (default: qwen when

@@ -9,12 +9,26 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 DEFAULT_LOCK_TIMEOUT = 30.0
+# The hooks' background watcher (integrations.watcher): how long the memory folder must stay
+# unchanged before what the agent wrote there is committed, and how long after the agent's
+# process is gone it keeps watching before the session-end steps run.
+DEFAULT_WATCH_QUIET = 3.0
+DEFAULT_WATCH_GRACE = 5.0
+MAX_WATCH_SECONDS = 600.0
 
 
 def lock_timeout(env: Mapping[str, str]) -> float:
     """``QMEM_LOCK_TIMEOUT`` in seconds (negative or ``inf``: wait as long as it takes); the
     default when unset or not a number (``nan`` included)."""
     return seconds(env.get("QMEM_LOCK_TIMEOUT"), DEFAULT_LOCK_TIMEOUT)
+
+
+def watch_seconds(env: Mapping[str, str]) -> tuple[float, float]:
+    """(quiet, grace) from ``QMEM_WATCH_QUIET`` and ``QMEM_WATCH_GRACE``, each kept within 0 to
+    10 minutes; the default when unset or not a number."""
+    quiet = seconds(env.get("QMEM_WATCH_QUIET"), DEFAULT_WATCH_QUIET)
+    grace = seconds(env.get("QMEM_WATCH_GRACE"), DEFAULT_WATCH_GRACE)
+    return min(max(quiet, 0.0), MAX_WATCH_SECONDS), min(max(grace, 0.0), MAX_WATCH_SECONDS)
 
 
 def seconds(value: str | None, default: float) -> float:

@@ -13,7 +13,12 @@ event is rare and may import what it likes.
 
 Per-session state (note 7) lives in ``<state dir>/hooks/<session>.json``: ``awaiting`` is set at
 SessionStart and Stop and cleared by the next prompt, so tool-result continuations, crons and
-subagent notices get no recall; ``offset`` is the transcript size last handed to extraction.
+subagent notices get no recall; ``offset`` is the transcript size last handed to extraction;
+``mode`` (engine or companion) is decided once, at SessionStart, so the prompt hook reads no
+settings file. Stop, PreCompact and SessionEnd add what the background watcher needs to end the
+session when the agent's process is gone (``integrations.watcher``): ``agent_pid``, ``session``,
+``scope``, ``transcript``, ``delay``, and ``ended`` once SessionEnd fired. The watcher removes
+the file when it has run the session-end steps; SessionStart removes files a week old.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import sys
 
 from qmem_git.core.jsonc import loads
 from qmem_git.core.paths import expand_dir
+from qmem_git.envvalues import watch_seconds
 from qmem_git.store.qwensettings import qwen_layout
 
 TYPE_CHECKING = False
@@ -32,6 +38,8 @@ if TYPE_CHECKING:
 
     from qmem_git.modelconfig import ModelConfig
 
+ENGINE = "engine"  # = integrations.agents.ENGINE / COMPANION (light to compare here)
+COMPANION = "companion"
 MARKER = "[qmem-git recall]"  # = integrations.transcripts.RECALL_MARKER (a test checks)
 CONTEXT_CAP_BYTES = 8000  # note 9: ~6-8 KB; Claude moves >10,000 chars out to a file
 SESSION_INDEX_BYTES = 6000
@@ -39,6 +47,7 @@ FIRST_PROMPT_INDEX_BYTES = 3000
 HOOK_MODEL_CONNECT_SECONDS = 2.0  # one attempt: 2 s to connect, 5 s to answer, inside the
 HOOK_MODEL_SECONDS = 5.0  # 10 s our settings snippets give the prompt hook
 SESSION_DIR = "hooks"
+STALE_SESSION_SECONDS = 7 * 24 * 3600  # a session state file untouched this long is dropped
 AGENTS = ("qwen", "claude")
 EVENTS = {
     "UserPromptSubmit": "UserPromptSubmit",
@@ -257,7 +266,7 @@ def read_session(state_dir: str, session: str) -> dict[str, object] | None:
     return data if data is not None else {}
 
 
-def write_session(state_dir: str, session: str, awaiting: bool, offset: int) -> None:
+def write_session(state_dir: str, session: str, state: Mapping[str, object]) -> None:
     """Replace the session's state atomically (only where a memory state dir exists)."""
     if not session or not os.path.isdir(state_dir):
         return
@@ -265,11 +274,49 @@ def write_session(state_dir: str, session: str, awaiting: bool, offset: int) -> 
     os.makedirs(posixpath.dirname(path), exist_ok=True)
     temp = f"{path}.{os.getpid()}.tmp"
     with open(temp, "w", encoding="utf-8") as handle:
-        handle.write(f'{{"awaiting":{"true" if awaiting else "false"},"offset":{int(offset)}}}\n')
+        handle.write(to_json(dict(state)) + "\n")
     os.replace(temp, path)
 
 
-def _offset(state: dict[str, object] | None) -> int:
+def to_json(value: object) -> str:
+    """JSON text for the plain values a session state holds (no ``json``: the prompt hook)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(value) if value == value and abs(value) != float("inf") else "null"
+    if isinstance(value, str):
+        return dumps_string(value)
+    if isinstance(value, list):
+        return "[" + ",".join(to_json(item) for item in value) + "]"
+    if isinstance(value, dict):
+        pairs = (f"{dumps_string(str(key))}:{to_json(item)}" for key, item in value.items())
+        return "{" + ",".join(pairs) + "}"
+    return "null"
+
+
+def prune_sessions(state_dir: str, now: float) -> None:
+    """Remove session files (and temp files) untouched for ``STALE_SESSION_SECONDS``: sessions
+    whose end no hook or watcher saw (an agent killed along with its watcher)."""
+    folder = posixpath.join(state_dir, SESSION_DIR)
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.endswith((".json", ".tmp")):
+            continue
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime > STALE_SESSION_SECONDS:
+                os.unlink(entry.path)
+        except OSError:
+            continue
+
+
+def _offset(state: Mapping[str, object] | None) -> int:
     value = state.get("offset") if state else None
     return value if isinstance(value, int) else 0
 
@@ -320,24 +367,40 @@ def build_context(*blocks: str) -> str:
 
 
 def on_prompt(hook: Hook, env: Mapping[str, str]) -> None:
-    """Recall for a user's prompt (the hot path); continuations get nothing (note 7)."""
+    """Recall for a user's prompt (the hot path); continuations get nothing (note 7), and
+    neither does any prompt in companion mode: Qwen Code 0.24 recalls from the same memories
+    before each prompt itself, and a memory must not reach the model twice."""
     if not os.path.isdir(hook.memory_root):
         return
     state = read_session(hook.state_dir, hook.session)
+    mode = session_mode(hook, env, state)
     submitted = hook.payload.get("submitted_prompt")
-    if not (isinstance(submitted, str) or state is None or state.get("awaiting") is True):
+    turn = isinstance(submitted, str) or state is None or state.get("awaiting") is True
+    if state is None or state.get("mode") != mode or (turn and state.get("awaiting") is not False):
+        update = {"mode": mode, **({"awaiting": False} if turn else {})}
+        write_session(hook.state_dir, hook.session, {**(state or {}), **update})
+    if mode == COMPANION or not turn:
         return
-    if state is None or state.get("awaiting") is not False:
-        write_session(hook.state_dir, hook.session, False, _offset(state))
     query = submitted if isinstance(submitted, str) and submitted.strip() else hook.text("prompt")
     marker = query.find(MARKER)  # old Qwen builds merged our context into the prompt
     query = query if marker < 0 else query[:marker]
     index = ""
-    if state is None and hook.agent == "claude" and env.get("QMEM_MODE") != "companion":
+    if state is None and hook.agent == "claude":
         from qmem_git.integrations.agents import index_context
 
         index = cap_lines(index_context(hook.memory_root), FIRST_PROMPT_INDEX_BYTES)  # #10373
     emit("UserPromptSubmit", build_context(index, recall_block(hook, query, env)))
+
+
+def session_mode(hook: Hook, env: Mapping[str, str], state: Mapping[str, object] | None) -> str:
+    """The mode SessionStart recorded; without one (hooks installed mid-session, no session
+    id) it is decided now, from ``QMEM_MODE`` and the agent's settings."""
+    mode = state.get("mode") if state else None
+    if mode in (ENGINE, COMPANION):
+        return str(mode)
+    from qmem_git.integrations.agents import detect_mode
+
+    return detect_mode(hook.agent, env, hook.project, hook.home, hook.log)
 
 
 def recall_block(hook: Hook, query: str, env: Mapping[str, str]) -> str:
@@ -380,21 +443,26 @@ def hook_model(hook: Hook, env: Mapping[str, str]) -> ModelConfig | None:
 
 
 def on_session_start(hook: Hook, env: Mapping[str, str]) -> None:
-    """Arm recall for the first prompt; in engine mode show the MEMORY.md index.
+    """Decide the session's mode, arm recall for the first prompt, drop week-old session
+    files; in engine mode show the MEMORY.md index.
 
     Companion mode means Qwen Code's own managed memory is on and already loads MEMORY.md,
     which must not be injected twice (§4 (3)).
     """
-    from qmem_git.integrations import agents
-    from qmem_git.integrations.agents import COMPANION, detect_mode, index_context
+    import time
 
+    from qmem_git.integrations import agents
+    from qmem_git.integrations.agents import index_context
+
+    prune_sessions(hook.state_dir, time.time())
     state = read_session(hook.state_dir, hook.session)
-    write_session(hook.state_dir, hook.session, True, _offset(state))
+    mode = agents.detect_mode(hook.agent, env, hook.project, hook.home, hook.log)
+    write_session(hook.state_dir, hook.session, {**(state or {}), "awaiting": True, "mode": mode})
     if agents.has_remote(hook.memory_root):  # pull in the background; never block the session
-        pull = [["-q", *_scope(hook), "sync", "--no-push"]]
+        pull = [[*_scope(hook), "sync", "--no-push"]]
         log = agents.log_path(hook.state_dir)
-        agents.spawn_detached(agents.worker_argv(pull, log, 0.0), hook.project)
-    if detect_mode(hook.agent, env, hook.project, hook.home, hook.log) == COMPANION:
+        agents.spawn_detached(agents.worker_argv(pull, log, 0.0, None), hook.project)
+    if mode == COMPANION:
         return
     index = cap_lines(index_context(hook.memory_root), SESSION_INDEX_BYTES)
     emit("SessionStart", build_context(index))
@@ -413,39 +481,70 @@ def on_pre_compact(hook: Hook, env: Mapping[str, str]) -> None:
 
 
 def on_session_end(hook: Hook, env: Mapping[str, str]) -> None:
-    """Final extraction then a gated dream, in a detached worker (Claude kills us at ~1.5 s)."""
+    """Mark the session ended: the watcher runs its final extraction, gated dream (companion
+    mode: snapshot) and push-sync once the folder is quiet (Claude kills us at ~1.5 s)."""
     schedule(hook, env, awaiting=False)
-    if hook.session and os.path.exists(path := session_file(hook.state_dir, hook.session)):
-        os.unlink(path)
 
 
 def schedule(hook: Hook, env: Mapping[str, str], awaiting: bool | None) -> None:
-    """Record the session state and start the background worker for this event.
+    """Record the session for the watcher and start the background worker for this event.
 
-    ``awaiting`` None keeps the session's flag as it is.
+    ``awaiting`` None keeps the session's flag as it is. After a turn engine mode extracts the
+    transcript's new part at once; everything else (companion mode's snapshots, the session's
+    end) is the watcher's, and one already running for the store needs no new process.
     """
     from qmem_git.integrations import agents
 
-    state = read_session(hook.state_dir, hook.session)
-    if awaiting is None:
-        awaiting = bool(state and state.get("awaiting") is True)
-    mode = agents.detect_mode(hook.agent, env, hook.project, hook.home, hook.log)
-    transcript = transcript_for(hook, env) if mode == agents.ENGINE else None
+    state = read_session(hook.state_dir, hook.session) or {}
+    mode = session_mode(hook, env, state)
+    transcript = transcript_for(hook, env) if mode == ENGINE else None
     size = _size(transcript)
-    if hook.event != "SessionEnd":
-        write_session(hook.state_dir, hook.session, awaiting, size or _offset(state))
-        if mode == agents.ENGINE and (size is None or size == _offset(state)):
-            return  # nothing new since the last extraction we started
-    sync = agents.has_remote(hook.memory_root)
-    steps = agents.worker_steps(hook.event, mode, _scope(hook), transcript, hook.session, sync)
-    if not steps:
-        return
+    ended = hook.event == "SessionEnd"
     delay = agents.CLAUDE_FLUSH_DELAY_S if hook.agent == "claude" and transcript else 0.0
-    log = agents.log_path(hook.state_dir)
-    os.makedirs(hook.state_dir, exist_ok=True)
+    agent = agents.agent_process(os.getppid())
+    os.makedirs(posixpath.join(hook.state_dir, SESSION_DIR), exist_ok=True)
     if hook.memory_dir:  # the worker's commands refuse a missing --memory-dir; first use makes it
         os.makedirs(hook.memory_dir, exist_ok=True)
-    agents.spawn_detached(agents.worker_argv(steps, log, delay), hook.project)
+    record = {
+        "awaiting": state.get("awaiting") is True if awaiting is None else awaiting,
+        "offset": size or _offset(state),
+        "mode": mode,
+        "agent_pid": agent,
+        "session": hook.session,
+        "scope": _scope(hook),
+        "transcript": transcript,
+        "ended": ended,
+        "delay": delay,
+    }
+    write_session(hook.state_dir, hook.session, {**state, **record})
+    steps: list[list[str]] = []
+    if ended and not hook.session:  # no state file to hand over: the end steps run at once
+        sync = agents.has_remote(hook.memory_root)
+        steps = agents.worker_steps(hook.event, mode, _scope(hook), transcript, "", sync)
+    elif not ended and size is not None and size != _offset(state):  # engine: a new part
+        steps = agents.worker_steps(hook.event, mode, _scope(hook), transcript, hook.session)
+    start_worker(hook, env, steps, delay, {"agent_pid": agent, "companion": mode == COMPANION})
+
+
+def start_worker(
+    hook: Hook,
+    env: Mapping[str, str],
+    steps: list[list[str]],
+    delay: float,
+    watch: dict[str, object],
+) -> None:
+    """Start a worker that runs ``steps`` and then watches the store, unless there are no
+    steps and the store's watcher already runs (it reads the session file on its next poll)."""
+    from qmem_git.integrations import agents
+
+    sessions = posixpath.join(hook.state_dir, SESSION_DIR)
+    if not steps and hook.session and agents.watcher_running(sessions):
+        return
+    quiet, grace = watch_seconds(env)
+    watch.update(memory_root=hook.memory_root, sessions_dir=sessions, scope=_scope(hook))
+    watch.update(quiet=quiet, grace=grace)
+    argv = agents.worker_argv(steps, agents.log_path(hook.state_dir), delay, watch)
+    agents.spawn_detached(argv, hook.project)
 
 
 def _scope(hook: Hook) -> list[str]:

@@ -93,3 +93,32 @@ def require_tool(available: bool, what: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"{what} is missing, and CI must run this test")
     pytest.skip(f"{what} is missing", allow_module_level=True)
+
+
+@pytest.fixture(autouse=True)
+def _stop_hook_watchers(request: pytest.FixtureRequest, isolated_home: Path) -> Iterator[None]:
+    """A hook a test runs may start the store's background watcher, which lives as long as the
+    hook's parent, the test run itself: end the ones this test started, by the pid each wrote
+    into its lock file (only while it holds the lock, so the pid is still its own)."""
+    roots = [isolated_home]
+    if "tmp_path" in request.fixturenames:
+        roots.append(request.getfixturevalue("tmp_path"))
+    yield
+    for root in roots:
+        for lock in root.rglob("watcher.lock"):
+            stop_watcher(lock)
+
+
+def stop_watcher(lock: Path) -> None:
+    """SIGTERM the process holding the watcher lock ``lock``, if one does."""
+    import signal
+
+    from qmem_git.store.locks import TryLock
+
+    probe = TryLock(str(lock))
+    if probe.acquire():
+        probe.release()
+        return
+    pid = lock.read_text(encoding="ascii", errors="replace").strip()
+    if pid.isdigit():
+        os.kill(int(pid), signal.SIGTERM)

@@ -6,8 +6,11 @@ may load this module (its log and the first-prompt index); heavier imports sit i
 that need them (ARCHITECTURE §6).
 
 Background work runs in a detached worker, ``python -m qmem_git.integrations.agents``, which
-runs qmem-git commands one after another (``extract`` then ``dream`` at session end) so the hook
-returns at once and the agent's kill timer (Claude: ~1.5 s at SessionEnd) cannot stop it.
+runs qmem-git commands one after another (an ``extract`` after a turn) so the hook returns at
+once and the agent's kill timer (Claude: ~1.5 s at SessionEnd) cannot stop it; it then stays
+on as the store's watcher (``integrations.watcher``) unless one already runs. The worker is
+started in a session of its own with no pipe of the hook's: Qwen Code kills a hook's process
+group when it exits, and an agent waits for a hook's pipes to close.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ INDEX_HEADING = "## Memory index"
 INDEX_INTRO = "Memories saved for this project (paths are relative to {root}):"
 # Claude writes its transcript asynchronously (agent-integration §3.5): let it land first.
 CLAUDE_FLUSH_DELAY_S = 1.0
+MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # an agent settings file is a few KB; never read 4 GB
+# What may stand between an agent and the hook it runs: Qwen Code starts hooks with `bash -c`
+# (a lone command is exec'd, a compound one is not), Claude Code with `/bin/sh -c`.
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish"})
 
 
 # --------------------------------------------------------------------------- hook log
@@ -151,16 +158,48 @@ def qwen_managed_memory_on(
 
 
 def _managed_memory_setting(path: str, report: Callable[[str], None] | None) -> bool | None:
-    from qmem_git.errors import QmemError
-    from qmem_git.integrations.hooksettings import managed_memory_setting, read_settings
+    """The file's setting, read with the JSON scanner the prompt hook already has; only a file
+    that does not parse pays for the full settings reader, which says why."""
+    settings = _light_settings(path)
+    if settings is None:
+        from qmem_git.errors import QmemError
+        from qmem_git.integrations.hooksettings import read_settings
+
+        try:
+            settings, _ = read_settings(path)
+        except QmemError as exc:
+            if report is not None:
+                report(f"{exc.message}; its Qwen Code memory setting is taken as unset")
+            return None
+    return managed_memory_setting(settings)
+
+
+def _light_settings(path: str) -> Mapping[str, object] | None:
+    """The settings object ({} when there is no file), or None when it does not read cleanly."""
+    from qmem_git.core.jsonc import loads, strip_jsonc
+    from qmem_git.regularfile import read_regular
 
     try:
-        settings, _ = read_settings(path)
-    except QmemError as exc:
-        if report is not None:
-            report(f"{exc.message}; its Qwen Code memory setting is taken as unset")
+        text = read_regular(path, MAX_SETTINGS_BYTES).decode("utf-8").lstrip("\ufeff")
+        value = loads(strip_jsonc(text)) if text.strip() else {}
+    except FileNotFoundError:
+        return {}
+    except Exception:  # unreadable, not UTF-8, not JSON: the full reader reports it
         return None
-    return managed_memory_setting(settings)
+    return value if isinstance(value, dict) else None
+
+
+def managed_memory_setting(settings: Mapping[str, object]) -> bool | None:
+    """Qwen Code's ``memory.enableManagedAutoMemory`` in one settings object; None when unset.
+
+    The nested ``{"memory": {...}}`` form wins over the flat ``"memory.enableManagedAutoMemory"``
+    key; a value that is not a boolean reads as unset.
+    """
+    memory = settings.get("memory")
+    value = memory.get("enableManagedAutoMemory") if isinstance(memory, dict) else None
+    if value is None:
+        value = settings.get("memory.enableManagedAutoMemory")
+    return value if isinstance(value, bool) else None
 
 
 # --------------------------------------------------------------------------- background work
@@ -174,22 +213,25 @@ def worker_steps(
     session_id: str,
     sync: bool = False,
 ) -> list[list[str]]:
-    """The qmem-git commands (after ``qmem-git``) a Stop/PreCompact/SessionEnd hook runs.
+    """The qmem-git commands (after ``qmem-git``) for a turn's end or a session's end.
 
-    ``scope`` holds the global options (``--project``/``--memory-dir``). Companion mode only
-    commits what Qwen Code wrote (no second extraction, no second dream). With ``sync`` (a
-    remote is configured) the session ends with a push-sync.
+    ``scope`` holds the global options (``--project``/``--memory-dir``). After a turn (Stop,
+    PreCompact) engine mode extracts; companion mode runs nothing here, as the watcher commits
+    what Qwen Code writes once it goes quiet. At a session's end engine mode extracts and
+    dreams, companion mode takes a last snapshot (Qwen Code extracts and dreams itself), and
+    with ``sync`` (a remote is configured) both push-sync.
     """
-    base = ["-q", *scope]
+    base = list(scope)  # not -q: their warnings go to the hook log
+    session = ["--session-id", session_id] if session_id else []
     steps: list[list[str]] = []
     if mode == COMPANION:
-        steps.append([*base, "snapshot"])
+        if event == "SessionEnd":
+            steps.append([*base, "snapshot"])
     else:
         if transcript:
-            session = ["--session-id", session_id] if session_id else []
             steps.append([*base, "extract", "--transcript", transcript, *session])
         if event == "SessionEnd":
-            dream = [*base, "dream", *(["--session-id", session_id] if session_id else [])]
+            dream = [*base, "dream", *session]
             if transcript:  # the agent's own transcripts: Claude Code's are not in Qwen's chats
                 dream += ["--transcripts-dir", os.path.dirname(os.path.abspath(transcript))]
             steps.append(dream)
@@ -207,15 +249,74 @@ def has_remote(memory_root: str) -> bool:
         return False
 
 
-def worker_argv(steps: Sequence[Sequence[str]], log: str, delay: float) -> list[str]:
+def agent_process(parent: int) -> int:
+    """The agent process that ran a hook whose parent is ``parent``: that parent, or, when it
+    is a shell running a command (``sh -c``), the process that started the shell. Reads Linux
+    ``/proc``; elsewhere the parent as it is."""
+    pid = parent
+    for _ in range(4):  # a shell that ran a shell at most, never a walk up to init
+        found = _command_shell_parent(pid)
+        if found is None or found <= 1:
+            return pid
+        pid = found
+    return pid
+
+
+def _command_shell_parent(pid: int) -> int | None:
+    """The parent of ``pid`` when ``pid`` is a shell given a command (``-c``, ``-lc``): a
+    user's interactive shell is the end of the line, not a step on the way to the agent."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            args = handle.read().split(b"\0")
+    except OSError:
+        return None
+    close = stat.rfind(b")")  # the name may itself hold spaces and parentheses
+    fields = stat[close + 2 :].split()
+    name = stat[stat.find(b"(") + 1 : close].decode("utf-8", "replace")
+    if close < 0 or len(fields) < 2 or not fields[1].isdigit() or name not in SHELLS:
+        return None
+    command = any(arg[:1] == b"-" and arg[1:2] != b"-" and b"c" in arg for arg in args[1:])
+    return int(fields[1]) if command else None
+
+
+WATCH_LOCK = "watcher.lock"
+
+
+def watcher_running(sessions_dir: str) -> bool:
+    """True while some process holds the store's watcher lock (``watcher.lock`` in the folder
+    of the session files)."""
+    path = os.path.join(sessions_dir, WATCH_LOCK)
+    if not os.path.exists(path):
+        return False
+    from qmem_git.store.locks import TryLock
+
+    lock = TryLock(path)
+    if not lock.acquire():
+        return True
+    lock.release()
+    return False
+
+
+def worker_argv(
+    steps: Sequence[Sequence[str]], log: str, delay: float, watch: Mapping[str, object] | None
+) -> list[str]:
+    """``LOG DELAY STEPS_JSON [WATCH_JSON]``: the steps, then the watcher (see
+    ``integrations.watcher.WatchConfig`` for what ``watch`` holds)."""
     import json
 
-    payload = json.dumps([list(step) for step in steps])
-    return [sys.executable, "-m", "qmem_git.integrations.agents", log, str(delay), payload]
+    argv = [sys.executable, "-m", "qmem_git.integrations.agents", log, str(delay)]
+    argv.append(json.dumps([list(step) for step in steps]))
+    return argv + ([json.dumps(dict(watch))] if watch is not None else [])
 
 
 def spawn_detached(argv: Sequence[str], cwd: str | None) -> int:
-    """Start ``argv`` in its own session, outliving the hook; returns its pid."""
+    """Start ``argv`` in its own session, outliving the hook; returns its pid.
+
+    No descriptor of ours is inherited (stdin, stdout and stderr are ``/dev/null``): an agent
+    reading the hook's output would otherwise wait for the worker to end.
+    """
     import subprocess
 
     detached = getattr(subprocess, "DETACHED_PROCESS", 0)
@@ -233,31 +334,37 @@ def spawn_detached(argv: Sequence[str], cwd: str | None) -> int:
     return process.pid
 
 
-def run_steps(argv: Sequence[str]) -> int:
-    """Worker body: ``LOG DELAY STEPS_JSON``; each step runs even if an earlier one failed."""
-    import json
+def run_step(step: Sequence[str], log: str) -> int:
+    """Run one qmem-git command; its failure and its ``warning:`` lines go to the hook log."""
     import subprocess
 
-    log, delay, payload = argv
-    steps = json.loads(payload)
-    time.sleep(max(0.0, min(float(delay), 30.0)))
+    done = subprocess.run(
+        [sys.executable, "-m", "qmem_git", *step],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+    )
+    name = command_name(step)
+    error = done.stderr.decode("utf-8", "replace").strip()
+    if done.returncode:
+        append_log(log, f"worker {name}: exit {done.returncode}: {error[-600:]}")
+        return done.returncode
+    for line in error.splitlines():
+        if line.startswith("warning:"):
+            append_log(log, f"worker {name}: {line[:600]}")
+    return 0
+
+
+def run_steps(log: str, steps: Sequence[Sequence[str]]) -> int:
+    """Each step runs even if an earlier one failed; the last failure's exit status."""
     worst = 0
     for step in steps:
-        done = subprocess.run(
-            [sys.executable, "-m", "qmem_git", *step],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            check=False,
-        )
-        if done.returncode:
-            worst = done.returncode
-            error = done.stderr.decode("utf-8", "replace").strip()[-600:]
-            append_log(log, f"worker {_command_name(step)}: exit {done.returncode}: {error}")
+        worst = run_step(step, log) or worst
     return worst
 
 
-def _command_name(step: Sequence[str]) -> str:
+def command_name(step: Sequence[str]) -> str:
     """The qmem-git command a worker step runs (what follows the global options)."""
     from qmem_git.fastpath import take_globals
 
@@ -265,12 +372,22 @@ def _command_name(step: Sequence[str]) -> str:
 
 
 def worker_main(argv: Sequence[str]) -> int:
-    if len(argv) != 3:
+    """``LOG DELAY STEPS_JSON [WATCH_JSON]``: wait DELAY seconds, run the steps, then watch."""
+    if len(argv) not in (3, 4):
         return 2
+    log = argv[0]
     try:
-        return run_steps(argv)
+        import json
+
+        time.sleep(max(0.0, min(float(argv[1]), 30.0)))
+        code = run_steps(log, json.loads(argv[2]))
+        if len(argv) == 4:
+            from qmem_git.integrations.watcher import WatchConfig, watch
+
+            watch(WatchConfig.from_json(argv[3], log))
+        return code
     except Exception as exc:  # the worker has no one to report to but the log
-        append_log(argv[0], f"worker failed: {type(exc).__name__}: {exc}")
+        append_log(log, f"worker failed: {type(exc).__name__}: {exc}")
         return 1
 
 

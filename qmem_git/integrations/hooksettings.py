@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from qmem_git.core.jsonc import strip_jsonc
 from qmem_git.errors import QmemError, UsageError
+from qmem_git.integrations.agents import MAX_SETTINGS_BYTES, managed_memory_setting
 from qmem_git.regularfile import read_regular
 
 Agent = Literal["qwen", "claude"]
@@ -30,7 +31,6 @@ AGENTS: tuple[Agent, ...] = ("qwen", "claude")
 HOOK_NAME = "qmem-git"
 HOOK_DESCRIPTION = "qmem-git managed auto-memory (added by qmem-git install-hooks)"
 DEFAULT_COMMAND = "qmem-git"
-MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # an agent settings file is a few KB; never read 4 GB
 
 
 @dataclass(frozen=True)
@@ -395,19 +395,6 @@ def install_notes(
             "its changes; use --engine to let qmem-git extract instead"
         )
     return tuple(notes)
-
-
-def managed_memory_setting(settings: Mapping[str, Any]) -> bool | None:
-    """Qwen Code's ``memory.enableManagedAutoMemory`` in one settings object; None when unset.
-
-    The nested ``{"memory": {...}}`` form wins over the flat ``"memory.enableManagedAutoMemory"``
-    key; a value that is not a boolean reads as unset.
-    """
-    memory = settings.get("memory")
-    value = memory.get("enableManagedAutoMemory") if isinstance(memory, dict) else None
-    if value is None:
-        value = settings.get("memory.enableManagedAutoMemory")
-    return value if isinstance(value, bool) else None
 
 
 def _managed_memory_off(settings: Mapping[str, Any]) -> bool:

@@ -63,6 +63,12 @@ def write_memory(root: Path, rel: str, title: str, body: str, kind: str = "proje
 
 
 @pytest.fixture
+def engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engine mode for Qwen Code too (its managed memory counts as off)."""
+    monkeypatch.setenv("QMEM_MODE", "engine")
+
+
+@pytest.fixture
 def memories(project: Path) -> Path:
     root, _ = layout(project)
     write_memory(root, "project/canary.md", "Canary deploys", "Roll out canary deploys at 5%.")
@@ -240,7 +246,8 @@ def test_no_recall_for_continuations_until_the_next_turn(
 def test_submitted_prompt_marks_a_user_turn_and_is_the_query(
     capsys: pytest.CaptureFixture[str], project: Path, memories: Path
 ) -> None:
-    hookentry.write_session(str(layout(project)[1]), "sess-1", False, 0)
+    state = {"awaiting": False, "offset": 0, "mode": "engine"}  # as SessionStart decided
+    hookentry.write_session(str(layout(project)[1]), "sess-1", state)
     continuation = payload(project, "UserPromptSubmit", prompt="canary deploys")
     assert run(capsys, ["--agent", "qwen", "prompt"], continuation) is None
     turn = payload(
@@ -269,7 +276,7 @@ def test_no_memory_folder_means_no_output_and_no_files(
 
 
 def test_our_marker_never_comes_back(
-    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, engine: None
 ) -> None:
     write_memory(memories, "project/echo.md", "Canary echo", f"{hookentry.MARKER} canary text")
     prompt = f"canary?\n\n{hookentry.MARKER}\n## Relevant memory\nzebra"
@@ -280,7 +287,7 @@ def test_our_marker_never_comes_back(
 
 
 def test_context_is_capped(
-    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, engine: None
 ) -> None:
     for i in range(5):
         write_memory(memories, f"project/big{i}.md", f"Canary big {i}", "canary rollout " * 600)
@@ -326,7 +333,11 @@ def last_recall_event(project: Path) -> dict[str, object]:
 
 
 def test_a_configured_model_chooses_what_the_prompt_hook_recalls(
-    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, model: ModelServer
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    memories: Path,
+    model: ModelServer,
+    engine: None,
 ) -> None:
     """Spec §10.1 step 3: the model's choice wins, even over a word match."""
     model.script(chat({"selected_memories": ["user/terse.md"]}))
@@ -345,6 +356,7 @@ def test_a_failing_model_costs_one_short_attempt_then_words_decide(
     memories: Path,
     model: ModelServer,
     reply: Reply,
+    engine: None,
 ) -> None:
     model.script(reply, chat({"selected_memories": ["user/terse.md"]}))
     data = payload(project, "UserPromptSubmit", prompt="how do canary deploys roll out?")
@@ -368,7 +380,69 @@ def test_session_start_in_companion_mode_injects_nothing(
         run(capsys, ["--agent", "qwen", "SessionStart"], payload(project, "SessionStart")) is None
     )
     state = hookentry.read_session(str(layout(project)[1]), "sess-1")
-    assert state == {"awaiting": True, "offset": 0}
+    assert state == {"awaiting": True, "mode": "companion"}
+
+
+def test_companion_mode_is_decided_once_and_the_prompt_hook_recalls_nothing(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+) -> None:
+    """Qwen Code 0.24 recalls before each prompt itself: no memory may reach the model twice.
+    The mode SessionStart decided holds for the session (the prompt hook reads no settings)."""
+    run(capsys, ["--agent", "qwen", "SessionStart"], payload(project, "SessionStart"))
+    (project / ".qwen").mkdir()
+    (project / ".qwen" / "settings.json").write_text(
+        '{"memory": {"enableManagedAutoMemory": false}}'
+    )
+    data = payload(project, "UserPromptSubmit", prompt="canary?", submitted_prompt="canary?")
+    assert run(capsys, ["--agent", "qwen", "prompt"], data) is None
+    other = payload(project, "UserPromptSubmit", prompt="canary?", submitted_prompt="canary?")
+    other = other.replace(b'"sess-1"', b'"sess-2"')  # a session SessionStart never announced
+    assert "Canary deploys" in context_of(
+        run(capsys, ["--agent", "qwen", "prompt"], other), "UserPromptSubmit"
+    )
+    state = hookentry.read_session(str(layout(project)[1]), "sess-2")
+    assert state == {"awaiting": False, "mode": "engine"}  # decided once, for its next prompts
+
+
+def test_the_prompt_hooks_mode_fallback_reads_settings_without_the_settings_module(
+    project: Path, memories: Path
+) -> None:
+    """No session file (hooks installed mid-session): Qwen Code's setting is read with the
+    JSON scanner the hook already has, not hooksettings (json, dataclasses, shlex ...)."""
+    (project / ".qwen").mkdir()
+    (project / ".qwen" / "settings.json").write_text(
+        '{\n  // qmem-git extracts\n  "memory": {"enableManagedAutoMemory": false,},\n}\n'
+    )
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from qmem_git.hookentry import main; "
+        "main(['--agent', 'qwen', 'prompt']); "
+        "print('hooksettings' in sys.modules, 'json' in sys.modules, file=sys.stderr)"
+    )
+    data = payload(project, "UserPromptSubmit", prompt="canary?", submitted_prompt="canary?")
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(REPO_ROOT)],
+        input=data,
+        capture_output=True,
+        env={**os.environ},
+        check=True,
+    )
+    assert done.stderr.decode().split() == ["False", "False"]
+    assert b"Canary deploys" in done.stdout  # engine mode: recalled
+
+
+def test_session_start_drops_week_old_session_files(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+) -> None:
+    state_dir = str(layout(project)[1])
+    for name in ("old", "recent"):
+        hookentry.write_session(state_dir, name, {"awaiting": False})
+    old = Path(hookentry.session_file(state_dir, "old"))
+    stale = time.time() - hookentry.STALE_SESSION_SECONDS - 60
+    os.utime(old, (stale, stale))
+    run(capsys, ["--agent", "qwen", "SessionStart"], payload(project, "SessionStart"))
+    assert not old.exists()
+    assert hookentry.read_session(state_dir, "recent") == {"awaiting": False}
+    assert hookentry.read_session(state_dir, "sess-1") is not None
 
 
 def test_session_start_in_engine_mode_shows_the_index(
@@ -437,8 +511,16 @@ def test_stop_with_a_memory_dir_not_made_yet_makes_it_for_the_worker(
     argv = ["--agent", "claude", "--memory-dir", str(memory), "stop"]
     assert run(capsys, argv, data) is None
     assert len(spawned) == 1 and memory.is_dir()
-    scope = ["-q", "--project", str(project), "--memory-dir", str(memory)]
-    assert steps_of(spawned[0])[0][:5] == scope
+    scope = ["--project", str(project), "--memory-dir", str(memory)]
+    assert steps_of(spawned[0])[0][:4] == scope
+
+
+def watch_of(argv: list[str]) -> dict[str, object]:
+    """The watcher settings a worker is started with (after its steps)."""
+    assert len(argv) == 7
+    watch = json.loads(argv[6])
+    assert isinstance(watch, dict)
+    return watch
 
 
 def test_stop_starts_an_extraction_once_per_new_content(
@@ -448,14 +530,40 @@ def test_stop_starts_an_extraction_once_per_new_content(
     data = payload(project, "Stop", transcript_path=str(path), stop_hook_active=False)
     assert run(capsys, ["--agent", "claude", "stop"], data) is None
     assert run(capsys, ["--agent", "claude", "stop"], data) is None  # nothing new
-    assert len(spawned) == 1
     extract = ["extract", "--transcript", str(path), "--session-id", "sess-1"]
-    assert steps_of(spawned[0]) == [["-q", "--project", str(project), *extract]]
+    assert [steps_of(argv) for argv in spawned] == [
+        [["--project", str(project), *extract]],
+        [],  # no watcher holds the lock here (the recorder starts none): only one is started
+    ]
     assert spawned[0][4] == str(agents.CLAUDE_FLUSH_DELAY_S)
     with path.open("a") as handle:
         handle.write("\n")
     run(capsys, ["--agent", "claude", "stop"], data)
-    assert len(spawned) == 2
+    assert len(steps_of(spawned[2])) == 1
+
+
+def test_stop_records_the_session_for_the_watcher(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    memories: Path,
+    spawned: list[list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("QMEM_WATCH_QUIET", "0.5")
+    monkeypatch.setenv("QMEM_WATCH_GRACE", "nonsense")  # the default instead
+    data = payload(project, "Stop", stop_hook_active=False)
+    assert run(capsys, ["--agent", "qwen", "stop"], data) is None
+    root, state_dir = layout(project)
+    state = hookentry.read_session(str(state_dir), "sess-1")
+    assert state is not None
+    assert state["mode"] == "companion" and state["ended"] is False
+    assert state["agent_pid"] == agents.agent_process(os.getppid())  # run in process here
+    assert state["scope"] == ["--project", str(project)]
+    assert steps_of(spawned[0]) == []  # companion mode: the watcher snapshots, nothing else
+    watch = watch_of(spawned[0])
+    assert watch["memory_root"] == str(root) and watch["companion"] is True
+    assert watch["sessions_dir"] == str(state_dir / "hooks")
+    assert (watch["quiet"], watch["grace"]) == (0.5, 5.0)
 
 
 def test_stop_hook_active_does_nothing(
@@ -467,37 +575,40 @@ def test_stop_hook_active_does_nothing(
     assert hookentry.read_session(str(layout(project)[1]), "sess-1") is None
 
 
-def test_companion_mode_snapshots_instead_of_extracting(
-    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, spawned: list[list[str]]
-) -> None:
-    run(capsys, ["--agent", "qwen", "stop"], payload(project, "Stop", stop_hook_active=False))
-    run(capsys, ["--agent", "qwen", "session-end"], payload(project, "SessionEnd"))
-    assert [steps_of(argv) for argv in spawned] == [
-        [["-q", "--project", str(project), "snapshot"]],
-        [["-q", "--project", str(project), "snapshot"]],
-    ]
-
-
-def test_session_end_extracts_then_dreams_and_forgets_the_session(
+def test_session_end_hands_the_end_to_the_watcher(
     capsys: pytest.CaptureFixture[str],
     project: Path,
     memories: Path,
     spawned: list[list[str]],
-    monkeypatch: pytest.MonkeyPatch,
+    engine: None,
 ) -> None:
-    monkeypatch.setenv("QMEM_MODE", "engine")
-    state = str(layout(project)[1])
-    hookentry.write_session(state, "sess-1", True, 0)
+    state_dir = str(layout(project)[1])
+    hookentry.write_session(state_dir, "sess-1", {"awaiting": True, "offset": 0})
     path = transcript(project)
     data = payload(project, "SessionEnd", transcript_path=str(path))
     run(capsys, ["--agent", "qwen", "session-end"], data)
-    base = ["-q", "--project", str(project)]
+    assert steps_of(spawned[0]) == []  # the watcher runs the end steps, once
+    state = hookentry.read_session(state_dir, "sess-1")
+    assert state is not None and state["ended"] is True and state["mode"] == "engine"
+    assert state["transcript"] == str(path) and state["session"] == "sess-1"
+
+
+def test_session_end_without_a_session_id_runs_the_end_steps_itself(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    memories: Path,
+    spawned: list[list[str]],
+    engine: None,
+) -> None:
+    path = transcript(project)
+    data = json.loads(payload(project, "SessionEnd", transcript_path=str(path)))
+    del data["session_id"]
+    run(capsys, ["--agent", "qwen", "session-end"], json.dumps(data).encode())
+    base = ["--project", str(project)]
     assert steps_of(spawned[0]) == [
-        [*base, "extract", "--transcript", str(path), "--session-id", "sess-1"],
-        [*base, "dream", "--session-id", "sess-1", "--transcripts-dir", str(path.parent)],
+        [*base, "extract", "--transcript", str(path)],
+        [*base, "dream", "--transcripts-dir", str(path.parent)],
     ]
-    assert spawned[0][4] == "0.0"
-    assert hookentry.read_session(state, "sess-1") is None
 
 
 def test_empty_transcript_path_is_found_in_the_qwen_chats_dir(
@@ -513,7 +624,7 @@ def test_empty_transcript_path_is_found_in_the_qwen_chats_dir(
     path = transcript(project)
     path.rename(chats / "sess-1.jsonl")
     run(capsys, ["--agent", "qwen", "pre-compact"], payload(project, "PreCompact"))
-    assert steps_of(spawned[0])[0][4:6] == ["--transcript", str(chats / "sess-1.jsonl")]
+    assert steps_of(spawned[0])[0][3:5] == ["--transcript", str(chats / "sess-1.jsonl")]
 
 
 def test_empty_transcript_path_is_found_in_claude_projects(
@@ -527,14 +638,14 @@ def test_empty_transcript_path_is_found_in_claude_projects(
     folder.mkdir(parents=True)
     transcript(project).rename(folder / "sess-1.jsonl")
     run(capsys, ["--agent", "claude", "stop"], payload(project, "Stop"))
-    assert steps_of(spawned[0])[0][5] == str(folder / "sess-1.jsonl")
+    assert steps_of(spawned[0])[0][4] == str(folder / "sess-1.jsonl")
 
 
 def test_missing_transcript_is_logged(
     capsys: pytest.CaptureFixture[str], project: Path, memories: Path, spawned: list[list[str]]
 ) -> None:
     run(capsys, ["--agent", "claude", "stop"], payload(project, "Stop"))
-    assert spawned == []
+    assert [steps_of(argv) for argv in spawned] == [[]]  # only the watcher, for the session end
     assert "no transcript found" in log_text(project)
 
 
@@ -566,7 +677,7 @@ def test_unknown_event_is_logged_without_prompt_text(
 
 
 def test_event_name_may_come_from_the_payload(
-    capsys: pytest.CaptureFixture[str], project: Path, memories: Path
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, engine: None
 ) -> None:
     data = payload(project, "UserPromptSubmit", prompt="canary?", submitted_prompt="canary?")
     assert run(capsys, ["--agent", "qwen"], data) is not None
@@ -626,13 +737,29 @@ def test_worker_logs_a_failing_step(tmp_path: Path) -> None:
     assert "worker no-such-command: exit 2:" in log.read_text()
 
 
+def test_worker_logs_the_warnings_of_a_step_that_succeeds(tmp_path: Path) -> None:
+    """A memory holding a credential is left out of the snapshot, which exits 0: its warning
+    still reaches the hook log."""
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    scope = ["--memory-dir", str(memory)]
+    subprocess.run([sys.executable, "-m", "qmem_git", *scope, "init"], check=True)
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "abcdef"
+    write_memory(memory, "project/token.md", "Deploy token", f"The deploy token is {token}.")
+    log = tmp_path / "hook.log"
+    assert agents.worker_main([str(log), "0", json.dumps([[*scope, "snapshot"]])]) == 0
+    text = log.read_text()
+    assert "worker snapshot: warning: project/token.md" in text, text
+    assert token not in text
+
+
 def test_worker_names_every_step_by_its_command() -> None:
     scope = ["--project", "/p", "--memory-dir", "/m"]
     steps = agents.worker_steps("SessionEnd", agents.ENGINE, scope, "/t.jsonl", "s1", sync=True)
-    assert [agents._command_name(step) for step in steps] == ["extract", "dream", "sync"]
+    assert [agents.command_name(step) for step in steps] == ["extract", "dream", "sync"]
     companion = agents.worker_steps("SessionEnd", agents.COMPANION, scope, None, "s1")
-    assert [agents._command_name(step) for step in companion] == ["snapshot"]
-    assert agents._command_name(["-q", "--project", "/p"]) == "step"
+    assert [agents.command_name(step) for step in companion] == ["snapshot"]
+    assert agents.command_name(["-q", "--project", "/p"]) == "step"
 
 
 @pytest.mark.parametrize(

@@ -153,7 +153,11 @@ def test_claude_session_end_to_end(claude: Session) -> None:
     assert MARKER not in again[len(MARKER) :]
 
     assert_silent(claude.hook("session-end", claude.payload("session-end")))
-    assert not (claude.state_dir / "hooks" / "9e1c2f4a-claude.json").exists()
+    state = claude.state_dir / "hooks" / "9e1c2f4a-claude.json"
+    deadline = time.monotonic() + POLL_SECONDS  # the watcher ends the session, then drops it
+    while state.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not state.exists()
 
 
 def test_claude_stop_hook_active_and_pre_compact(claude: Session) -> None:
