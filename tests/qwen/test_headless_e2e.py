@@ -7,11 +7,12 @@ stand-in: the language model). The driver waits for qwen to exit and then for qm
 hook worker; the tests then read the requests the model received and the memory repository
 (``qmem-git log --json`` and C git).
 
-What Qwen 0.24.4 does in a headless turn (observed, see the module's scripts): SessionStart,
-UserPromptSubmit and Stop fire, SessionEnd never; in companion mode (its managed auto-memory on)
-Qwen asks the model which memories to recall before the main request and, when the main turn
-wrote no memory itself, runs its background extraction after the Stop hooks and awaits it
-before exiting.
+What Qwen 0.24.4 does in a headless turn (observed with these scripts and a logging hook):
+SessionStart, UserPromptSubmit and Stop fire and are awaited, SessionEnd never fires;
+UserPromptSubmit fires again, with an empty prompt, on a tool-result continuation. In companion
+mode (its managed auto-memory on) Qwen asks the model which memories to recall before the main
+request and, when the main turn wrote no memory itself, runs its background extraction after the
+Stop hooks have returned and awaits it before exiting.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class HeadlessRun:
     env: dict[str, str]
     project: Path
     memory_root: Path
-    git_dir: Path
+    state_dir: Path
+    where: dict[str, Any]
     result: dict[str, Any]
 
     @property
@@ -70,6 +72,15 @@ class HeadlessRun:
 
     def qmem(self, *args: str) -> str:
         return _qmem(self.env, self.project, *args)
+
+    @property
+    def git_dir(self) -> Path:
+        """The memory repository's git dir: ``where`` may name it; else beside or in the root."""
+        named = self.where.get("git_dir")
+        candidates = [Path(named)] if named else []
+        root = self.memory_root
+        candidates += [root.parent / f"{root.name}.git", root / ".git"]
+        return next(path for path in candidates if path.is_dir())
 
     def git(self, *args: str) -> bytes:
         """C git on the memory repository."""
@@ -97,10 +108,16 @@ class HeadlessRun:
                 differ.append(name)
         return differ
 
+    def hook_problems(self) -> list[str]:
+        """Lines of qmem-git's hook log that report a crash or a failed worker step."""
+        log = self.state_dir / "hook.log"
+        lines = log.read_text("utf-8", "replace").splitlines() if log.exists() else []
+        return [line for line in lines if "internal error" in line or " worker " in line]
+
     def explain(self) -> str:
         """What a failing assertion should show: qwen's output, the hook log, the stragglers."""
         qwen = self.result["qwen"]
-        log = self.memory_root.parent / "hook.log"
+        log = self.state_dir / "hook.log"
         hook_log = log.read_text("utf-8", "replace") if log.exists() else "(no hook.log)"
         return (
             f"qwen exit {qwen['rc']} after {qwen['seconds']} s\nstdout: {qwen['stdout'][-800:]}\n"
@@ -174,14 +191,6 @@ def _qwen_settings(home: Path) -> None:
     (home / ".qwen" / "settings.json").write_text(json.dumps(settings), "utf-8")
 
 
-def _git_dir(where: dict[str, Any], memory_root: Path) -> Path:
-    """The memory repository's git dir: ``where`` may name it; else beside or in the root."""
-    named = where.get("git_dir")
-    candidates = [Path(named)] if named else []
-    candidates += [memory_root.parent / f"{memory_root.name}.git", memory_root / ".git"]
-    return next(path for path in candidates if path.is_dir())
-
-
 def run_headless(
     tmp: Path,
     qwen_package: Path,
@@ -217,7 +226,7 @@ def run_headless(
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp / "result.json").read_text("utf-8"))
-    return HeadlessRun(env, project, memory_root, _git_dir(where, memory_root), result)
+    return HeadlessRun(env, project, memory_root, Path(where["state_dir"]), where, result)
 
 
 def _count(body: dict[str, Any], text: str) -> int:
@@ -317,6 +326,7 @@ def test_engine_extraction_is_committed_after_qwen_exits(engine_run: HeadlessRun
     texts = [engine_run.git("show", f"{extracts[0]['commit']}:{path}") for path in added]
     assert any(b"kestrel9" in text for text in texts), texts
     assert engine_run.uncommitted() == []
+    assert engine_run.hook_problems() == []
     engine_run.git("fsck", "--strict")
 
 
@@ -345,6 +355,7 @@ def test_companion_memory_written_by_the_main_turn_is_committed(
     assert run.result["still_running"] == [], run.explain()
     assert run.git("show", "HEAD:project/releases.md") == written.read_bytes()
     assert run.uncommitted() == [], run.explain()
+    assert run.hook_problems() == []
     run.git("fsck", "--strict")
 
 
@@ -358,4 +369,5 @@ def test_companion_memory_written_by_qwens_extraction_is_committed_after_exit(
     assert run.result["still_running"] == [], run.explain()
     assert run.uncommitted() == [], run.explain()
     assert run.git("show", "HEAD:project/staging-host.md") == written.read_bytes()
+    assert run.hook_problems() == []
     run.git("fsck", "--strict")
