@@ -36,6 +36,7 @@ REMEMBERED = "The zebra project builds with pnpm, never npm."
 EXTRACTION_MARKER = "Managed memory has TWO directories"  # Qwen's background extraction
 SELECTOR_TOOL = "respond_in_schema"  # Qwen's recall side query answers through this tool
 ANSWER = "Use pnpm."
+EXTRACTION_SECONDS = 3.0  # how long the model takes to answer Qwen's background extraction
 
 Rules = list[dict[str, Any]]
 
@@ -252,6 +253,12 @@ def _engine_rules(memory_root: Path, project: Path) -> Rules:
     ]  # fmt: skip
 
 
+def _engine_agent_write_rules(memory_root: Path, project: Path) -> Rules:
+    """The main turn saves a memory file into qmem-git's store with write_file."""
+    rules = _agent_write_rules(memory_root, project)
+    return rules[1:]  # Qwen's own recall is off: no selector query to answer
+
+
 def _agent_write_rules(memory_root: Path, project: Path) -> Rules:
     """Qwen recalls by model; the main turn saves a memory file with write_file."""
     del project
@@ -269,13 +276,17 @@ def _agent_write_rules(memory_root: Path, project: Path) -> Rules:
 
 
 def _extraction_rules(memory_root: Path, project: Path) -> Rules:
-    """Qwen recalls by model; its background extraction saves a memory file."""
+    """Qwen recalls by model; its background extraction saves a memory file.
+
+    A real model takes seconds to answer the extraction: so does this one, so that the write
+    comes after whatever qmem-git's Stop hook started has looked at the folder.
+    """
     del project
     content = _frontmatter("Staging host", "project", "The staging host is ocelot3.")
     call = {"file_path": str(memory_root / "project" / "staging-host.md"), "content": content}
     return [
         {"when": ["Available memories:"], "select_listed": True, "reply": {}},
-        {"when": [EXTRACTION_MARKER], "times": 1,
+        {"when": [EXTRACTION_MARKER], "times": 1, "delay": EXTRACTION_SECONDS,
          "reply": {"tool_calls": [{"name": "write_file", "arguments": call}]}},
         {"when": ["ocelot3"], "unless": ["tool_call_id"], "reply": {"content": ANSWER}},
     ]  # fmt: skip
@@ -285,6 +296,13 @@ def _extraction_rules(memory_root: Path, project: Path) -> Rules:
 def engine_run(qwen_package: Path, tmp_path_factory: pytest.TempPathFactory) -> HeadlessRun:
     tmp = tmp_path_factory.mktemp("engine")
     return run_headless(tmp, qwen_package, ENGINE_PROMPT, _engine_rules, engine=True)
+
+
+@pytest.fixture(scope="module")
+def engine_write_run(qwen_package: Path, tmp_path_factory: pytest.TempPathFactory) -> HeadlessRun:
+    tmp = tmp_path_factory.mktemp("engine-write")
+    rules = _engine_agent_write_rules
+    return run_headless(tmp, qwen_package, AGENT_WRITE_PROMPT, rules, engine=True)
 
 
 @pytest.fixture(scope="module")
@@ -328,6 +346,20 @@ def test_engine_extraction_is_committed_after_qwen_exits(engine_run: HeadlessRun
     assert engine_run.uncommitted() == []
     assert engine_run.hook_problems() == []
     engine_run.git("fsck", "--strict")
+
+
+def test_engine_memory_written_by_the_main_turn_is_committed(engine_write_run: HeadlessRun) -> None:
+    run = engine_write_run
+    main = run.main_requests()
+    assert len(main) == 2, run.explain()
+    assert [_count(body, RECALL_TOKEN) for body in main] == [1, 1]
+    written = run.memory_root / "project" / "releases.md"
+    assert written.is_file(), run.explain()  # Qwen's write_file ran (auto-edit)
+    assert run.result["still_running"] == [], run.explain()
+    assert run.git("show", "HEAD:project/releases.md") == written.read_bytes()
+    assert run.uncommitted() == [], run.explain()
+    assert run.hook_problems() == []
+    run.git("fsck", "--strict")
 
 
 # --------------------------------------------------------------------------- companion mode
