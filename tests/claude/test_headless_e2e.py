@@ -176,7 +176,6 @@ def _claude_format(settings: dict[str, Any]) -> bytes:
 
 def run_headless(tmp: Path, claude: Path, args: list[str], rules: Rules) -> HeadlessRun:
     """A project with one remembered memory and the hooks installed; ``claude -p`` once."""
-    prefix = namespace_prefix()
     home, project = tmp / "home", tmp / "proj"
     home.mkdir()
     subprocess.run(["git", "init", "-q", str(project)], check=True)
@@ -190,23 +189,31 @@ def run_headless(tmp: Path, claude: Path, args: list[str], rules: Rules) -> Head
     _qmem(env, project, "-q", "install-hooks", "--agent", "claude")
     settings["installed"] = settings_file.read_bytes()
     where = json.loads(_qmem(env, project, "where", "--json"))
+    memory_root, state_dir = Path(where["memory_root"]), Path(where["state_dir"])
+    run = HeadlessRun(env, project, memory_root, state_dir, where, settings, {})
+    run.result = drive(run, claude, args, rules, tmp / "first")
+    return run
+
+
+def drive(run: HeadlessRun, claude: Path, args: list[str], rules: Rules, out: Path) -> Any:
+    """One ``claude -p`` in ``run``'s HOME and project, through the driver; its result."""
+    prefix = namespace_prefix()
+    out.mkdir()
     spec = {
         "claude": str(claude),
         "args": args,
-        "cwd": str(project),
-        "env": env,
+        "cwd": str(run.project),
+        "env": run.env,
         "rules": rules,
         "settle_timeout": 40,
         "timeout": 90,
-        "out": str(tmp / "result.json"),
+        "out": str(out / "result.json"),
     }
-    (tmp / "spec.json").write_text(json.dumps(spec), "utf-8")
-    command = [*prefix, sys.executable, str(DRIVER), str(tmp / "spec.json")]
+    (out / "spec.json").write_text(json.dumps(spec), "utf-8")
+    command = [*prefix, sys.executable, str(DRIVER), str(out / "spec.json")]
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads((tmp / "result.json").read_text("utf-8"))
-    memory_root, state_dir = Path(where["memory_root"]), Path(where["state_dir"])
-    return HeadlessRun(env, project, memory_root, state_dir, where, settings, result)
+    return json.loads((out / "result.json").read_text("utf-8"))
 
 
 def _count(body: dict[str, Any], text: str) -> int:
@@ -261,6 +268,56 @@ def test_engine_extraction_is_committed_after_claude_exits(engine_run: HeadlessR
 
 def test_engine_hook_log_shows_no_crash(engine_run: HeadlessRun) -> None:
     assert engine_run.hook_problems() == [], engine_run.explain()
+
+
+# --------------------------------------------------------------------------- the next session
+
+SECOND_PROMPT = "Which linter do we run before building zebra?"
+
+
+@pytest.fixture(scope="module")
+def second_session(
+    claude_exe: Path, engine_run: HeadlessRun, tmp_path_factory: pytest.TempPathFactory
+) -> HeadlessRun:
+    """A second ``claude -p`` in the same HOME and project, after the first one's extraction."""
+    assert engine_run.result["still_running"] == [], engine_run.explain()
+    out = tmp_path_factory.mktemp("claude-second")
+    result = drive(engine_run, claude_exe, ["-p", SECOND_PROMPT], [], out / "run")
+    return HeadlessRun(**{**engine_run.__dict__, "result": result})
+
+
+def _prompt_context(body: dict[str, Any]) -> str:
+    """The UserPromptSubmit hook's context as the model got it (Claude labels each hook's)."""
+    label = "UserPromptSubmit hook additional context:"
+    found = []
+    for message in body["messages"]:
+        content = message.get("content")
+        parts = [{"text": content}] if isinstance(content, str) else content
+        for text in (part.get("text") or "" for part in parts):
+            if label in text:
+                found.append(text[text.index(label) :])
+    return "".join(found)
+
+
+def test_next_session_recalls_what_the_first_one_extracted(
+    second_session: HeadlessRun,
+) -> None:
+    run = second_session
+    assert run.result["claude"]["rc"] == 0, run.explain()
+    extracts = [op for op in run.operations() if op["op"] == "extract"]
+    assert len(extracts) == 1, run.explain()  # "Which linter…" / "OK." is nothing to keep
+    added = [c["path"] for c in extracts[0]["changes"] if c["status"] == "A"]
+    requests = run.model_requests()
+    assert len(requests) == 1, run.explain()
+    context = _prompt_context(requests[0])
+    assert "kestrel9" in context, run.explain()
+    assert [context.count(f"({path})") for path in added] == [1] * len(added)
+    assert run.result["still_running"] == [], run.explain()
+    assert run.hook_problems() == [], run.explain()
+
+
+# --------------------------------------------------------------------------- uninstall
+# Last in the file: it takes the hooks out of the HOME the runs above share.
 
 
 def test_uninstall_restores_claudes_settings_byte_for_byte(engine_run: HeadlessRun) -> None:
