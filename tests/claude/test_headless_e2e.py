@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from qmem_git.integrations.agents import log_path
+from qmem_git.integrations.agents import INDEX_HEADING, log_path
 
 from .conftest import namespace_prefix
 
@@ -252,6 +252,8 @@ def test_engine_recall_reaches_each_main_request_exactly_once(engine_run: Headle
     assert len(requests) == 2, engine_run.explain()  # the prompt, then the tool-result turn
     assert [_count(body, RECALL_TOKEN) for body in requests] == [1, 1]
     assert [_count(body, PROMPT) for body in requests] == [1, 1]
+    # the index came at SessionStart; the first prompt's fallback for a lost one (#10373) kept out
+    assert [_count(body, INDEX_HEADING) for body in requests] == [1, 1]
 
 
 def test_engine_extraction_is_committed_after_claude_exits(engine_run: HeadlessRun) -> None:
