@@ -58,6 +58,15 @@ def git_dir_of(memory_root: str) -> str:
     return (posixpath.normpath(memory_root).rstrip("/") or "/") + ".git"
 
 
+def worktree_of(git_dir: str) -> str:
+    """The memory root of a repository: ``memory`` for ``memory.git``, and for a legacy
+    ``memory/.git`` its parent folder (:func:`git_dir_of` the other way round)."""
+    git_dir = posixpath.normpath(git_dir)
+    if posixpath.basename(git_dir) == ".git":
+        return posixpath.dirname(git_dir)
+    return git_dir[: -len(".git")] if git_dir.endswith(".git") else git_dir
+
+
 def legacy_git_dir(memory_root: str) -> str:
     """Where earlier versions kept the repository: ``<memory root>/.git`` (moved on the
     next write, :mod:`qmem_git.store.relocate`)."""
