@@ -62,7 +62,7 @@ def test_where_reports_layout(memory: Path) -> None:
     assert data["memory_root"] == str(memory)
     assert data["state_dir"] == str(memory.parent)
     assert data["mode"] == "explicit"
-    assert data["repository"] is True
+    assert data["repository"] == f"{memory}.git" and data["initialized"] is True
 
 
 def test_remember_makes_one_commit_with_trailers(memory: Path) -> None:

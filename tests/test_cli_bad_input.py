@@ -231,7 +231,7 @@ def test_a_project_folder_is_refused_as_memory_dir_and_left_alone(
     assert result.code == 2, result.err
     assert "is not a memory folder: it holds README.md, src" in one_error_line(result.err)
     assert _tree(project) == before  # no hook, no config change, no lock file, nothing moved
-    assert not (tmp_path / "quarantine").exists()
+    assert not (tmp_path / "quarantine").exists() and not (tmp_path / "project.git").exists()
 
 
 def test_a_store_that_gained_a_foreign_folder_refuses_writers_and_moves_nothing(

@@ -199,6 +199,7 @@ def _require(settings: Settings, why: str) -> None:
     from qmem_git.errors import UsageError
 
     if not os.path.isdir(repository(settings.layout.memory_root)):
+        check_store(settings.layout)  # a project's folder: say so, not "run init" (init refuses)
         reason = f" ({why})" if why else ""
         raise UsageError(
             f"{settings.layout.memory_root} is not a memory repository{reason}",

@@ -13,7 +13,7 @@ import os
 import stat
 
 from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, STATE_DIR_NAMES, TYPE_NAMES
-from qmem_git.core.paths import git_dir_of
+from qmem_git.core.paths import git_dir_of, worktree_of
 from qmem_git.errors import QmemError, UsageError
 
 _ANY_SIZE = 1 << 62  # larger than any file
@@ -104,7 +104,7 @@ def check_on_main(git_dir: str) -> None:
     else:
         where = f"at a detached HEAD ({text[:12]})"
     raise QmemError(
-        f"the memory repository {git_dir} is {where}, not on main: qmem-git commits only to main",
+        f"{worktree_of(git_dir)} is {where}, not on main: qmem-git commits only to main",
         hint="finish what you do there, then run `qmem-git git switch main`; commits on "
         "another branch stay there until you merge them",
     )
