@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from clihelpers import assert_clean_repo, git, head, qmem
 from helpers_git import gitdir
+from servers import HttpGitServer
 
 MEMORY = "---\nname: {name}\ndescription: about {name}\ntype: user\n---\n\n{name} is a fact.\n"
 
@@ -151,3 +153,40 @@ def test_plain_git_finds_the_repository_through_its_git_dir(memory: Path) -> Non
         cwd=os.path.expanduser("~"),
     )
     assert done.stdout == ""
+
+
+def test_qmem_index_inside_the_memory_folder_asks_no_git(tmp_path: Path, memory: Path) -> None:
+    """``qmem-index`` fixes MEMORY.md before a hand commit; run in the memory folder it must
+    not ask git, which would find the agent's .git and run its core.fsmonitor."""
+    marker = tmp_path / "MARKER"
+    plant(memory, marker)
+    (memory / "MEMORY.md").write_text("stale\n")
+    code = "from qmem_git.integrations.precommit import index_main\nraise SystemExit(index_main())"
+    fix = [sys.executable, "-c", code]
+    for where, status in ((memory / "user", 1), (memory, 0)):
+        done = subprocess.run(fix, cwd=where, capture_output=True, text=True)
+        assert done.returncode == status, done.stdout + done.stderr
+    assert (memory / "MEMORY.md").read_text().startswith("- [")
+    assert not marker.exists()
+
+
+def test_https_credentials_come_from_the_repository_not_the_agent_s_git(
+    tmp_path: Path, memory: Path, served: Path
+) -> None:
+    """``git credential fill`` runs with the memory repository as GIT_DIR: a sync started in
+    the memory folder never asks a credential helper the agent configured there."""
+    marker = tmp_path / "MARKER"
+    agent_git = plant(memory, marker)
+    server = HttpGitServer(served).start()
+    try:
+        store = tmp_path / "git-credentials"
+        store.write_text(f"http://{server.user}:{server.password}@127.0.0.1:{server.port}\n")
+        with (agent_git / "config").open("a") as config:
+            config.write(f"[credential]\n\thelper = !{memory.parent / 'agent-script.sh'}\n")
+        assert qmem(memory, "git", "config", "credential.helper", f"store --file={store}").code == 0
+        assert qmem(memory, "remote", "add", "origin", server.url("mem.git")).code == 0
+        synced = qmem(memory, "sync", cwd=memory)
+        assert synced.code == 0, synced.err
+    finally:
+        server.stop()
+    assert not marker.exists()

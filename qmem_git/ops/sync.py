@@ -100,7 +100,9 @@ def _transport_factory(settings: Settings, remote: Remote) -> Callable[[bool], T
         return remotes.open_transport(
             remote.url,
             credentials=credentials_for(settings),
-            env=settings.env,
+            # C git run for credentials reads this repository's config, never the .git an
+            # agent may have left in the folder the command runs in
+            env={**settings.env, "GIT_DIR": _git_dir(settings)},
             timeout=timeout_for(settings),
             for_push=for_push,
         )
