@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from qmem_git.core.paths import git_dir_of, legacy_git_dir
 from qmem_git.settings import Settings
-from qmem_git.store.relocate import foreign_hooks, repository
+from qmem_git.store.relocate import disabled_hooks, repository
 
 MODEL_DOCS = "see the README section 'Using a model'"
 CORRUPT_HINT = (
@@ -83,11 +83,7 @@ def _location(root: str, git_dir: str) -> Check:
             "review it and remove it if neither you nor your agent needs it",
             warning=True,
         )
-    disabled = [
-        name
-        for name in foreign_hooks(git_dir)
-        if not os.stat(os.path.join(git_dir, "hooks", name)).st_mode & 0o111
-    ]
+    disabled = disabled_hooks(git_dir)
     if disabled:
         return Check(
             "repository",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,7 +14,7 @@ from qmem_git.core.limits import INDEX_NAME
 from qmem_git.ops.runner import execute
 from qmem_git.settings import Settings
 from qmem_git.store.relocate import repository
-from qmem_git.store.repo import head_commit, init_repo
+from qmem_git.store.repo import default_hook_command, head_commit, init_repo
 from qmem_git.store.state import ensure_scaffold
 from qmem_git.store.walk import check_store
 from qmem_git.store.workdir import index_path, iter_memory_files, read_text, render_index
@@ -163,11 +162,8 @@ def git_command(settings: Settings, args: Sequence[str], cwd: str) -> tuple[list
 
 
 def hook_command() -> str:
-    """What the memory repo's git pre-commit hook runs: the template's lookup (``qmem-git`` on
-    PATH first, as a shell finds it), with this interpreter as the fallback it names."""
-    import shlex
-
-    return f"qmem_git_validate {shlex.quote(sys.executable)}"
+    """What the memory repo's git pre-commit hook runs (``store.repo.default_hook_command``)."""
+    return default_hook_command()
 
 
 def ensure_repository(settings: Settings, now: datetime, *, dry_run: bool = False) -> None:

@@ -204,7 +204,7 @@ def init_repo(layout: Layout, hook_command: str, lock_timeout: float = 30.0) -> 
         _create_repo(root, git_dir)
     config_changed = _configure(git_dir, root)
     excludes = _add_lines(os.path.join(git_dir, "info", "exclude"), MEMORY_EXCLUDES)
-    hook = _install_hook(git_dir, hook_command)
+    hook = install_hook(git_dir, hook_command)
     project = _exclude_in_project(layout) if layout.mode == "local" else ()
     return InitResult(root, created, hook, excludes, project, config_changed)
 
@@ -345,9 +345,19 @@ def hook_script(hook_command: str) -> str:
     return template.read_text(encoding="utf-8").replace("@HOOK_COMMAND@", hook_command)
 
 
-def _install_hook(git_dir: str, hook_command: str) -> str:
+def default_hook_command() -> str:
+    """What the memory repo's git pre-commit hook runs: the template's lookup (``qmem-git`` on
+    PATH first, as a shell finds it), with this interpreter as the fallback it names."""
+    import shlex
+    import sys
+
+    return f"qmem_git_validate {shlex.quote(sys.executable)}"
+
+
+def install_hook(git_dir: str, hook_command: str) -> str:
     """Write our hook; a foreign one moves to the first free ``pre-commit.local*`` name."""
     hooks = os.path.join(git_dir, "hooks")
+    os.makedirs(hooks, exist_ok=True)
     path = os.path.join(hooks, "pre-commit")
     script = hook_script(hook_command)
     try:
@@ -356,6 +366,8 @@ def _install_hook(git_dir: str, hook_command: str) -> str:
     except FileNotFoundError:
         existing = None
     if existing == script:
+        if not os.access(path, os.X_OK):  # made non-executable when the repository moved
+            os.chmod(path, 0o755)
         return "unchanged"
     status = "installed" if existing is None else "updated"
     if existing is not None and HOOK_MARKER not in existing:
@@ -1166,10 +1178,12 @@ __all__ = [
     "check_unblocked",
     "check_writable",
     "close_store",
+    "default_hook_command",
     "free_name",
     "head_commit",
     "identity_from_git_config",
     "init_repo",
+    "install_hook",
     "prune_dirs",
     "remove_file",
     "same_content",

@@ -15,6 +15,7 @@ from clihelpers import qmem
 from helpers_git import gitdir
 
 from qmem_git.store.relocate import move_repository, repository
+from qmem_git.store.repo import default_hook_command, hook_script
 
 QMEM = (sys.executable, "-m", "qmem_git", "--memory-dir")
 
@@ -57,18 +58,24 @@ def assert_moved(root: Path, before: list[str], new_commits: int) -> None:
 def test_the_next_write_moves_the_repository_history_intact(tmp_path: Path) -> None:
     root = legacy_store(tmp_path)
     before = history(root, root / ".git")
-    agent_hook = root / ".git" / "hooks" / "pre-commit.local"  # chained by our hook
-    agent_hook.write_text("#!/bin/sh\ntouch ran\n")
-    agent_hook.chmod(0o755)
+    hooks = root / ".git" / "hooks"
+    for name in ("pre-commit.local", "pre-commit"):  # chained by our hook / carrying our marker
+        (hooks / name).write_text("#!/bin/sh\n# qmem-git-managed-hook\ntouch ran\n")
+        (hooks / name).chmod(0o755)
+    (hooks / "post-commit").symlink_to(hooks / "pre-commit.local")
     assert qmem(root, "log").code == 0 and qmem(root, "where").code == 0  # readers: no move
     assert (root / ".git").is_dir() and not gitdir(root).exists()
     assert "still inside the memory folder" in qmem(root, "doctor").out
     done = qmem(root, "remember", "--type", "user", "A fact after the upgrade")
     assert done.code == 0, done.err
     assert_moved(root, before, 1)
-    assert not os.access(gitdir(root) / "hooks" / "pre-commit.local", os.X_OK)
+    moved = gitdir(root) / "hooks"
+    assert (moved / "pre-commit").read_text() == hook_script(default_hook_command())
+    assert not os.access(moved / "pre-commit.local", os.X_OK)
+    assert (moved / "disabled.post-commit").is_symlink() and not (moved / "post-commit").exists()
     report = qmem(root, "doctor")
-    assert "hooks not run" in report.out and "pre-commit.local" in report.out
+    assert "hooks not run" in report.out
+    assert "disabled.post-commit" in report.out and "pre-commit.local" in report.out
     assert "outside the memory folder" not in report.out
 
 
