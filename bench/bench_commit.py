@@ -87,7 +87,11 @@ def qmem_command(cli: str, root: str, *args: str) -> list[str]:
 
 
 def prepare_qmem(root: str, env: dict[str, str], cli: str) -> None:
-    """``qmem-git init``, then one warm-up remember so the index is ours (steady state)."""
+    """The copy's repository moved beside the folder, where qmem-git keeps it, ``qmem-git
+    init``, then one warm-up remember so the index is ours (steady state)."""
+    os.rename(os.path.join(root, ".git"), root + ".git")
+    worktree = ["config", "core.worktree", "../" + os.path.basename(root)]
+    subprocess.run(["git", f"--git-dir={root}.git", *worktree], check=True, env=env)
     subprocess.run(qmem_command(cli, root, "init"), check=True, env=env, capture_output=True)
     run_qmem(root, -1, env, cli)
 
@@ -145,7 +149,7 @@ def bench_size(
 
 def git_out(root: str, env: dict[str, str], *args: str) -> str:
     return subprocess.run(
-        ["git", "-C", root, *args], check=True, env=env, capture_output=True, text=True
+        ["git", f"--git-dir={root}.git", *args], check=True, env=env, capture_output=True, text=True
     ).stdout
 
 

@@ -72,16 +72,21 @@ def _commit(i: int, message: str, files: dict[str, str]) -> bytes:
     return b"".join(parts)
 
 
+def c_git(directory: Path) -> list[str]:
+    """C git on the repository of memory root ``directory``, beside it as qmem-git keeps it."""
+    return ["git", f"--git-dir={directory}.git", f"--work-tree={directory}"]
+
+
 def build_repo(directory: Path, commits: int, trailers: bool) -> None:
     directory.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", "-b", "main", str(directory)], check=True)
+    subprocess.run([*c_git(directory), "init", "-q", "-b", "main"], check=True)
     subprocess.run(
-        ["git", "fast-import", "--quiet"],
+        [*c_git(directory), "fast-import", "--quiet"],
         cwd=directory,
         input=fast_import_stream(commits, trailers),
         check=True,
     )
-    subprocess.run(["git", "checkout", "-q", "-f", "main"], cwd=directory, check=True)
+    subprocess.run([*c_git(directory), "checkout", "-q", "-f", "main"], cwd=directory, check=True)
 
 
 def median_ms(cmd: list[str], runs: int, cwd: Path) -> float:
@@ -115,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         build_repo(plain, args.commits, trailers=False)
         rows = [
             ("python -c pass (interpreter start)", [sys.executable, "-c", "pass"], qmem),
-            ("git log -50 --name-status", ["git", "log", "-50", "--name-status"], qmem),
+            ("git log -50 --name-status", [*c_git(qmem), "log", "-50", "--name-status"], qmem),
             ("read_log(limit=50), paths from messages", read_log_cmd(qmem), ROOT),
             ("read_log(limit=50), no trailers (tree diffs)", read_log_cmd(plain), ROOT),
         ]

@@ -134,7 +134,7 @@ def measure(tmp: Path, commits: int, full: bool) -> list[Row]:
     git("-C", str(seed), "push", "-q", str(served_q), "main")
     writer, reader = base / "writer" / "memory", base / "reader" / "memory"
     qmem(writer, "clone", str(served_q))  # rebuilds the imported MEMORY.md once, pushes it
-    git("-C", str(writer), "push", "-q", str(served_c), "main")
+    git(f"--git-dir={writer}.git", "push", "-q", str(served_c), "main")
     c_writer, c_reader = base / "c-writer", base / "c-reader"
     git("clone", "-q", str(served_c), str(c_writer))
     rows: list[Row] = []

@@ -69,13 +69,14 @@ def hook_table(count: int, runs: int) -> None:
         env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
         env.update(GIT_AUTHOR_NAME="B", GIT_AUTHOR_EMAIL="b@example.com")
         env.update(GIT_COMMITTER_NAME="B", GIT_COMMITTER_EMAIL="b@example.com")
+        git = ["git", f"--git-dir={root}.git", f"--work-tree={root}"]  # beside it, as qmem-git
         for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "base"]):
-            subprocess.run(["git", "-C", str(root), *args], check=True, env=env)
+            subprocess.run([*git, *args], check=True, env=env)
         edited = root / "user" / "memory-00000.md"
         stamp = edited.stat().st_mtime_ns
         edited.write_text(edited.read_text(encoding="utf-8") + "\nOne more line.\n")
         os.utime(edited, ns=(stamp, stamp))
-        subprocess.run(["git", "-C", str(root), "add", "-A"], check=True, env=env)
+        subprocess.run([*git, "add", "-A"], check=True, env=env)
         whole = timed([cli, "-q", "--memory-dir", str(root), "validate"], runs)
         staged = timed([cli, "-q", "--memory-dir", str(root), "validate", "--staged"], runs)
     title = f"git pre-commit hook, {count:,} files, one staged edit (median of {runs})"

@@ -1466,6 +1466,34 @@ def clone(opts: Options, url: str, merge: bool) -> None:
     emit(opts, clone_summary(outcome), outcome.as_dict())
 
 
+@main.command(
+    "git", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="GIT-ARGS...")
+@pass_options
+def git_command(opts: Options, args: tuple[str, ...]) -> None:
+    """Run C git on the memory repository: `git --git-dir=<repository> --work-tree=<memory root>`.
+
+    The repository lives beside the memory folder (`memory.git` next to `memory/`, see
+    `qmem-git where`), never in it: the agent may write anything in the memory folder, and a
+    `.git` there is neither read nor run. This is your own git command: its exit code is
+    git's, and its hooks (qmem-git's pre-commit validation among them) run as usual.
+
+    \b
+    qmem-git git status
+    qmem-git git log --stat -3
+    qmem-git git commit -m "edit by hand"
+    """
+    import subprocess
+
+    from qmem_git.envvalues import current_dir
+    from qmem_git.ops.lifecycle import git_command as command_for
+
+    require(bool(args), "qmem-git git needs git's arguments", "qmem-git git status")
+    argv, cwd = command_for(opts.settings(), args, current_dir())
+    exit_with(subprocess.run(argv, cwd=cwd, check=False).returncode)
+
+
 # --------------------------------------------------------------------------- agents and editors
 
 

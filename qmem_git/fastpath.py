@@ -290,7 +290,7 @@ def fast_remember(opts: dict[str, object]) -> int | None:
     except (QmemError, OSError):
         return None  # click's path reports it
     root = layout.memory_root
-    needed = [os.path.join(root, ".git"), os.path.join(root, INDEX_NAME)]
+    needed = [layout.git_dir, os.path.join(root, INDEX_NAME)]
     needed += [layout.state_file(name) for name in (META_NAME, CURSOR_NAME)]
     if not all(os.path.exists(path) for path in needed):
         return None  # first use, or scaffold files missing: click's path (re)creates them

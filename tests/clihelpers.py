@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from helpers_git import git_argv
+
 
 @dataclass
 class Run:
@@ -73,7 +75,7 @@ def qmem_on_tty(
 
 def git(repo: Path, *args: str) -> str:
     proc = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, timeout=60
+        [*git_argv(str(repo)), *args], capture_output=True, text=True, check=True, timeout=60
     )
     return proc.stdout
 
@@ -85,7 +87,7 @@ def head(repo: Path) -> str:
 def assert_clean_repo(repo: Path) -> None:
     """What every writing command must leave: clean status, a repo C git calls sound."""
     assert git(repo, "status", "--porcelain") == ""
-    subprocess.run(["git", "-C", str(repo), "fsck", "--strict"], check=True, capture_output=True)
+    subprocess.run([*git_argv(str(repo)), "fsck", "--strict"], check=True, capture_output=True)
 
 
 def trailers(repo: Path, rev: str = "HEAD") -> dict[str, str]:

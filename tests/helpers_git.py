@@ -14,6 +14,7 @@ from pathlib import Path
 from qmem_git.core.changes import ChangeSet, FileChange, render_commit_message
 from qmem_git.core.entries import render_entries
 from qmem_git.core.model import Entry
+from qmem_git.core.paths import git_dir_of
 
 BASE_TIME = 1_700_000_000
 HOST = "testhost"
@@ -26,8 +27,43 @@ def memory_text(kind: str, name: str, *summaries: str | Entry, description: str 
     return f"---\nname: {name}\ndescription: {description or name}\ntype: {kind}\n---\n\n{body}\n"
 
 
+def gitdir(root: str | os.PathLike[str]) -> Path:
+    """The repository of the memory root ``root``: ``<root>.git`` beside it (``git_dir_of``)."""
+    return Path(git_dir_of(os.fspath(root)))
+
+
+def git_argv(root: str | os.PathLike[str]) -> list[str]:
+    """``git`` run in ``root``: on its memory repository (``<root>.git``, work tree ``root``,
+    as ``qmem-git git`` runs it) when there is one, else as ``git -C root`` finds a repo."""
+    argv = ["git", "-C", os.fspath(root)]
+    if gitdir(root).is_dir():
+        argv += [f"--git-dir={gitdir(root)}", f"--work-tree={os.fspath(root)}"]
+    return argv
+
+
+def init_memory_git(root: str | os.PathLike[str]) -> Path:
+    """A memory root made with C git as qmem-git lays it out: the folder, and its repository
+    ``<root>.git`` beside it on ``main`` (``core.worktree`` names the folder)."""
+    Path(root).mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            "git",
+            f"--git-dir={gitdir(root)}",
+            f"--work-tree={os.fspath(root)}",
+            "init",
+            "-q",
+            "-b",
+            "main",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return Path(root)
+
+
 class GitRepo:
-    """A memory root driven by C git; ``time`` advances one minute per commit."""
+    """A memory root driven by C git (its repository beside it, as qmem-git keeps it);
+    ``time`` advances one minute per commit."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -42,7 +78,7 @@ class GitRepo:
 
     def git(self, *args: str, env: Mapping[str, str] | None = None, stdin: str = "") -> str:
         result = subprocess.run(
-            ["git", *args],
+            ["git", f"--git-dir={gitdir(self.root)}", f"--work-tree={self.root}", *args],
             cwd=self.root,
             input=stdin,
             capture_output=True,

@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from conftest import require_tool
+from helpers_git import git_argv
 
 HERE = Path(__file__).resolve().parent
 
@@ -49,13 +50,13 @@ def init_bare(path: Path) -> Path:
 def git_in(repo: Path, *args: str, stdin: str | bytes | None = None) -> str:
     data = stdin.encode() if isinstance(stdin, str) else stdin
     proc = subprocess.run(
-        ["git", "-C", str(repo), *args], input=data, capture_output=True, check=True, timeout=60
+        [*git_argv(str(repo)), *args], input=data, capture_output=True, check=True, timeout=60
     )
     return proc.stdout.decode()
 
 
 def fsck_strict(repo: Path) -> None:
-    subprocess.run(["git", "-C", str(repo), "fsck", "--strict"], check=True, capture_output=True)
+    subprocess.run([*git_argv(str(repo)), "fsck", "--strict"], check=True, capture_output=True)
 
 
 class GitDaemon:

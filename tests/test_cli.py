@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from clihelpers import assert_clean_repo, git, head, one_error_line, qmem, qwen_transcript, trailers
+from helpers_git import git_argv, gitdir
 
 from qmem_git.cli import main as cli_group
 from qmem_git.core.patches import slugify
@@ -51,7 +52,7 @@ def test_init_is_idempotent_and_installs_the_hook(memory: Path) -> None:
     again = qmem(memory, "init")
     assert again.code == 0 and "already initialized" in again.out
     assert head(memory) == first
-    assert "qmem_git" in (memory / ".git" / "hooks" / "pre-commit").read_text()
+    assert "qmem_git" in (gitdir(memory) / "hooks" / "pre-commit").read_text()
     assert trailers(memory)["Qmem-Op"] == "index"
     assert_clean_repo(memory)
 
@@ -61,7 +62,7 @@ def test_where_reports_layout(memory: Path) -> None:
     assert data["memory_root"] == str(memory)
     assert data["state_dir"] == str(memory.parent)
     assert data["mode"] == "explicit"
-    assert data["repository"] is True
+    assert data["repository"] == f"{memory}.git" and data["initialized"] is True
 
 
 def test_remember_makes_one_commit_with_trailers(memory: Path) -> None:
@@ -226,7 +227,7 @@ def test_writer_lock_busy_exits_3(memory: Path) -> None:
 def test_corrupt_object_exits_6_and_overwrites_nothing(memory: Path) -> None:
     qmem(memory, "remember", "I prefer terse responses")
     tree = git(memory, "rev-parse", "HEAD^{tree}").strip()
-    obj = memory / ".git" / "objects" / tree[:2] / tree[2:]
+    obj = gitdir(memory) / "objects" / tree[:2] / tree[2:]
     os.chmod(obj, 0o644)
     obj.write_bytes(obj.read_bytes()[:10])
     before = head(memory)
@@ -264,7 +265,7 @@ def test_recall_on_a_plain_folder(tmp_path: Path) -> None:
     )
     result = qmem(plain, "recall", "vault")
     assert result.code == 0 and "### Vault paths (user/a.md)" in result.out
-    assert not (plain / ".git").exists()
+    assert not gitdir(plain).exists()
 
 
 def test_stats_summarises_telemetry(memory: Path) -> None:
@@ -290,7 +291,7 @@ def test_hand_commit_runs_the_validation_hook(memory: Path) -> None:
     bad.write_text("no frontmatter here\n")
     git(memory, "add", "user/bad.md")
     proc = subprocess.run(
-        ["git", "-C", str(memory), "commit", "-q", "-m", "by hand"], capture_output=True, text=True
+        [*git_argv(str(memory)), "commit", "-q", "-m", "by hand"], capture_output=True, text=True
     )
     assert proc.returncode != 0
     assert "frontmatter-missing" in proc.stdout + proc.stderr
@@ -305,7 +306,7 @@ def test_hand_commit_is_judged_by_what_it_stages(memory: Path) -> None:
     (memory / "MEMORY.md").write_text(render_index(str(memory)).text)
     git(memory, "add", "user/tabs.md", "MEMORY.md")
     proc = subprocess.run(
-        ["git", "-C", str(memory), "commit", "-q", "-m", "by hand"], capture_output=True, text=True
+        [*git_argv(str(memory)), "commit", "-q", "-m", "by hand"], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert qmem(memory, "validate").code == 1  # the whole folder still has the draft
@@ -316,7 +317,7 @@ SECRET_LINE = "- the deploy key is AKIAIOSFODNN7EXAMPLQ\n"
 
 def hand_commit(memory: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["git", "-C", str(memory), "commit", "-q", "-m", "by hand", *args],
+        [*git_argv(str(memory)), "commit", "-q", "-m", "by hand", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -429,7 +430,7 @@ def test_doctor_reports_and_fails_on_problems(memory: Path, tmp_path: Path) -> N
 
 
 def test_doctor_tells_an_outdated_hook_and_init_rewrites_it(memory: Path) -> None:
-    hook = memory / ".git" / "hooks" / "pre-commit"
+    hook = gitdir(memory) / "hooks" / "pre-commit"
     old = hook.read_text().replace("validate --staged", "validate")  # an older version's hook
     hook.write_text(old.replace(sys.executable, "/gone/python"))
     checks = {c["check"]: c for c in qmem(memory, "--json", "doctor").json()}
@@ -484,7 +485,7 @@ def test_doctor_finds_a_damaged_or_missing_object(memory: Path) -> None:
     objects = next(c for c in healthy.json() if c["check"] == "objects")
     assert objects["ok"] and "files of HEAD are readable" in objects["detail"]
     blob = git(memory, "rev-parse", "HEAD:user/i-prefer-terse-responses.md").strip()
-    path = memory / ".git" / "objects" / blob[:2] / blob[2:]
+    path = gitdir(memory) / "objects" / blob[:2] / blob[2:]
     path.chmod(0o644)
     path.write_bytes(b"garbage")
     damaged = qmem(memory, "doctor")
@@ -500,7 +501,7 @@ def test_reading_a_damaged_blob_exits_6(memory: Path, command: tuple[str, ...]) 
     """Garbage where a blob should be: dulwich raises ObjectFormatException, not KeyError."""
     assert qmem(memory, "remember", "--type", "user", "I prefer terse responses").code == 0
     blob = git(memory, "rev-parse", "HEAD:user/i-prefer-terse-responses.md").strip()
-    path = memory / ".git" / "objects" / blob[:2] / blob[2:]
+    path = gitdir(memory) / "objects" / blob[:2] / blob[2:]
     path.chmod(0o644)
     path.write_bytes(b"garbage")
     before = head(memory)
@@ -538,7 +539,7 @@ def test_a_damaged_pack_index_exits_6_and_writes_nothing(
     assert qmem(memory, "forget", "terse").code == 0
     full = head(memory)
     git(memory, "gc", "-q")
-    (idx,) = (memory / ".git" / "objects" / "pack").glob("pack-*.idx")
+    (idx,) = (gitdir(memory) / "objects" / "pack").glob("pack-*.idx")
     idx.chmod(0o644)
     os.truncate(idx, 100)
     before = _files_under(memory)
@@ -599,7 +600,7 @@ def test_doctor_hints_point_at_real_fixes(memory: Path) -> None:
     """A corrupt history is not fixed by running doctor again; there is no docs-models.md."""
     assert qmem(memory, "remember", "--type", "user", "I prefer terse responses").code == 0
     commit = head(memory)
-    path = memory / ".git" / "objects" / commit[:2] / commit[2:]
+    path = gitdir(memory) / "objects" / commit[:2] / commit[2:]
     path.chmod(0o644)
     path.write_bytes(b"garbage")
     checks = {c["check"]: c for c in qmem(memory, "--json", "doctor").json()}

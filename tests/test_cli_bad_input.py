@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from clihelpers import assert_clean_repo, git, head, one_error_line, qmem, qwen_transcript
+from helpers_git import git_argv, gitdir
 
 
 @pytest.fixture
@@ -177,18 +178,18 @@ def test_memory_root_that_is_a_file(tmp_path: Path) -> None:
 def test_unwritable_state_is_a_clear_error(memory: Path) -> None:
     if os.geteuid() == 0:
         # root ignores permissions: make the lock file a directory instead
-        lock = memory / ".git" / "qmem.lock"
+        lock = gitdir(memory) / "qmem.lock"
         if lock.exists():
             lock.unlink()
         lock.mkdir()
     else:
-        os.chmod(memory / ".git", 0o500)
+        os.chmod(gitdir(memory), 0o500)
     try:
         result = qmem(memory, "remember", "I prefer terse responses")
         assert result.code != 0
         one_error_line(result.err)
     finally:
-        os.chmod(memory / ".git", 0o755)
+        os.chmod(gitdir(memory), 0o755)
 
 
 # --- a memory dir that is not a memory folder -------------------------------------------------
@@ -230,7 +231,7 @@ def test_a_project_folder_is_refused_as_memory_dir_and_left_alone(
     assert result.code == 2, result.err
     assert "is not a memory folder: it holds README.md, src" in one_error_line(result.err)
     assert _tree(project) == before  # no hook, no config change, no lock file, nothing moved
-    assert not (tmp_path / "quarantine").exists()
+    assert not (tmp_path / "quarantine").exists() and not (tmp_path / "project.git").exists()
 
 
 def test_a_store_that_gained_a_foreign_folder_refuses_writers_and_moves_nothing(
@@ -283,7 +284,7 @@ def test_control_characters_and_undecodable_bytes_are_cleaned_not_crashed_on(
     assert (
         "Qmem-Host: host\ufffd"
         in subprocess.run(
-            ["git", "-C", str(memory), "log", "-1", "--format=%B"], capture_output=True, text=True
+            [*git_argv(str(memory)), "log", "-1", "--format=%B"], capture_output=True, text=True
         ).stdout
     )
     assert qmem(memory, "validate").code == 0
@@ -382,7 +383,7 @@ def test_a_hostile_session_id_is_cleaned_in_the_commit_and_the_cursor(
     result = qmem(memory, "extract", "--transcript", str(path), "--session-id", session)
     assert result.code == 0, result.err
     message = subprocess.run(
-        ["git", "-C", str(memory), "log", "-1", "--format=%B"], capture_output=True, text=True
+        [*git_argv(str(memory)), "log", "-1", "--format=%B"], capture_output=True, text=True
     ).stdout
     assert "Qmem-Session: s-\ufffd" in message and "\x1b" not in message  # the whole escape
     cursor = json.loads((memory.parent / "extract-cursor.json").read_text(encoding="utf-8"))

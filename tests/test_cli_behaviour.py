@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 import pytest
 from clihelpers import git, head, one_error_line, qmem, qwen_transcript
+from helpers_git import gitdir
 
 from qmem_git.cli import main as cli_group
 
@@ -77,7 +78,7 @@ def test_a_missing_memory_dir_is_a_usage_error_and_is_not_created(
 
 def test_init_and_clone_make_a_fresh_memory_dir(tmp_path: Path, memory: Path) -> None:
     fresh = tmp_path / "fresh" / "memory"
-    assert qmem(fresh, "init").code == 0 and (fresh / ".git").is_dir()
+    assert qmem(fresh, "init").code == 0 and gitdir(fresh).is_dir()
     bare = tmp_path / "shared.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
     assert qmem(memory, "remote", "add", "origin", str(bare)).code == 0

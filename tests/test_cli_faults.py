@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from clihelpers import assert_clean_repo, git, head, one_error_line, qmem, qwen_transcript
 from conftest import require_tool
+from helpers_git import git_argv, gitdir, init_memory_git
 
 
 @pytest.fixture
@@ -138,7 +139,7 @@ def _history(memory: Path) -> str:
 
 
 def _damage(memory: Path, how: str) -> None:
-    ref = memory / ".git" / "refs" / "heads" / "main"
+    ref = gitdir(memory) / "refs" / "heads" / "main"
     if how == "missing":
         ref.unlink()
     elif how == "empty":
@@ -194,8 +195,8 @@ def test_without_the_index_record_the_newest_commit_of_the_old_history_is_named(
     memory: Path,
 ) -> None:
     tip = _history(memory)
-    (memory / ".git" / "refs" / "heads" / "main").unlink()
-    (memory / ".git" / "qmem-index").unlink()
+    (gitdir(memory) / "refs" / "heads" / "main").unlink()
+    (gitdir(memory) / "qmem-index").unlink()
     git(memory, "repack", "-a", "-d", "-q")  # packed as well as loose objects are searched
     result = qmem(memory, "remember", "I prefer jasmine tea in the evening")
     assert result.code == 6 and tip in one_error_line(result.err)
@@ -206,8 +207,7 @@ def test_without_the_index_record_the_newest_commit_of_the_old_history_is_named(
 
 def test_a_new_empty_repository_still_makes_its_first_commit(tmp_path: Path) -> None:
     root = tmp_path / "fresh"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
+    init_memory_git(root)
     (root / "user").mkdir()
     result = qmem(root, "remember", "I prefer green tea in the morning")
     assert result.code == 0, result.err
@@ -286,7 +286,7 @@ def _deep_commit(repo: Path, depth: int) -> str:
 
     def plumb(*args: str, stdin: str = "") -> str:
         done = subprocess.run(
-            ["git", "-C", str(repo), *args], input=stdin, capture_output=True, text=True
+            [*git_argv(str(repo)), *args], input=stdin, capture_output=True, text=True
         )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
@@ -356,7 +356,7 @@ def test_ctrl_c_during_start_up_exits_130_without_a_word(memory: Path, after: fl
     code, err = _interrupted(args, after)
     assert "Traceback" not in err and "Error" not in err, err
     assert code in (0, 130), err  # 0: it finished before the signal came
-    subprocess.run(["git", "-C", str(memory), "fsck", "--strict"], check=True, capture_output=True)
+    subprocess.run([*git_argv(str(memory)), "fsck", "--strict"], check=True, capture_output=True)
     after = qmem(memory, "remember", "I prefer rooibos tea before bed")  # repairs what was left
     assert after.code == 0, after.err
     assert_clean_repo(memory)
@@ -407,7 +407,7 @@ def test_a_read_only_disk_is_exit_4_with_a_hint(small_disk: Path) -> None:
 def _damage_pack(memory: Path) -> None:
     git(memory, "repack", "-a", "-d", "-q")
     git(memory, "prune-packed")
-    (pack,) = (memory / ".git" / "objects" / "pack").glob("*.pack")
+    (pack,) = (gitdir(memory) / "objects" / "pack").glob("*.pack")
     pack.chmod(0o644)
     data = bytearray(pack.read_bytes())
     data[len(data) // 3] ^= 0x01  # one flipped bit, in an object no writer needs to read
@@ -438,10 +438,10 @@ def test_a_damaged_pack_stops_writers_and_readers_with_exit_6(memory: Path) -> N
 
 
 def test_a_garbled_git_config_is_exit_6_naming_the_file(memory: Path) -> None:
-    config = memory / ".git" / "config"
+    config = gitdir(memory) / "config"
     good = config.read_bytes()
     config.write_bytes(b"[core\n\tbare = what\n[[[\n")
-    ref = memory / ".git" / "refs" / "heads" / "main"
+    ref = gitdir(memory) / "refs" / "heads" / "main"
     before = ref.read_text()  # C git itself refuses to run with this config
     for args in (
         ("remember", "I prefer jasmine tea in the evening"),

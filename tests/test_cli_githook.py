@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from clihelpers import git
+from helpers_git import git_argv, gitdir
 
 from qmem_git.store.workdir import render_index
 
@@ -60,7 +61,7 @@ def installed(tmp_path: Path) -> tuple[Path, Path]:
         timeout=120,
     )
     assert init.returncode == 0, init.stderr
-    assert str(python) in (memory / ".git" / "hooks" / "pre-commit").read_text()
+    assert str(python) in (gitdir(memory) / "hooks" / "pre-commit").read_text()
     return memory, venv
 
 
@@ -82,7 +83,7 @@ def stage(memory: Path, text: str) -> None:
 
 def commit(memory: Path, path: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["git", "-C", str(memory), "commit", "-q", "-m", "by hand"],
+        [*git_argv(str(memory)), "commit", "-q", "-m", "by hand"],
         capture_output=True,
         text=True,
         timeout=120,

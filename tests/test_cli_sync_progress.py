@@ -9,6 +9,7 @@ from pathlib import Path
 
 from clihelpers import qmem, qmem_on_tty
 from conftest import require_tool
+from helpers_git import git_argv
 from servers import GitDaemon
 
 require_tool(shutil.which("git") is not None, "C git")
@@ -28,7 +29,7 @@ def _history(repo: Path) -> None:
         lines += [f"data {len(message)}".encode(), message]
         lines += [f"M 100644 inline user/m{n % 50}.md".encode(), f"data {len(data)}".encode(), data]
     subprocess.run(
-        ["git", "-C", str(repo), "fast-import", "--quiet"],
+        [*git_argv(str(repo)), "fast-import", "--quiet"],
         input=b"\n".join(lines) + b"\n",
         check=True,
     )

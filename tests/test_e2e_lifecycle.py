@@ -130,7 +130,9 @@ def test_local_mode_leaves_the_project_repository_clean(tmp_path: Path) -> None:
     event = {"session_id": "s1", "cwd": str(project), "prompt": "when does billing deploy?"}
     assert run("hook", "--agent", "claude", "prompt", stdin=json.dumps(event)).returncode == 0
     assert run("dream", "--force").returncode == 0
-    assert (project / ".qwen" / "memory" / ".git").is_dir()
+    assert (project / ".qwen" / "memory.git").is_dir() and not (
+        project / ".qwen" / "memory" / ".git"
+    ).exists()
     assert git(project, "status", "--porcelain", "--untracked-files=all") == ""
 
 

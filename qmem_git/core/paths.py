@@ -42,6 +42,51 @@ class Layout:
     def state_file(self, name: str) -> str:
         return posixpath.join(self.state_dir, name)
 
+    @property
+    def git_dir(self) -> str:
+        """Where this store's repository lives (:func:`git_dir_of`)."""
+        return git_dir_of(self.memory_root)
+
+
+def git_dir_of(memory_root: str) -> str:
+    """The repository of ``memory_root``: ``<memory root>.git``, beside the folder, never in it.
+
+    The agent may write anything under the memory root, a ``.git`` included; a repository
+    there would let it plant hooks or config that qmem-git or a person's ``git`` then runs.
+    ``~/.qwen/projects/<key>/memory`` -> ``~/.qwen/projects/<key>/memory.git``.
+    """
+    return (posixpath.normpath(memory_root).rstrip("/") or "/") + ".git"
+
+
+def worktree_of(git_dir: str) -> str:
+    """The memory root of a repository: ``memory`` for ``memory.git``, and for a legacy
+    ``memory/.git`` its parent folder (:func:`git_dir_of` the other way round)."""
+    git_dir = posixpath.normpath(git_dir)
+    if posixpath.basename(git_dir) == ".git":
+        return posixpath.dirname(git_dir)
+    return git_dir[: -len(".git")] if git_dir.endswith(".git") else git_dir
+
+
+def legacy_git_dir(memory_root: str) -> str:
+    """Where earlier versions kept the repository: ``<memory root>/.git`` (moved on the
+    next write, :mod:`qmem_git.store.relocate`)."""
+    return posixpath.join(memory_root, ".git")
+
+
+def is_legacy_repo(memory_root: str, exists: Callable[[str], bool]) -> bool:
+    """True when ``<memory root>/.git`` holds the files qmem-git keeps in its repository."""
+    git_dir = legacy_git_dir(memory_root)
+    return any(exists(posixpath.join(git_dir, marker)) for marker in MEMORY_REPO_MARKERS)
+
+
+def repository_of(memory_root: str, exists: Callable[[str], bool]) -> str:
+    """The repository readers use: :func:`git_dir_of` when it exists (it wins over a legacy
+    one), else a legacy ``.git`` qmem-git made, else :func:`git_dir_of` (not made yet)."""
+    new = git_dir_of(memory_root)
+    if not exists(new) and is_legacy_repo(memory_root, exists):
+        return legacy_git_dir(memory_root)
+    return new
+
 
 def sanitize(path: str, windows: bool = False) -> str:
     """Every character outside ASCII letters and digits becomes ``-``, one for one.
@@ -156,8 +201,8 @@ def resolve_layout(
     """Memory root and state dir for a project (spec §2.2, as Qwen's ``getAutoMemoryRoot``).
 
     ``output_dir``: the ``advanced.runtimeOutputDir`` of Qwen's settings, as written there.
-    Standing inside a memory folder (its own git repository, marked by the files qmem-git keeps
-    in its ``.git``) means that folder, as ``--memory-dir`` would: it is not a project.
+    Standing inside a memory folder (one with a repository, marked by the files qmem-git keeps
+    there) means that folder, as ``--memory-dir`` would: it is not a project.
     """
     project = expand_dir(project_root, home, cwd)
     memory_repo = _enclosing_memory_repo(project, exists)
@@ -175,20 +220,22 @@ def resolve_layout(
 MEMORY_DIR_NAME = "memory"  # spec §2.2: memory roots are <state dir>/memory
 USER_MEMORY_DIR_NAME = "memories"
 TEAM_MEMORY_DIR_NAME = "team-memory"
-MEMORY_REPO_MARKERS = (INDEX_RECORD_NAME, WRITER_LOCK_NAME)  # in a memory repo's .git
+MEMORY_REPO_MARKERS = (INDEX_RECORD_NAME, WRITER_LOCK_NAME)  # in a memory repository
 
 
 def _enclosing_memory_repo(directory: str, exists: Callable[[str], bool]) -> str | None:
-    """The memory repository ``directory`` lies in: a ``.../memory`` ancestor (memory roots
-    are ``<state dir>/memory``, spec §2.2) whose ``.git`` holds qmem-git's files. Paths without
-    a ``memory`` part cost no probe at all."""
+    """The memory folder ``directory`` lies in: a ``.../memory`` ancestor (memory roots are
+    ``<state dir>/memory``, spec §2.2) whose repository (``memory.git`` beside it, or a legacy
+    ``memory/.git``) holds qmem-git's files. Paths without a ``memory`` part cost no probe."""
     parts = posixpath.normpath(directory).split("/")
     for end in range(len(parts), 0, -1):
         if parts[end - 1] != MEMORY_DIR_NAME:
             continue
         root = "/".join(parts[:end]) or "/"
-        git_dir = posixpath.join(root, ".git")
+        git_dir = git_dir_of(root)
         if any(exists(posixpath.join(git_dir, marker)) for marker in MEMORY_REPO_MARKERS):
+            return root
+        if is_legacy_repo(root, exists):
             return root
     return None
 

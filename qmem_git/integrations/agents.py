@@ -20,6 +20,7 @@ import sys
 import time
 
 from qmem_git.core.limits import INDEX_NAME
+from qmem_git.core.paths import git_dir_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -243,7 +244,7 @@ def worker_steps(
 def has_remote(memory_root: str) -> bool:
     """True when the memory repository has a git remote to sync with (reads .git/config)."""
     try:
-        with open(os.path.join(memory_root, ".git", "config"), encoding="utf-8") as handle:
+        with open(os.path.join(git_dir_of(memory_root), "config"), encoding="utf-8") as handle:
             return '[remote "' in handle.read()
     except OSError:
         return False

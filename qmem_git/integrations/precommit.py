@@ -162,7 +162,14 @@ def _read_index(path: str) -> str | None:
 
 
 def discover_memory_roots(top: str) -> list[str]:
-    """Memory roots of the repository at ``top``: folders whose MEMORY.md git knows about."""
+    """Memory roots of the repository at ``top``: folders whose MEMORY.md git knows about.
+
+    Run inside a memory folder, that folder: git is not asked there, as the ``.git`` it would
+    find is one the agent may have written, whose config (``core.fsmonitor``) git would run.
+    """
+    enclosing = find_memory_root(os.path.join(top, INDEX_NAME))
+    if enclosing is not None:
+        return [enclosing]
     candidates = _git_index_files(top)
     if candidates is None:
         candidates = _walk_index_files(top)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from qmem_git.core.paths import git_dir_of, legacy_git_dir
 from qmem_git.settings import Settings
+from qmem_git.store.relocate import disabled_hooks, repository
 
 MODEL_DOCS = "see the README section 'Using a model'"
 CORRUPT_HINT = (
     "clone the memory from a remote into a new folder (qmem-git clone URL), "
-    "or restore .git from a backup"
+    "or restore the repository (memory.git beside the memory folder) from a backup"
 )
 
 
@@ -27,11 +29,12 @@ def run_checks(settings: Settings) -> list[Check]:
     """Layout, repository, history, objects, locks, index, validation and the git hook."""
     root = settings.layout.memory_root
     checks = [_layout(settings)]
-    if not os.path.isdir(os.path.join(root, ".git")):
+    git_dir = repository(root)
+    if not os.path.isdir(git_dir):
         checks.append(Check("repository", False, f"{root} is not a repository", "qmem-git init"))
         return [*checks, _model(settings)]
-    checks += [_head(root), _objects(root), _locks(root), _index(settings), _validation(root)]
-    checks.append(_hook(root))
+    checks += [_location(root, git_dir), _head(root), _objects(root), _locks(git_dir)]
+    checks += [_index(settings), _validation(root), _hook(git_dir)]
     checks.append(_model(settings))
     return checks
 
@@ -48,7 +51,7 @@ def repair(settings: Settings) -> list[str]:
     from qmem_git.store.locks import writer_lock
 
     root = settings.layout.memory_root
-    if not os.path.isdir(os.path.join(root, ".git")):
+    if not os.path.isdir(repository(root)):
         return []
     with writer_lock(settings.layout, settings.lock_timeout):
         restored = restore_branch(root)
@@ -56,6 +59,41 @@ def repair(settings: Settings) -> list[str]:
         return []
     branch, commit = restored
     return [f"fixed: {branch} points at {commit[:12]} again (its newest commit)"]
+
+
+def _location(root: str, git_dir: str) -> Check:
+    """The repository lives beside the memory folder, never in it (``store.relocate``); a
+    ``.git`` in the memory folder is the agent's (or an earlier version's) and is never read,
+    run or versioned: reported, never removed, as the agent owns the folder."""
+    legacy = legacy_git_dir(root)
+    if git_dir == legacy:
+        return Check(
+            "repository",
+            False,
+            f"the repository is still inside the memory folder ({legacy})",
+            f"the next writing command moves it to {git_dir_of(root)} (`qmem-git index` does)",
+            warning=True,
+        )
+    if os.path.lexists(legacy):
+        return Check(
+            "repository",
+            False,
+            f"{legacy} is in the memory folder: not qmem-git's repository; git and qmem-git "
+            "never read or run it, and it is not versioned",
+            "review it and remove it if neither you nor your agent needs it",
+            warning=True,
+        )
+    disabled = disabled_hooks(git_dir)
+    if disabled:
+        return Check(
+            "repository",
+            False,
+            f"hooks not run (disabled when the repository left the memory folder, where the "
+            f"agent could write them): {', '.join(disabled)}",
+            f"review them in {os.path.join(git_dir, 'hooks')}; `chmod +x` one to use it again",
+            warning=True,
+        )
+    return Check("repository", True, f"{git_dir}, outside the memory folder")
 
 
 def _head(root: str) -> Check:
@@ -81,7 +119,7 @@ def _objects(root: str) -> Check:
     from qmem_git.store.packcheck import damaged_packs
 
     report = check_objects(root)
-    git_dir = os.path.join(root, ".git")
+    git_dir = repository(root)
     damaged = [f"pack {name} is damaged" for name in damaged_packs(git_dir, remember=False)]
     if report.problems or damaged:
         return Check(
@@ -94,8 +132,7 @@ def _objects(root: str) -> Check:
     return Check("objects", True, detail)
 
 
-def _locks(root: str) -> Check:
-    git_dir = os.path.join(root, ".git")
+def _locks(git_dir: str) -> Check:
     leftovers = [
         name
         for name in ("index.lock", "HEAD.lock", os.path.join("refs", "heads", "main.lock"))
@@ -105,7 +142,7 @@ def _locks(root: str) -> Check:
         return Check(
             "locks",
             False,
-            "lock files left in .git: " + ", ".join(leftovers),
+            f"lock files left in {git_dir}: " + ", ".join(leftovers),
             "the next writing command removes them when stale",
             warning=True,
         )
@@ -138,13 +175,14 @@ def _validation(root: str) -> Check:
     return Check("validate", errors == 0, detail, "qmem-git validate" if errors else "")
 
 
-def _hook(root: str) -> Check:
+def _hook(git_dir: str) -> Check:
     """Ours and current: an older version's hook checks the whole folder, and one naming an
     interpreter that is gone makes every hand commit fail."""
     from qmem_git.ops.lifecycle import hook_command
-    from qmem_git.store.repo import HOOK_MARKER, hook_script
+    from qmem_git.store.relocate import HOOK_MARKER
+    from qmem_git.store.repo import hook_script
 
-    path = os.path.join(root, ".git", "hooks", "pre-commit")
+    path = os.path.join(git_dir, "hooks", "pre-commit")
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             text = handle.read()

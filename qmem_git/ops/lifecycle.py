@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -13,7 +13,8 @@ from qmem_git.core.index import index_is_current
 from qmem_git.core.limits import INDEX_NAME
 from qmem_git.ops.runner import execute
 from qmem_git.settings import Settings
-from qmem_git.store.repo import head_commit, init_repo
+from qmem_git.store.relocate import repository
+from qmem_git.store.repo import default_hook_command, head_commit, init_repo
 from qmem_git.store.state import ensure_scaffold
 from qmem_git.store.walk import check_store
 from qmem_git.store.workdir import index_path, iter_memory_files, read_text, render_index
@@ -113,14 +114,15 @@ def describe_location(settings: Settings) -> dict[str, object]:
         "state_dir": layout.state_dir,
         "mode": layout.mode,
         "project": layout.project_root,
-        "repository": os.path.isdir(os.path.join(layout.memory_root, ".git")),
+        "repository": repository(layout.memory_root),
+        "initialized": os.path.isdir(repository(layout.memory_root)),
         "remotes": describe_remotes(layout.memory_root),
     }
 
 
 def describe_remotes(memory_root: str) -> list[str]:
     """``name url (kind)`` per remote, credentials redacted."""
-    git_dir = os.path.join(memory_root, ".git")
+    git_dir = repository(memory_root)
     if not os.path.isdir(git_dir):
         return []
     from qmem_git.store.remotes import list_remotes
@@ -128,12 +130,40 @@ def describe_remotes(memory_root: str) -> list[str]:
     return [f"{r.name} {r.display_url} ({r.kind})" for r in list_remotes(git_dir)]
 
 
-def hook_command() -> str:
-    """What the memory repo's git pre-commit hook runs: the template's lookup (``qmem-git`` on
-    PATH first, as a shell finds it), with this interpreter as the fallback it names."""
-    import shlex
+def git_command(settings: Settings, args: Sequence[str], cwd: str) -> tuple[list[str], str]:
+    """``qmem-git git ARGS``: the C git command line (and its folder) that runs ``ARGS`` on
+    the memory repository with the memory root as work tree, as a person's own ``git`` would.
 
-    return f"qmem_git_validate {shlex.quote(sys.executable)}"
+    Nothing under the memory root is read as git's own: a ``.git`` an agent wrote there is
+    neither the repository nor its config. A repository still inside the memory folder is
+    moved out first, as the next write would move it. Paths are taken from ``cwd`` when it lies
+    in the memory root, else from the root.
+    """
+    import shutil
+
+    from qmem_git.core.paths import is_inside
+    from qmem_git.errors import QmemError
+    from qmem_git.store.locks import move_out
+
+    require_repository(settings)
+    layout = settings.layout
+    current = repository(layout.memory_root)
+    if current != layout.git_dir:
+        move_out(layout, current, settings.lock_timeout)
+    git = shutil.which("git")
+    if git is None:
+        raise QmemError(
+            "git is not installed (qmem-git git runs it on the memory repository)",
+            hint="install git; qmem-git log, show, diff and history work without it",
+        )
+    root = layout.memory_root
+    argv = [git, f"--git-dir={repository(root)}", f"--work-tree={root}", *args]
+    return argv, cwd if is_inside(root, cwd) else root
+
+
+def hook_command() -> str:
+    """What the memory repo's git pre-commit hook runs (``store.repo.default_hook_command``)."""
+    return default_hook_command()
 
 
 def ensure_repository(settings: Settings, now: datetime, *, dry_run: bool = False) -> None:
@@ -144,7 +174,7 @@ def ensure_repository(settings: Settings, now: datetime, *, dry_run: bool = Fals
     if dry_run:  # as the real run would: writers refuse a folder that is not a memory folder
         _require(settings, "--dry-run writes nothing, not even a new store")
         check_store(settings.layout)
-    elif not os.path.isdir(os.path.join(settings.layout.memory_root, ".git")):
+    elif not os.path.isdir(repository(settings.layout.memory_root)):
         init_memory(settings, hook_command(), now)
     else:
         ensure_scaffold(settings.layout, now)
@@ -164,7 +194,8 @@ def require_store(settings: Settings) -> None:
 def _require(settings: Settings, why: str) -> None:
     from qmem_git.errors import UsageError
 
-    if not os.path.isdir(os.path.join(settings.layout.memory_root, ".git")):
+    if not os.path.isdir(repository(settings.layout.memory_root)):
+        check_store(settings.layout)  # a project's folder: say so, not "run init" (init refuses)
         reason = f" ({why})" if why else ""
         raise UsageError(
             f"{settings.layout.memory_root} is not a memory repository{reason}",

@@ -31,15 +31,13 @@ def identity_for(settings: Settings) -> Identity:
     With both set the config is not read at all; else it is read once per state of its
     files (``store.identity``: dulwich's config module costs ~15 ms).
     """
-    import os
-
     from qmem_git.store.identity import config_identity
+    from qmem_git.store.relocate import repository
     from qmem_git.store.repo import Identity, identity_from_git_config
 
     if settings.author_name and settings.author_email:
         return Identity(settings.author_name, settings.author_email)
-    git_dir = os.path.join(settings.layout.memory_root, ".git")
-    config = config_identity(git_dir, settings.env, settings.home)
+    config = config_identity(repository(settings.layout.memory_root), settings.env, settings.home)
     identity = identity_from_git_config(settings.host, config)
     return Identity(settings.author_name or identity.name, settings.author_email or identity.email)
 

@@ -21,6 +21,7 @@ from qmem_git.ops.runner import identity_for
 from qmem_git.settings import Settings
 from qmem_git.store import remotes
 from qmem_git.store.recovery import RecoveryReport
+from qmem_git.store.relocate import repository
 from qmem_git.store.remotes import Credentials, Remote, Transport
 from qmem_git.store.repo import Identity, init_repo
 from qmem_git.store.state import ensure_scaffold
@@ -91,7 +92,7 @@ def timeout_for(settings: Settings) -> float:
 
 
 def _git_dir(settings: Settings) -> str:
-    return os.path.join(settings.layout.memory_root, ".git")
+    return repository(settings.layout.memory_root)
 
 
 def _transport_factory(settings: Settings, remote: Remote) -> Callable[[bool], Transport]:
@@ -99,7 +100,9 @@ def _transport_factory(settings: Settings, remote: Remote) -> Callable[[bool], T
         return remotes.open_transport(
             remote.url,
             credentials=credentials_for(settings),
-            env=settings.env,
+            # C git run for credentials reads this repository's config, never the .git an
+            # agent may have left in the folder the command runs in
+            env={**settings.env, "GIT_DIR": _git_dir(settings)},
             timeout=timeout_for(settings),
             for_push=for_push,
         )
@@ -275,7 +278,7 @@ def _has_local_memories(settings: Settings) -> bool:
     root = settings.layout.memory_root
     if next(iter_memory_files(root), None) is not None:
         return True
-    if not os.path.isdir(os.path.join(root, ".git")):
+    if not os.path.isdir(repository(root)):
         return False
     from qmem_git.ops.lifecycle import has_commits
 

@@ -138,10 +138,9 @@ def lost_branch(
             "(qmem-git clone URL) or a backup"
         )
         return BranchLost(message, hint=hint)
-    root = os.path.dirname(os.path.abspath(git_dir))
     hint = (
         f"its newest commit is {commit[:12]}; run `qmem-git doctor --fix` to point {name} back "
-        f"at it (or: git -C {root} update-ref {name} {commit})"
+        f"at it (or: qmem-git git update-ref {name} {commit})"
     )
     return BranchLost(f"{message}, though the repository has history", hint=hint, commit=commit)
 

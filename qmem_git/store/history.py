@@ -33,6 +33,7 @@ from dulwich.repo import Repo
 from qmem_git.core.changes import CommitInfo, FileChange, parse_commit_message
 from qmem_git.core.unidiff import colorize, render_file_diff
 from qmem_git.errors import QmemError, RepoCorrupt, UsageError
+from qmem_git.store.relocate import repository
 from qmem_git.store.repo import blob_id, close_store
 from qmem_git.store.walk import is_memory_path, memory_paths
 
@@ -190,8 +191,8 @@ class History:
 
     def __init__(self, memory_root: str) -> None:
         self.root = memory_root
-        self._repo = _open_repo(memory_root)
-        self._git_dir = os.path.join(memory_root, ".git")
+        self._git_dir = repository(memory_root)
+        self._repo = _open_repo(memory_root, self._git_dir)
         self._store = self._repo.object_store
         self._commits: dict[bytes, Commit] = {}
 
@@ -750,17 +751,19 @@ def _render(files: list[FileDiff]) -> str:
     )
 
 
-def _open_repo(memory_root: str) -> Repo:
-    if not os.path.isdir(os.path.join(memory_root, ".git")):
+def _open_repo(memory_root: str, git_dir: str) -> Repo:
+    """dulwich's Repo for ``git_dir`` (``store.relocate.repository``) with ``memory_root``
+    as its work tree: never the ``.git`` an agent may have written in the memory root."""
+    if not os.path.isdir(git_dir):
         raise _not_a_repo(memory_root)
     try:
-        return Repo(memory_root)
+        return Repo(controldir=git_dir, worktree=memory_root)
     except NotGitRepository as err:
         raise _not_a_repo(memory_root) from err
-    except ValueError as err:  # dulwich reads .git/config as it opens the repository
+    except ValueError as err:  # dulwich reads the config as it opens the repository
         from qmem_git.store.gitconfig import config_damaged
 
-        raise config_damaged(os.path.join(memory_root, ".git"), err) from err
+        raise config_damaged(git_dir, err) from err
 
 
 def _ref_candidates(name: str) -> list[bytes]:
@@ -779,7 +782,7 @@ def _left_out_by_sparse_checkout(root: str) -> set[str]:
     from qmem_git.store import gitindex
 
     try:
-        index = gitindex.read_index(os.path.join(root, ".git"))
+        index = gitindex.read_index(repository(root))
     except gitindex.IndexUnreadable:
         return set()
     return {p for p in index.paths() if index.skips_worktree(p)}

@@ -11,12 +11,12 @@ and inherits the start of a dead predecessor's, so its leftovers stay recognisab
 are ``objects/`` folders searched as well (dulwich leaves ``objects/xx/<id>.lock`` when killed
 mid-write); a normal write does not pay for listing thousands of loose objects.
 
-The writer lock itself is an ``flock`` on ``.git/qmem.lock`` taken with ``fcntl`` directly:
-``import filelock`` costs ~40 ms here (logging, inspect, decimal, platform ...), about a fifth of
-a whole ``remember`` process, and the kernel releases an flock when its holder dies, so a crashed
-writer never blocks the next one. Where ``fcntl`` does not exist (Windows) ``filelock.FileLock``
-does the same job. :class:`TryLock` is the same flock taken without waiting (the per-project
-extraction slot, ``store.extractqueue``).
+The writer lock itself is an ``flock`` on the repository's ``qmem.lock`` taken with ``fcntl``
+directly: ``import filelock`` costs ~40 ms here (logging, inspect, decimal, platform ...),
+about a fifth of a whole ``remember`` process, and the kernel releases an flock when its holder
+dies, so a crashed writer never blocks the next one. Where ``fcntl`` does not exist (Windows)
+``filelock.FileLock`` does the same job. :class:`TryLock` is the same flock taken without
+waiting (the per-project extraction slot, ``store.extractqueue``).
 
 The module imports only what taking the lock needs (no ``typing``, ``contextlib``: ~15 ms):
 ``remember`` takes the lock before its other imports so that its survey starts at once.
@@ -29,6 +29,7 @@ import os
 import time
 
 from qmem_git.core.limits import WRITER_LOCK_NAME
+from qmem_git.core.paths import git_dir_of, repository_of
 from qmem_git.errors import QmemError, RepoLocked
 from qmem_git.store.walk import check_on_main, check_store
 
@@ -73,14 +74,17 @@ class Tenure:
 
 
 def lock_path(layout: Layout) -> str:
-    return os.path.join(layout.memory_root, ".git", LOCK_NAME)
+    return os.path.join(layout.git_dir, LOCK_NAME)
 
 
 class writer_lock:  # used like the function it replaced: `with writer_lock(...) as fd`
-    """Hold ``<memory_root>/.git/qmem.lock`` (flock); RepoLocked after ``timeout`` seconds.
+    """Hold ``qmem.lock`` in the store's repository (flock); RepoLocked after ``timeout`` s.
 
-    Entering gives the descriptor that holds the flock (None on Windows, where filelock holds
-    it): a child process forked meanwhile must close its copy, or the lock outlives this one.
+    A repository still in the memory folder (``memory/.git``, made by an earlier version) is
+    locked there and moved out first (``store.relocate``), then the lock of the new place is
+    taken. Entering gives the descriptor that holds the flock (None on Windows, where filelock
+    holds it): a child process forked meanwhile must close its copy, or the lock outlives this
+    one.
     """
 
     def __init__(self, layout: Layout, timeout: float) -> None:
@@ -91,20 +95,32 @@ class writer_lock:  # used like the function it replaced: `with writer_lock(...)
 
     def __enter__(self) -> int | None:
         layout = self.layout
-        if not os.path.isdir(os.path.join(layout.memory_root, ".git")):
+        git_dir = repository_of(layout.memory_root, os.path.exists)
+        if not os.path.isdir(git_dir):
             raise QmemError(
                 f"{layout.memory_root} is not a qmem-git memory repository",
                 hint="run `qmem-git init` first",
             )
         check_store(layout)  # never a lock (or a writer) in a project's repository
-        check_on_main(layout.memory_root)
-        path = lock_path(layout)
+        if git_dir != git_dir_of(layout.memory_root):
+            move_out(layout, git_dir, self.timeout)
+            git_dir = layout.git_dir
+            if not os.path.isdir(git_dir):  # not moved (a symlink, ...): nowhere to write
+                raise QmemError(
+                    f"{layout.memory_root}'s repository could not be moved to {git_dir}",
+                    hint="run `qmem-git doctor`",
+                )
+        check_on_main(git_dir)
+        return self.take(os.path.join(git_dir, LOCK_NAME))
+
+    def take(self, path: str) -> int | None:
+        """Take the flock on ``path`` (created when missing), waiting up to the timeout."""
         if os.name == "nt":  # pragma: no cover - no fcntl on Windows
-            self._fallback = _filelock(layout, path, self.timeout)
+            self._fallback = _filelock(self.layout, path, self.timeout)
             return None
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            _flock(fd, self.timeout, layout)
+            _flock(fd, self.timeout, self.layout)
         except BaseException:
             os.close(fd)
             raise
@@ -122,6 +138,23 @@ class writer_lock:  # used like the function it replaced: `with writer_lock(...)
             self._fallback = None
 
 
+def move_out(layout: Layout, legacy: str, timeout: float) -> None:
+    """Move a legacy repository (``legacy``, in the memory folder) out of it, holding its
+    writer lock, so that a writer of an earlier version waits meanwhile; a writer that moved
+    it first wins (``store.relocate``)."""
+    lock = writer_lock(layout, timeout)
+    try:
+        lock.take(os.path.join(legacy, LOCK_NAME))
+    except FileNotFoundError:
+        return  # moved by another writer since we looked
+    try:
+        from qmem_git.store.relocate import move_repository
+
+        move_repository(layout.memory_root)
+    finally:
+        lock.__exit__(None, None, None)
+
+
 class writer_tenure:  # used like the function it replaced
     """:class:`writer_lock` with this process's tenure marked for as long as it is held.
 
@@ -132,7 +165,7 @@ class writer_tenure:  # used like the function it replaced
 
     def __init__(self, layout: Layout, timeout: float) -> None:
         self._lock = writer_lock(layout, timeout)
-        self._git_dir = os.path.join(layout.memory_root, ".git")
+        self._git_dir = layout.git_dir
 
     def __enter__(self) -> int | None:
         lock_fd = self._lock.__enter__()

@@ -184,7 +184,7 @@ def _recover(
     if head_tree is not None:
         repo.load_tree(head_tree)  # a damaged root tree must stop us before we change anything
     _check_packs(repo.git_dir)  # so must a damaged pack, which readers would trip over
-    update_config(repo.git_dir)  # git warns about deprecated settings on every command
+    update_config(repo.git_dir, repo.root)  # git warns about deprecated settings on every command
     removed_locks = _remove_stale_locks(repo.git_dir)
     undone = _undo_interrupted(repo, head)
     seen = pending.result() if pending is not None else survey.survey(repo.root)

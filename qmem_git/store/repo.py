@@ -39,13 +39,14 @@ from qmem_git.core.index import IndexResult, build_index
 from qmem_git.core.limits import CURSOR_NAME, META_NAME, SESSIONS_NAME, STATE_DIR_NAMES
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES
 from qmem_git.core.names import collision_message, fold_name, path_prefixes
-from qmem_git.core.paths import Layout
+from qmem_git.core.paths import Layout, is_legacy_repo
 from qmem_git.core.text import clean_text, content_problem
 from qmem_git.errors import InvalidMemoryFile, QmemError, RepoCorrupt, RepoLocked, UnsafePath
 from qmem_git.store import gitindex, journal, loose
 from qmem_git.store.gitindex import GitIndex
 from qmem_git.store.identity import read_config_identity
 from qmem_git.store.locks import STALE_LOCK_SECONDS
+from qmem_git.store.relocate import HOOK_MARKER, repository
 from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.workdir import (
     FILE_MODE_BITS,
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
 
 BRANCH = b"refs/heads/main"
 TREE_MODE = 0o40000
-HOOK_MARKER = "qmem-git-managed-hook"
 HOOK_TEMPLATE = "git-pre-commit.sh"
 MEMORY_EXCLUDES = ("*" + TEMP_MARKER + "*", "*.lock")
 # state files init keeps out of the project repo in local mode
@@ -89,10 +89,11 @@ FSYNC_SETTING = ((b"core",), b"fsync", b"committed")
 # losing the skip-worktree bits of a sparse checkout.
 PLAIN_INDEX_SETTINGS = (((b"core",), b"splitIndex", b"false"), ((b"index",), b"sparse", b"false"))
 REPO_SETTINGS = (((b"gc",), b"auto", b"0"), FSYNC_SETTING)
+Setting = tuple[tuple[bytes], bytes, bytes]
 DEPRECATED_SETTINGS = (((b"core",), b"fsyncObjectFiles"),)
 _Obj = TypeVar("_Obj", bound=ShaFile)
 _CORRUPT_HINT = (
-    "run `git fsck --full` in the memory folder; restore it from a clone or a backup "
+    "run `qmem-git git fsck --full`; restore it from a clone or a backup "
     "(qmem-git overwrote nothing)"
 )
 
@@ -177,38 +178,52 @@ def _clean_ident(text: str) -> str:
 # --- init -----------------------------------------------------------------------------------
 
 
-def init_repo(layout: Layout, hook_command: str) -> InitResult:
-    """Make the memory root a git repo on ``main`` (idempotent).
+def init_repo(layout: Layout, hook_command: str, lock_timeout: float = 30.0) -> InitResult:
+    """Make the memory root's repository (``layout.git_dir``, beside the memory root) on
+    ``main`` (idempotent); one an earlier version made inside the memory root is moved there.
 
-    Sets ``gc.auto=0`` (dulwich would otherwise pack in the foreground) and
-    ``core.fsync=committed`` (dropping the deprecated ``core.fsyncObjectFiles``), excludes our
+    Sets ``gc.auto=0`` (dulwich would otherwise pack in the foreground),
+    ``core.fsync=committed`` (dropping the deprecated ``core.fsyncObjectFiles``) and
+    ``core.worktree`` (C git run on the repository finds the memory root), excludes our
     temp/lock files, installs the marked pre-commit hook (a foreign hook is kept as
-    ``pre-commit.local*`` and run first) and, in local mode, excludes the memory folder and
-    state files in the project's own repo. No commit is made here, not even an initial one:
-    ``apply_changeset`` commits parent-less on an empty repo, so every commit in history is one
-    memory operation; files already in the work tree are committed by the caller (or by the
-    first writer's recovery). No identity is stored in the repo config either.
+    ``pre-commit.local*`` and run first) and, in local mode, excludes the memory folder, its
+    repository and the state files in the project's own repo. No commit is made here, not even
+    an initial one: ``apply_changeset`` commits parent-less on an empty repo, so every commit in
+    history is one memory operation; files already in the work tree are committed by the caller
+    (or by the first writer's recovery). No identity is stored in the repo config either.
     """
     root = layout.memory_root
-    git_dir = os.path.join(root, ".git")
+    git_dir = layout.git_dir
+    if not os.path.isdir(git_dir) and is_legacy_repo(root, os.path.exists):
+        from qmem_git.store.locks import writer_lock
+
+        with writer_lock(layout, lock_timeout):  # moves it out (store.relocate)
+            pass
     created = not os.path.isdir(git_dir)
     if created:
-        _create_repo(root)
-    config_changed = _configure(git_dir)
+        _create_repo(root, git_dir)
+    config_changed = _configure(git_dir, root)
     excludes = _add_lines(os.path.join(git_dir, "info", "exclude"), MEMORY_EXCLUDES)
-    hook = _install_hook(git_dir, hook_command)
+    hook = install_hook(git_dir, hook_command)
     project = _exclude_in_project(layout) if layout.mode == "local" else ()
     return InitResult(root, created, hook, excludes, project, config_changed)
 
 
-def _create_repo(root: str) -> None:
+def _create_repo(root: str, git_dir: str) -> None:
     from dulwich.repo import Repo
 
     os.makedirs(root, exist_ok=True)
-    Repo.init(root, default_branch=b"main").close()
+    Repo.init_bare(git_dir, mkdir=True, default_branch=b"main").close()
 
 
-def _configure(git_dir: str) -> bool:
+def worktree_settings(git_dir: str, root: str) -> tuple[Setting, ...]:
+    """``core.bare=false`` and ``core.worktree`` naming the memory root relative to the
+    repository (``../memory``), so the pair keeps working when their parent folder moves."""
+    worktree = os.path.relpath(root, git_dir).replace(os.sep, "/")
+    return (((b"core",), b"bare", b"false"), ((b"core",), b"worktree", worktree.encode()))
+
+
+def _configure(git_dir: str, root: str) -> bool:
     """Set the settings we rely on; rewrite the config only when something changes."""
     from qmem_git.store.gitconfig import read_git_config
 
@@ -219,7 +234,7 @@ def _configure(git_dir: str) -> bool:
         with contextlib.suppress(KeyError):  # KeyError: not set
             config.remove(section, name)
             changed = True
-    for section, name, value in REPO_SETTINGS:
+    for section, name, value in (*REPO_SETTINGS, *worktree_settings(git_dir, root)):
         try:
             current = config.get(section, name)
         except KeyError:
@@ -232,9 +247,10 @@ def _configure(git_dir: str) -> bool:
     return _add_plain_index_settings(git_dir) or changed
 
 
-def update_config(git_dir: str) -> bool:
+def update_config(git_dir: str, root: str) -> bool:
     """Bring a repo made by an earlier version up to date: core.fsyncObjectFiles becomes
-    core.fsync, and the plain-index settings are added.
+    core.fsync, ``core.worktree`` is set (a repository just moved out of the memory root,
+    ``store.relocate``), and the plain-index settings are added.
 
     Cheap enough for every writer (one small read; the config is parsed only when the text
     may need a change).
@@ -244,8 +260,8 @@ def update_config(git_dir: str) -> bool:
             text = handle.read().lower()
     except OSError:
         return False
-    if any(name.lower() in text for _, name in DEPRECATED_SETTINGS):
-        return _configure(git_dir)
+    if any(name.lower() in text for _, name in DEPRECATED_SETTINGS) or b"worktree" not in text:
+        return _configure(git_dir, root)
     if all(name.lower() in text for _, name, _ in PLAIN_INDEX_SETTINGS):
         return False
     return _add_plain_index_settings(git_dir)
@@ -307,7 +323,8 @@ def _add_lines(path: str, lines: Iterable[str]) -> tuple[str, ...]:
 
 
 def _exclude_in_project(layout: Layout) -> tuple[str, ...]:
-    """Local mode: hide the memory folder and state files from the project's own git repo."""
+    """Local mode: hide the memory folder, its repository and the state files from the
+    project's own git repo."""
     project_git = os.path.join(layout.project_root, ".git")
     if not layout.project_root or not os.path.isdir(project_git):
         return ()
@@ -315,7 +332,7 @@ def _exclude_in_project(layout: Layout) -> tuple[str, ...]:
     memory = os.path.relpath(layout.memory_root, layout.project_root).replace(os.sep, "/")
     if state.startswith("..") or memory.startswith(".."):
         return ()
-    names = [memory + "/", *(f"{state}/{name}" for name in STATE_FILES)]
+    names = [memory + "/", memory + ".git/", *(f"{state}/{name}" for name in STATE_FILES)]
     names += [f"{state}/{name}/" for name in STATE_DIR_NAMES]
     return _add_lines(os.path.join(project_git, "info", "exclude"), names)
 
@@ -328,9 +345,19 @@ def hook_script(hook_command: str) -> str:
     return template.read_text(encoding="utf-8").replace("@HOOK_COMMAND@", hook_command)
 
 
-def _install_hook(git_dir: str, hook_command: str) -> str:
+def default_hook_command() -> str:
+    """What the memory repo's git pre-commit hook runs: the template's lookup (``qmem-git`` on
+    PATH first, as a shell finds it), with this interpreter as the fallback it names."""
+    import shlex
+    import sys
+
+    return f"qmem_git_validate {shlex.quote(sys.executable)}"
+
+
+def install_hook(git_dir: str, hook_command: str) -> str:
     """Write our hook; a foreign one moves to the first free ``pre-commit.local*`` name."""
     hooks = os.path.join(git_dir, "hooks")
+    os.makedirs(hooks, exist_ok=True)
     path = os.path.join(hooks, "pre-commit")
     script = hook_script(hook_command)
     try:
@@ -339,6 +366,8 @@ def _install_hook(git_dir: str, hook_command: str) -> str:
     except FileNotFoundError:
         existing = None
     if existing == script:
+        if not os.access(path, os.X_OK):  # made non-executable when the repository moved
+            os.chmod(path, 0o755)
         return "unchanged"
     status = "installed" if existing is None else "updated"
     if existing is not None and HOOK_MARKER not in existing:
@@ -390,7 +419,7 @@ class Repository:
         """``loose_limit``: the largest loose object (header included) read in full; a bigger
         one reads as damaged (dulwich's own default is 512 MiB)."""
         self.root = root
-        self.git_dir = os.path.join(root, ".git")
+        self.git_dir = repository(root)
         if not os.path.isdir(self.git_dir):
             raise QmemError(
                 f"{root} is not a qmem-git memory repository", hint="run `qmem-git init` first"
@@ -1149,10 +1178,12 @@ __all__ = [
     "check_unblocked",
     "check_writable",
     "close_store",
+    "default_hook_command",
     "free_name",
     "head_commit",
     "identity_from_git_config",
     "init_repo",
+    "install_hook",
     "prune_dirs",
     "remove_file",
     "same_content",

@@ -21,6 +21,7 @@ from qmem_git.core.limits import MAX_FILE_BYTES
 from qmem_git.core.model import Document
 from qmem_git.errors import QmemError, RepoCorrupt
 from qmem_git.store import gitindex
+from qmem_git.store.relocate import repository
 from qmem_git.store.repo import Repository
 from qmem_git.store.walk import is_memory_path
 from qmem_git.store.workdir import newest_documents
@@ -52,7 +53,7 @@ class IndexNotReadable(QmemError):
 
 def staged_changes(memory_root: str, index_file: str | None = None) -> Staged:
     """The entries of the index (``index_file``, else ``.git/index``) against HEAD's tree."""
-    git_dir = os.path.join(memory_root, ".git")
+    git_dir = repository(memory_root)
     if not os.path.isdir(git_dir):
         raise IndexNotReadable(
             f"{memory_root} has no .git folder (a linked worktree or not a repository)",

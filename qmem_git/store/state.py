@@ -13,6 +13,7 @@ from qmem_git.core.limits import CURSOR_NAME, META_NAME, SESSIONS_NAME
 from qmem_git.core.paths import Layout
 from qmem_git.core.statefile import EPOCH_ISO, dumps_state, initial_cursor, initial_meta, iso_ms
 from qmem_git.errors import InvalidMemoryFile
+from qmem_git.store.relocate import repository
 from qmem_git.store.walk import check_store
 from qmem_git.store.workdir import atomic_write, index_path
 
@@ -25,7 +26,7 @@ def ensure_scaffold(layout: Layout, now: datetime) -> list[str]:
 
     A folder that holds other things is refused first (``walk.check_store``)."""
     root = layout.memory_root
-    adopting = not (os.path.isdir(os.path.join(root, ".git")) and os.path.exists(index_path(root)))
+    adopting = not (os.path.isdir(repository(root)) and os.path.exists(index_path(root)))
     check_store(layout, adopting=adopting)
     os.makedirs(root, exist_ok=True)
     created = []

@@ -26,6 +26,7 @@ import struct
 import sys
 
 from qmem_git.core.limits import STAT_RECORD_NAME
+from qmem_git.core.paths import worktree_of
 from qmem_git.store.cachefile import read_checked, write_checked
 
 TYPE_CHECKING = False  # a writer's forked survey imports this module on its critical path
@@ -143,7 +144,7 @@ def write(
     import array
     import marshal
 
-    root = os.path.dirname(os.path.abspath(git_dir))
+    root = worktree_of(os.path.abspath(git_dir))
     folders, unpackable = _folders(root, stamps, base, restamped)
     unknown = sorted(unpackable)
     if None in stamps.values():  # rare: files a writer did not find clean

@@ -28,6 +28,7 @@ import os
 import struct
 
 from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, MAX_SCANNED_DOCUMENTS
+from qmem_git.store.relocate import repository
 
 TYPE_CHECKING = False  # imported before the fork: the index reader loads in the child
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def survey(root: str) -> Survey:
     """Scan ``root`` (dot-dirs and symlinks skipped, spec §5) and compare it with the index."""
     from qmem_git.store import gitindex
 
-    git_dir = os.path.join(root, ".git")
+    git_dir = repository(root)
     known = _known(root)
     seen = _scan(root, _racy_from(known))
     files = seen.files()
@@ -393,7 +394,7 @@ def _known(root: str) -> Known | None:
     none for this index."""
     from qmem_git.store import gitindex, statrecord
 
-    git_dir = os.path.join(root, ".git")
+    git_dir = repository(root)
     tail = gitindex.index_tail(git_dir)
     if tail is None:
         return None
@@ -407,7 +408,7 @@ def _shared_size(root: str) -> int:
     more than that keeps a process with little address space (``ulimit -v``) working; a
     bigger answer makes the child give up, and the survey runs in process."""
     try:
-        index_bytes = os.stat(os.path.join(root, ".git", "index")).st_size
+        index_bytes = os.stat(os.path.join(repository(root), "index")).st_size
     except OSError:
         index_bytes = 0
     return 2 * index_bytes + (1 << 20)
@@ -486,7 +487,7 @@ def _encoded(root: str, known: Known | None) -> bytes:
     if record is not None:
         changed, gone = differences(record[0], seen)
     else:
-        git_dir = os.path.join(root, ".git")
+        git_dir = repository(root)
         offsets: list[int] = []
         index = gitindex.read_index_data(git_dir, offsets)[0]
         if index.checksum != checksum:
@@ -503,7 +504,7 @@ def _read_ahead(root: str, known: Known | None) -> GitIndex | None:
         return None
     from qmem_git.store import gitindex
 
-    return gitindex.read_recorded(os.path.join(root, ".git"), known[0], known[2])
+    return gitindex.read_recorded(repository(root), known[0], known[2])
 
 
 def _decode(data: bytes, root: str, ahead: GitIndex | None = None) -> Survey:
@@ -518,7 +519,7 @@ def _decode(data: bytes, root: str, ahead: GitIndex | None = None) -> Survey:
     checksum, changed, gone, oversized, temp_files, links, cut = wire
     index = ahead
     if index is None or index.checksum != checksum:
-        index = gitindex.read_recorded(os.path.join(root, ".git"), checksum)
+        index = gitindex.read_recorded(repository(root), checksum)
     if index is None or index.stamps is None:
         raise ValueError("the index changed since the survey")
     files = dict(index.stamps)

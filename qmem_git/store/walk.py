@@ -13,6 +13,7 @@ import os
 import stat
 
 from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, STATE_DIR_NAMES, TYPE_NAMES
+from qmem_git.core.paths import git_dir_of, worktree_of
 from qmem_git.errors import QmemError, UsageError
 
 _ANY_SIZE = 1 << 62  # larger than any file
@@ -84,12 +85,12 @@ def check_store(layout: Layout, *, adopting: bool = False) -> None:
     check_memory_folder(layout.memory_root, strict=adopting)
 
 
-def check_on_main(root: str) -> None:
+def check_on_main(git_dir: str) -> None:
     """Writers commit to ``main`` and recover the work tree against it: on another branch, or
     with HEAD detached (an old commit checked out, a rebase under way), they would commit the
     files of that checkout onto ``main``. Refuse instead, naming where HEAD is."""
     try:
-        with open(os.path.join(root, ".git", "HEAD"), "rb") as handle:
+        with open(os.path.join(git_dir, "HEAD"), "rb") as handle:
             head = handle.read(4096).strip()
     except OSError:
         return  # no HEAD: not set up yet, or broken (reading the repository reports that)
@@ -103,8 +104,8 @@ def check_on_main(root: str) -> None:
     else:
         where = f"at a detached HEAD ({text[:12]})"
     raise QmemError(
-        f"{root} is {where}, not on main: qmem-git commits only to main",
-        hint=f"finish what you do there, then run `git -C {root} switch main`; commits on "
+        f"{worktree_of(git_dir)} is {where}, not on main: qmem-git commits only to main",
+        hint="finish what you do there, then run `qmem-git git switch main`; commits on "
         "another branch stay there until you merge them",
     )
 
@@ -112,9 +113,9 @@ def check_on_main(root: str) -> None:
 def check_memory_folder(root: str, *, strict: bool = True) -> None:
     """Refuse to make or write a memory store in a folder that holds other things (a project,
     a home folder, a folder of notes): writers commit or quarantine every memory file they
-    find, and would take those files for memories. A memory folder, or its ``.git``, that is
+    find, and would take those files for memories. A memory folder, or its repository, that is
     a symlink is refused too: its commits would land in whatever repository it points at."""
-    _refuse_links([root.rstrip("/") or "/", os.path.join(root, ".git")])
+    _refuse_links([root.rstrip("/") or "/", git_dir_of(root)])
     foreign = foreign_entries(root, strict=strict)
     if foreign:
         more = len(foreign) - 5

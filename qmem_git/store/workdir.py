@@ -15,6 +15,7 @@ from qmem_git.core.index import IndexResult, build_index, order_documents, qwen_
 from qmem_git.core.model import INDEX_NAME, MAX_SCANNED_DOCUMENTS, Document
 from qmem_git.core.names import fold_name, is_indexable_path
 from qmem_git.store.keptdocs import Kept, kept_document, load_kept, save_kept
+from qmem_git.store.relocate import repository
 from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.walk import read_text as read_text  # re-exported: ops read through here
 from qmem_git.store.walk import walk
@@ -72,7 +73,7 @@ def _keep_documents(scope: _SharedScan) -> None:
         if scope.files.get(rel, (None, None))[:2] == (mtime_ns, size)
     }
     if docs and (scope.parsed or scope.kept is None or docs.keys() != scope.kept.keys()):
-        save_kept(os.path.join(scope.root, ".git"), docs, scope.files)
+        save_kept(repository(scope.root), docs, scope.files)
 
 
 def _note_rewritten(path: str, mtime_ns: int | None, size: int) -> None:
@@ -315,7 +316,7 @@ def _load_shared(scope: _SharedScan, info: FileInfo) -> Document | None:
     key = (info.relative_path, info.mtime_ns, info.size)
     if key not in scope.docs:
         if scope.kept is None:
-            scope.kept = load_kept(os.path.join(scope.root, ".git"))
+            scope.kept = load_kept(repository(scope.root))
         rel = info.relative_path
         hit, doc = kept_document(scope.kept, rel, scope.files.get(rel))
         if not hit:

@@ -15,13 +15,18 @@ from qmem_git.core.paths import (
     expand_storage_dir,
     explicit_layout,
     find_git_root,
+    git_dir_of,
     global_qwen_dir,
     is_inside,
+    is_legacy_repo,
+    legacy_git_dir,
+    repository_of,
     resolve_layout,
     runtime_base_dir,
     sanitize,
     team_memory_root,
     user_memory_root,
+    worktree_of,
 )
 from qmem_git.errors import UsageError
 
@@ -280,18 +285,43 @@ def test_is_inside_never_consults_the_working_directory(monkeypatch: pytest.Monk
 
 def test_inside_a_memory_folder_that_folder_is_the_memory_root() -> None:
     root = "/home/alice/.qwen/projects/-home-alice-repo/memory"
-    exists = probe(f"{root}/.git", f"{root}/.git/qmem-index", "/home/alice/.git")
-    inside = resolve_layout(f"{root}/user", {}, HOME, CWD, exists)
-    assert (inside.memory_root, inside.state_dir, inside.mode) == (
-        root,
-        "/home/alice/.qwen/projects/-home-alice-repo",
-        "explicit",
-    )
-    local = resolve_layout(f"{root}/user", {"QWEN_CODE_MEMORY_LOCAL": "1"}, HOME, CWD, exists)
-    assert local.memory_root == root
+    for exists in (
+        probe(f"{root}.git", f"{root}.git/qmem-index", "/home/alice/.git"),
+        probe(f"{root}/.git", f"{root}/.git/qmem.lock", "/home/alice/.git"),  # a legacy store
+    ):
+        inside = resolve_layout(f"{root}/user", {}, HOME, CWD, exists)
+        assert (inside.memory_root, inside.state_dir, inside.mode) == (
+            root,
+            "/home/alice/.qwen/projects/-home-alice-repo",
+            "explicit",
+        )
+        local = resolve_layout(f"{root}/user", {"QWEN_CODE_MEMORY_LOCAL": "1"}, HOME, CWD, exists)
+        assert local.memory_root == root
     # a folder named memory that is not ours is a project like any other
     other = resolve_layout("/srv/memory", {}, HOME, CWD, probe("/srv/memory/.git"))
     assert other.memory_root == "/home/alice/.qwen/projects/-srv-memory/memory"
+    plain = resolve_layout("/srv/memory", {}, HOME, CWD, probe("/srv/memory.git"))
+    assert plain.memory_root == "/home/alice/.qwen/projects/-srv-memory/memory"
+
+
+def test_the_repository_lives_beside_the_memory_folder() -> None:
+    """Never inside it: the agent may write anything there (issue 18, item 7)."""
+    assert git_dir_of("/s/memory") == "/s/memory.git" == git_dir_of("/s/memory/")
+    assert git_dir_of("/s/./x/../memory") == "/s/memory.git"
+    assert Layout("/s/memory", "/s", "explicit").git_dir == "/s/memory.git"
+    assert worktree_of("/s/memory.git") == "/s/memory" == worktree_of("/s/memory/.git")
+    assert legacy_git_dir("/s/memory") == "/s/memory/.git"
+
+
+def test_readers_find_the_new_repository_first_then_a_legacy_one_qmem_git_made() -> None:
+    root = "/s/memory"
+    assert repository_of(root, probe()) == "/s/memory.git"  # none yet: where init makes it
+    legacy = probe("/s/memory/.git", "/s/memory/.git/qmem-index")
+    assert is_legacy_repo(root, legacy) and repository_of(root, legacy) == "/s/memory/.git"
+    both = probe("/s/memory.git", "/s/memory/.git", "/s/memory/.git/qmem.lock")
+    assert repository_of(root, both) == "/s/memory.git"  # the new one wins
+    agents = probe("/s/memory/.git", "/s/memory/.git/config", "/s/memory/.git/hooks/pre-commit")
+    assert not is_legacy_repo(root, agents) and repository_of(root, agents) == "/s/memory.git"
 
 
 # --- Qwen Code 0.24.4's precedence (issue 18, item 5) ------------------------------------------

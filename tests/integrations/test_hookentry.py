@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers_git import gitdir
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -194,7 +195,7 @@ def test_memory_layout_matches_settings(
 ) -> None:
     home = tmp_path / "home dir"
     repo = tmp_path / "my_proj.v2 ☃"
-    (repo / ".git").mkdir(parents=True)
+    gitdir(repo).mkdir(parents=True)
     project = repo / "sub" / "pkg" if nested else repo
     project.mkdir(parents=True, exist_ok=True)
     monkeypatch.chdir(tmp_path)

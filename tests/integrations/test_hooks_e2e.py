@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers_git import git_argv, gitdir
 
 from qmem_git.hookentry import MARKER
 from qmem_git.settings import build_settings
@@ -78,11 +79,10 @@ class Session:
         return done.stdout
 
     def messages(self) -> str:
-        if not (self.memory_root / ".git").exists():
+        if not gitdir(self.memory_root).exists():
             return ""
         done = subprocess.run(
-            ["git", "log", "--format=%B"],
-            cwd=self.memory_root,
+            [*git_argv(self.memory_root), "log", "--format=%B"],
             capture_output=True,
             text=True,
             check=False,

@@ -6,13 +6,15 @@ import subprocess
 import time
 from pathlib import Path
 
+from helpers_git import git_argv
+
 from integrations.test_hooks_e2e import FIXTURES, Session, context_of
 from qmem_git.store.remotes import create_bare_repository
 
 
 def remote_head(bare: Path) -> str:
     done = subprocess.run(
-        ["git", "-C", str(bare), "rev-parse", "--verify", "-q", "refs/heads/main"],
+        [*git_argv(str(bare)), "rev-parse", "--verify", "-q", "refs/heads/main"],
         capture_output=True,
         text=True,
         check=False,
@@ -57,7 +59,7 @@ def machine(home: Path, transcript: Path) -> Session:
 
 def head(session: Session) -> str:
     return subprocess.run(
-        ["git", "-C", str(session.memory_root), "rev-parse", "HEAD"],
+        [*git_argv(str(session.memory_root)), "rev-parse", "HEAD"],
         capture_output=True,
         text=True,
         check=True,

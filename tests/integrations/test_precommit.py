@@ -440,20 +440,28 @@ def test_snippet_in_a_local_mode_qmem_git_store(hook_env: HookEnv, tmp_path: Pat
         subprocess.run(command, cwd=repo, env=env, check=True, capture_output=True)
     store = repo / ".qwen" / "memory"
     config = ["--config", "../../.pre-commit-config.yaml"]
-    code, out = run_all(hook_env, store, "--all-files", *config)
+    in_store = {**env, "GIT_DIR": "../memory.git", "GIT_WORK_TREE": "."}  # as integrations.md
+
+    def run_in_store(*args: str) -> tuple[int, str]:
+        result = pre_commit(store, in_store, "run", *args)
+        return result.returncode, result.stdout + result.stderr
+
+    code, out = run_in_store("--all-files", *config)
     assert code == 0, out
     assert passed(out, "qmem validate memory files") and passed(out, "qmem rebuild MEMORY.md")
     bad = store / "user" / "i-prefer-terse-responses.md"
     bad.write_text(bad.read_text().replace("type: user", "type: misc"))
-    _git(store, env, "add", "-A")
+    _git(store, in_store, "add", "-A")
     _git(repo, env, "add", "-A")
     assert _git(repo, env, "ls-files", ".qwen") == ""  # init hid the store from the project
     code, out = run_all(hook_env, repo, "--all-files")
     assert code == 0 and "misc" not in out, out
-    code, out = run_all(hook_env, store, *config)
+    code, out = run_in_store(*config)
     assert code == 1, out
     assert "user/i-prefer-terse-responses.md:4:1: error: frontmatter type 'misc'" in out
-    assert _git(store, env, "status", "--porcelain", "--ignored", ".pre-commit-config.yaml") == ""
+    assert (
+        _git(store, in_store, "status", "--porcelain", "--ignored", ".pre-commit-config.yaml") == ""
+    )
 
 
 def test_team_folder_index_is_left_alone_by_the_main_functions(

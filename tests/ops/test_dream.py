@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_git import gitdir
 
 from qmem_git.core.statefile import iso_ms, update_fields
 from qmem_git.ops.dream import DreamOpPlan, gate_dream, plan_dream_op
@@ -277,4 +278,4 @@ def test_qmem_auto_dream_0_skips_scheduled_dreams_before_touching_anything(
     assert json.loads(done.stdout) == {"status": "skipped", "skipped_reason": "disabled"}
     assert os.listdir(tmp_path / "state") == ["memory"] and os.listdir(memory) == []
     forced = subprocess.run([*args, "--force"], capture_output=True, text=True, env=env)
-    assert forced.returncode == 0 and (memory / ".git").is_dir()  # a manual dream still runs
+    assert forced.returncode == 0 and gitdir(memory).is_dir()  # a manual dream still runs

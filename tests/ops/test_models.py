@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_git import git_argv
 from integrations.model_server import API_KEY, ModelServer, Reply, chat, error, refused_url
 
 from qmem_git.core.extract import Message
@@ -337,7 +338,7 @@ def test_extract_commit_records_strategy_and_never_the_key(
     assert dict(info.trailers)[STRATEGY_TRAILER] == "heuristic"
     assert dict(info.trailers)[FALLBACK_TRAILER] == "server-error"
     history = subprocess.run(
-        [git_exe, "-C", str(memory), "log", "-p", "--all"],
+        [*git_argv(str(memory)), "log", "-p", "--all"],
         capture_output=True,
         text=True,
         check=True,

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers_git import gitdir
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -104,7 +105,7 @@ def test_recall_on_a_plain_directory(store: tuple[Path, Path]) -> None:
     assert result.docs_scanned == 3
     assert result.prompt.startswith("## Relevant memory\n")
     assert "### Deploy checklist (project/deploy.md)\nSaved today.\n" in result.prompt
-    assert not (root / ".git").exists()
+    assert not gitdir(root).exists()
     assert result_to_json(result) == {
         "strategy": "heuristic",
         "selected": ["project/deploy.md"],

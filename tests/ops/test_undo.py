@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from clihelpers import assert_clean_repo, git, head, one_error_line, qmem, trailers
-from helpers_git import GitRepo, memory_text
+from helpers_git import GitRepo, git_argv, memory_text
 
 from qmem_git.errors import NothingToDo, QmemError
 from qmem_git.ops.undo import UNDOES_TRAILER, plan_undo, undo_target
@@ -438,7 +438,7 @@ def test_cli_amended_commit_blocks_undo_and_shows_in_history(memory: Path) -> No
     later = str(int(git(memory, "log", "-1", "--format=%ct")) + 5)
     env = {"GIT_COMMITTER_DATE": f"{later} +0000"}
     subprocess.run(
-        ["git", "-C", str(memory), "commit", "-q", "-a", "--amend", "--no-edit", "--no-verify"],
+        [*git_argv(str(memory)), "commit", "-q", "-a", "--amend", "--no-edit", "--no-verify"],
         env={**os.environ, **env},
         check=True,
     )

@@ -7,7 +7,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from helpers_git import GitRepo
+from helpers_git import GitRepo, gitdir
 
 from qmem_git.core.model import MAX_FILE_BYTES
 from qmem_git.ops.validate import Report, validate_paths, validate_staged, validate_tree
@@ -101,8 +101,8 @@ def test_bad_file_in_tree(tmp_path: Path, rel: str, content: str | bytes, rule: 
 
 def test_git_lookalike_folders_are_reported_and_dot_git_is_skipped(tmp_path: Path) -> None:
     root = make_root(tmp_path)
-    (root / ".git").mkdir()
-    (root / ".git" / "junk.md").write_text("not checked")
+    gitdir(root).mkdir()
+    (gitdir(root) / "junk.md").write_text("not checked")
     (root / ".GIT").mkdir()
     (root / ".GIT" / "x.md").write_text(memory())
     (root / ".gitignore").write_text("*.tmp\n")

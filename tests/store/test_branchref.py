@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers_git import git_argv, gitdir, init_memory_git
 
 from qmem_git.errors import BranchLost
 from qmem_git.store.branchref import restore_branch
@@ -16,7 +17,7 @@ from qmem_git.store.repo import Repository
 
 def git(root: Path, *args: str, stdin: str | None = None) -> str:
     done = subprocess.run(
-        ["git", "-C", str(root), *args], input=stdin, capture_output=True, text=True, check=True
+        [*git_argv(str(root)), *args], input=stdin, capture_output=True, text=True, check=True
     )
     return done.stdout.strip()
 
@@ -27,7 +28,7 @@ def commit(root: Path, name: str, when: int) -> str:
     git(root, "add", "-A")
     env_date = f"{when} +0000"
     subprocess.run(
-        ["git", "-C", str(root), "commit", "-q", "-m", name, "--date", env_date],
+        [*git_argv(str(root)), "commit", "-q", "-m", name, "--date", env_date],
         check=True,
         env={**os.environ, "GIT_COMMITTER_DATE": env_date},
     )
@@ -37,8 +38,7 @@ def commit(root: Path, name: str, when: int) -> str:
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     root = tmp_path / "memory"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
+    init_memory_git(root)
     return root
 
 
@@ -60,7 +60,7 @@ def test_a_lone_dangling_root_commit_is_an_interrupted_first_commit(repo: Path) 
 def test_the_reflog_names_the_commit_when_there_is_no_index_record(repo: Path) -> None:
     commit(repo, "a", 1_700_000_000)
     second = commit(repo, "b", 1_700_000_100)
-    (repo / ".git" / "refs" / "heads" / "main").unlink()
+    (gitdir(repo) / "refs" / "heads" / "main").unlink()
     with pytest.raises(BranchLost) as caught:
         head_of(repo)
     assert caught.value.commit == second and caught.value.exit_code == 6
@@ -78,7 +78,7 @@ def test_without_reflog_the_newest_tip_not_reached_by_other_refs_is_chosen(repo:
     git(repo, "symbolic-ref", "HEAD", "refs/heads/main")
     git(repo, "update-ref", "-d", "refs/heads/main")
     git(repo, "reflog", "expire", "--expire=all", "--all")
-    for log in (repo / ".git" / "logs").rglob("*"):
+    for log in (gitdir(repo) / "logs").rglob("*"):
         if log.is_file():
             log.unlink()
     with pytest.raises(BranchLost) as caught:
@@ -95,7 +95,7 @@ def test_a_clone_s_fetched_commits_alone_are_no_local_history(repo: Path) -> Non
     fetched = commit(repo, "b", 1_700_000_100)
     git(repo, "update-ref", "refs/remotes/origin/main", fetched)
     git(repo, "update-ref", "-d", "refs/heads/main")
-    for log in (repo / ".git" / "logs").rglob("*"):
+    for log in (gitdir(repo) / "logs").rglob("*"):
         if log.is_file():
             log.unlink()
     assert head_of(repo) is None

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers_git import GitRepo, memory_text
+from helpers_git import GitRepo, git_argv, gitdir, memory_text
 
 from qmem_git.store import gitindex, statrecord
 
@@ -30,7 +30,7 @@ def repo(tmp_path: Path) -> GitRepo:
 
 
 def entries(repo: GitRepo) -> dict[str, tuple[str, int, int]]:
-    index = gitindex.read_index(str(repo.root / ".git"))
+    index = gitindex.read_index(str(gitdir(repo.root)))
     found = {}
     for path in index.paths():
         entry = index.get(path)
@@ -46,12 +46,12 @@ def ls_files(repo: GitRepo) -> str:
 def test_version_4_reads_as_version_2_does_and_is_written_back_for_git(repo: GitRepo) -> None:
     as_v2 = entries(repo)
     repo.git("update-index", "--index-version", "4")
-    assert (repo.root / ".git" / "index").read_bytes()[4:8] == b"\0\0\0\4"
+    assert (gitdir(repo.root) / "index").read_bytes()[4:8] == b"\0\0\0\4"
     assert entries(repo) == as_v2
     before = ls_files(repo)
-    git_dir = str(repo.root / ".git")
+    git_dir = str(gitdir(repo.root))
     gitindex.write_index(git_dir, gitindex.read_index(git_dir))  # written as version 2
-    assert (repo.root / ".git" / "index").read_bytes()[4:8] == b"\0\0\0\2"
+    assert (gitdir(repo.root) / "index").read_bytes()[4:8] == b"\0\0\0\2"
     assert ls_files(repo) == before
     assert len([p for p in as_v2 if len(p) > 0xFFF]) == 1
 
@@ -62,7 +62,7 @@ def test_extended_flags_survive_and_intent_to_add_is_seen(repo: GitRepo) -> None
     repo.git("update-index", "--skip-worktree", "project/a.md")
     for version in ("3", "4"):
         repo.git("update-index", "--index-version", version)
-        git_dir = str(repo.root / ".git")
+        git_dir = str(gitdir(repo.root))
         index = gitindex.read_index(git_dir)
         draft, kept = index.get("user/draft.md"), index.get("project/a.md")
         assert draft is not None and draft.intent_to_add
@@ -76,7 +76,7 @@ def test_extended_flags_survive_and_intent_to_add_is_seen(repo: GitRepo) -> None
 @pytest.mark.parametrize("cut", [30, 80, 200])
 def test_a_damaged_version_4_index_never_breaks_the_reader(repo: GitRepo, cut: int) -> None:
     repo.git("update-index", "--index-version", "4")
-    path = repo.root / ".git" / "index"
+    path = gitdir(repo.root) / "index"
     data = path.read_bytes()
     body = data[:cut] + b"\xff" * 8 + data[cut + 8 : -20]
     path.write_bytes(body + b"\0" * 20)  # no checksum: only the structure can tell
@@ -87,7 +87,7 @@ def test_a_damaged_version_4_index_never_breaks_the_reader(repo: GitRepo, cut: i
 def lazy_and_parsed(repo: GitRepo) -> tuple[gitindex.GitIndex, gitindex.GitIndex]:
     """The same index twice: from its bytes and entry offsets (as a writer's survey hands it
     over), and parsed into a dict."""
-    git_dir = str(repo.root / ".git")
+    git_dir = str(gitdir(repo.root))
     offsets: list[int] = []
     parsed, data = gitindex.read_index_data(git_dir, offsets)
     lazy = gitindex.GitIndex.from_base(
@@ -126,7 +126,7 @@ def test_an_index_from_bytes_and_offsets_reads_and_writes_as_the_parsed_one(
     same_ops((lazy, parsed), repo)
     assert lazy.count() == parsed.count() == len(parsed.entries)
     assert gitindex.render_index(lazy) == gitindex.render_index(parsed)
-    gitindex.write_index(str(repo.root / ".git"), lazy)
+    gitindex.write_index(str(gitdir(repo.root)), lazy)
     listed = repo.git("ls-files", "-s").splitlines()
     assert [line.split("\t")[1] for line in listed][:1] == ["a-first.md"]
     assert "user/shared-prefix-05a.md" in repo.git("ls-files")
@@ -151,7 +151,7 @@ def test_an_index_from_bytes_keeps_conflict_stages(tmp_path: Path) -> None:
     repo.write("user/b.md", "b\n")
     repo.git("add", "-A")
     repo.git("commit", "-qm", "main")
-    subprocess.run(["git", "merge", "-q", "other"], cwd=repo.root, capture_output=True)
+    subprocess.run([*git_argv(repo.root), "merge", "-q", "other"], capture_output=True)
     lazy, parsed = lazy_and_parsed(repo)
     assert {"user/a.md\x001", "user/a.md\x002", "user/a.md\x003"} <= parsed.entries.keys()
     assert lazy.get("user/a.md") is None
@@ -166,7 +166,7 @@ def test_an_index_from_bytes_keeps_conflict_stages(tmp_path: Path) -> None:
     for index in (lazy, parsed):
         index.set("user/a.md", st, sha)  # resolved: the other stages go, as with git add
     assert gitindex.render_index(lazy) == gitindex.render_index(parsed)
-    gitindex.write_index(str(repo.root / ".git"), lazy)
+    gitindex.write_index(str(gitdir(repo.root)), lazy)
     assert repo.git("ls-files", "-u") == ""  # nothing unmerged left
     assert "user/a.md" in repo.git("ls-files", "-s", "user/a.md")
     repo.git("write-tree")  # C git accepts the index (it refuses stage 0 beside stages)
@@ -178,17 +178,17 @@ def test_an_index_from_bytes_keeps_conflict_stages(tmp_path: Path) -> None:
 def test_entry_offsets_equal_the_parser_s_on_indexes_git_wrote(repo: GitRepo) -> None:
     """Long names (over 0xFFF bytes) and extended flags included; version 4 has none."""
     repo.git("update-index", "--skip-worktree", "user/shared-prefix-03.md")  # version 3
-    data = (repo.root / ".git" / "index").read_bytes()
+    data = (gitdir(repo.root) / "index").read_bytes()
     offsets: list[int] = []
     gitindex.parse_index(data, 0, offsets)
     assert gitindex.entry_offsets(data) == offsets and len(offsets) == 15
     repo.git("update-index", "--index-version", "4")
-    assert gitindex.entry_offsets((repo.root / ".git" / "index").read_bytes()) is None
+    assert gitindex.entry_offsets((gitdir(repo.root) / "index").read_bytes()) is None
     assert gitindex.entry_offsets(data[:100] + data[-20:]) is None  # entries cut off
 
 
 def recorded(repo: GitRepo) -> dict[str, statrecord.Stamp | None] | None:
-    git_dir = str(repo.root / ".git")
+    git_dir = str(gitdir(repo.root))
     tail = gitindex.index_tail(git_dir)
     assert tail is not None
     record = statrecord.read(git_dir, tail[0])
@@ -196,11 +196,11 @@ def recorded(repo: GitRepo) -> dict[str, statrecord.Stamp | None] | None:
 
 
 def test_the_recorded_index_equals_the_parsed_one(repo: GitRepo) -> None:
-    git_dir = str(repo.root / ".git")
+    git_dir = str(gitdir(repo.root))
     index = gitindex.read_index(git_dir)
     index.adopt_stamps({}, set())
     gitindex.write_index(git_dir, index)
-    checksum = (repo.root / ".git" / "index").read_bytes()[-20:]
+    checksum = (gitdir(repo.root) / "index").read_bytes()[-20:]
     lazy = gitindex.read_recorded(git_dir, checksum)
     assert lazy is not None and lazy.stamps == recorded(repo)
     parsed = gitindex.read_index(git_dir)
@@ -209,11 +209,11 @@ def test_the_recorded_index_equals_the_parsed_one(repo: GitRepo) -> None:
 
 
 def test_a_recorded_index_whose_bytes_were_damaged_is_not_used(repo: GitRepo) -> None:
-    git_dir = str(repo.root / ".git")
+    git_dir = str(gitdir(repo.root))
     index = gitindex.read_index(git_dir)
     index.adopt_stamps({}, set())
     gitindex.write_index(git_dir, index)
-    path = repo.root / ".git" / "index"
+    path = gitdir(repo.root) / "index"
     data = bytearray(path.read_bytes())
     data[40] ^= 1  # inside the first entry; the trailer still names the old content
     path.write_bytes(bytes(data))

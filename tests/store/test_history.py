@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from dulwich.object_store import DiskObjectStore
 from dulwich.objects import ObjectID
-from helpers_git import GitRepo, memory_text
+from helpers_git import GitRepo, git_argv, gitdir, memory_text
 
 from qmem_git.core.model import MAX_FILE_BYTES
 from qmem_git.core.unidiff import colorize, render_file_diff
@@ -254,7 +254,7 @@ def test_only_newline_ends_a_line_as_in_git(tmp_path: Path, git_exe: str, separa
     r.plain("base", {"user/crlf.md": base})
     r.plain("edit", {"user/crlf.md": base + f"two{separator}three\nfour{separator}"})
     shown = subprocess.run(  # bytes: text mode would read CR as a line end
-        ["git", "-C", r.path, "show", "--format=", "--no-color"], capture_output=True, check=True
+        [*git_argv(r.path), "show", "--format=", "--no-color"], capture_output=True, check=True
     )
     assert show_commit(r.path, "HEAD").diff_text == shown.stdout.decode("utf-8")
     from qmem_git.ops.history import commit_stats
@@ -517,7 +517,7 @@ def test_worktree_file_reads_only_regular_files(repo: GitRepo) -> None:
 def damage_pack_index(r: GitRepo) -> None:
     """Pack every object (``git gc``), then cut the pack's .idx to 100 bytes."""
     r.git("gc", "-q")
-    pack_dir = r.root / ".git" / "objects" / "pack"
+    pack_dir = gitdir(r.root) / "objects" / "pack"
     (idx,) = pack_dir.glob("pack-*.idx")
     idx.chmod(0o644)
     os.truncate(idx, 100)

@@ -5,18 +5,20 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from helpers_git import git_argv, gitdir, init_memory_git
+
 from qmem_git.store.integrity import check_objects
 
 
 def git(root: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    done = subprocess.run([*git_argv(str(root)), *args], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
 def repo_with_history(tmp_path: Path) -> Path:
     root = tmp_path / "memory"
-    git(tmp_path, "init", "-q", "-b", "main", str(root))
+    init_memory_git(root)
     for number in range(3):
         (root / "user").mkdir(exist_ok=True)
         (root / "user" / f"m{number}.md").write_text(f"memory {number}\n")
@@ -33,7 +35,7 @@ def test_a_healthy_repository_has_no_problems(tmp_path: Path) -> None:
 def test_a_missing_commit_in_history_is_reported(tmp_path: Path) -> None:
     root = repo_with_history(tmp_path)
     parent = git(root, "rev-parse", "HEAD~1").strip()
-    (root / ".git" / "objects" / parent[:2] / parent[2:]).unlink()
+    (gitdir(root) / "objects" / parent[:2] / parent[2:]).unlink()
     report = check_objects(str(root))
     assert report.problems == (f"memory repository is corrupt: object {parent} is missing",)
 
@@ -41,7 +43,7 @@ def test_a_missing_commit_in_history_is_reported(tmp_path: Path) -> None:
 def test_a_damaged_tree_of_head_is_reported(tmp_path: Path) -> None:
     root = repo_with_history(tmp_path)
     tree = git(root, "rev-parse", "HEAD:user").strip()
-    path = root / ".git" / "objects" / tree[:2] / tree[2:]
+    path = gitdir(root) / "objects" / tree[:2] / tree[2:]
     path.chmod(0o644)
     path.write_bytes(b"x")
     report = check_objects(str(root))

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers_git import git_argv
 
 from qmem_git.core.paths import Layout
 from qmem_git.errors import QmemError, RepoLocked
@@ -70,7 +71,7 @@ def test_writer_lock_needs_a_repo(tmp_path: Path) -> None:
 
 
 def test_old_lock_files_are_stale_young_ones_are_not(layout: Layout) -> None:
-    git_dir = os.path.join(layout.memory_root, ".git")
+    git_dir = layout.git_dir
     old = os.path.join(git_dir, "index.lock")
     young = os.path.join(git_dir, "refs", "heads", "main.lock")
     os.makedirs(os.path.dirname(young), exist_ok=True)
@@ -81,7 +82,7 @@ def test_old_lock_files_are_stale_young_ones_are_not(layout: Layout) -> None:
 
 
 def test_lock_files_of_a_dead_writer_are_stale_at_once(layout: Layout) -> None:
-    git_dir = os.path.join(layout.memory_root, ".git")
+    git_dir = layout.git_dir
     Path(git_dir, locks.TENURE_NAME).write_text(f"999999999 {time.time_ns() - 10**9}\n")
     young = os.path.join(git_dir, "index.lock")
     Path(young).write_text("")
@@ -91,7 +92,7 @@ def test_lock_files_of_a_dead_writer_are_stale_at_once(layout: Layout) -> None:
 
 
 def test_own_tenure_is_not_a_dead_writer(layout: Layout) -> None:
-    git_dir = os.path.join(layout.memory_root, ".git")
+    git_dir = layout.git_dir
     locks.begin_tenure(git_dir)
     assert locks.read_tenure(git_dir) is not None
     assert locks.dead_writer_since(git_dir) is None
@@ -100,12 +101,12 @@ def test_own_tenure_is_not_a_dead_writer(layout: Layout) -> None:
 
 
 def test_live_git_process_protects_its_lock(layout: Layout) -> None:
-    git_dir = os.path.join(layout.memory_root, ".git")
+    git_dir = layout.git_dir
     lock = os.path.join(git_dir, "index.lock")
     Path(layout.memory_root, "x.md").write_text("x\n")
-    subprocess.run(["git", "-C", layout.memory_root, "add", "x.md"], check=True)
+    subprocess.run([*git_argv(layout.memory_root), "add", "x.md"], check=True)
     editor = subprocess.Popen(  # a human `git commit -a` with the editor open holds index.lock
-        ["git", "-c", "core.editor=sleep 30;:", "commit", "-q", "-a", "--no-verify"],
+        [*git_argv(layout.memory_root), "-c", "core.editor=sleep 30;:", "commit", "-qa", "-n"],
         cwd=layout.memory_root,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -123,7 +124,7 @@ def test_live_git_process_protects_its_lock(layout: Layout) -> None:
 
 
 def test_new_tenure_inherits_a_dead_writers_start(layout: Layout) -> None:
-    git_dir = os.path.join(layout.memory_root, ".git")
+    git_dir = layout.git_dir
     dead_start = time.time_ns() - 10**9
     Path(git_dir, locks.TENURE_NAME).write_text(f"999999999 {dead_start}\n")  # older format
     assert locks.begin_tenure(git_dir) == dead_start
@@ -139,7 +140,7 @@ def test_new_tenure_inherits_a_dead_writers_start(layout: Layout) -> None:
 
 
 def test_object_locks_are_searched_only_after_a_dead_writer(layout: Layout) -> None:
-    git_dir = os.path.join(layout.memory_root, ".git")
+    git_dir = layout.git_dir
     lock = os.path.join(git_dir, "objects", "ab", "c" * 38 + ".lock")
     os.makedirs(os.path.dirname(lock), exist_ok=True)
     Path(lock).write_text("")
@@ -149,7 +150,7 @@ def test_object_locks_are_searched_only_after_a_dead_writer(layout: Layout) -> N
 
 
 def test_writer_tenure_marks_the_tenure_while_the_lock_is_held(layout: Layout) -> None:
-    git_dir = os.path.join(layout.memory_root, ".git")
+    git_dir = layout.git_dir
     with locks.writer_tenure(layout, 1) as fd:
         assert fd is not None
         tenure = locks.read_tenure(git_dir)

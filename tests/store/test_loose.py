@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from dulwich.objects import Blob, Tree
+from helpers_git import git_argv, gitdir, init_memory_git
 
 from qmem_git.errors import RepoCorrupt
 from qmem_git.store import loose
@@ -17,18 +18,17 @@ from qmem_git.store.repo import Repository
 
 
 def git(root: Path, *args: str, stdin: bytes = b"") -> str:
-    done = subprocess.run(["git", *args], cwd=root, input=stdin, capture_output=True, check=True)
+    done = subprocess.run([*git_argv(root), *args], input=stdin, capture_output=True, check=True)
     return done.stdout.decode()
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    git(tmp_path, "init", "-q", "-b", "main")
-    return tmp_path
+    return init_memory_git(tmp_path / "memory")
 
 
 def objects(root: Path) -> str:
-    return str(root / ".git" / "objects")
+    return str(gitdir(root) / "objects")
 
 
 def test_written_object_is_read_by_c_git(root: Path) -> None:

@@ -7,7 +7,7 @@ import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
-from helpers_git import GitRepo, memory_text
+from helpers_git import GitRepo, git_argv, memory_text
 
 from qmem_git.core.paths import Layout
 from qmem_git.store.purge import PurgeRequest, purge_locked
@@ -49,7 +49,7 @@ def test_secrets_are_taken_out_of_every_branch_of_an_unpushed_history(tmp_path: 
     tip = repo.git("ls-tree", "-r", "--name-only", "HEAD").split()
     assert tip == ["MEMORY.md", "user/a.md", "user/b.md", "user/c.md"]
     assert repo.git("status", "--porcelain") == ""
-    subprocess.run(["git", "-C", repo.path, "fsck", "--strict"], check=True, capture_output=True)
+    subprocess.run([*git_argv(repo.path), "fsck", "--strict"], check=True, capture_output=True)
 
 
 def test_a_dry_run_writes_nothing_and_a_clean_history_is_left_alone(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers_git import git_argv
 from servers import Machine, fsck_strict, git_in, init_bare
 
 from qmem_git.errors import RemoteError
@@ -53,7 +54,7 @@ def main_of(remote: Path) -> str:
 
 
 def has_object(repo: Path, sha: str) -> bool:
-    proc = subprocess.run(["git", "-C", str(repo), "cat-file", "-e", sha], capture_output=True)
+    proc = subprocess.run([*git_argv(str(repo)), "cat-file", "-e", sha], capture_output=True)
     return proc.returncode == 0
 
 
@@ -90,7 +91,7 @@ def test_pre_receive_refusal_is_exit_5_with_its_message_and_nothing_lands(
     assert not [p for p in os.listdir(remote / "objects") if p.startswith("tmp_objdir")]
     fsck_strict(remote)
     c_git = subprocess.run(
-        ["git", "-C", str(machine.root), "push", str(remote), "main"],
+        [*git_argv(str(machine.root)), "push", str(remote), "main"],
         capture_output=True,
         text=True,
     )

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from helpers_git import git_argv, gitdir
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.paths import Layout
@@ -35,7 +36,7 @@ def doc(name: str, kind: str = "user", body: str = "") -> str:
 
 
 def git(root: str | Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    done = subprocess.run([*git_argv(str(root)), *args], capture_output=True, text=True)
     assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
     return done.stdout
 
@@ -261,7 +262,7 @@ def test_temp_files_and_temp_objects_are_removed(layout: Layout) -> None:
     root = Path(layout.memory_root)
     temp = root / "user" / ".a.md.qmem-tmp-abc123"
     temp.write_text("half")
-    tmp_obj = root / ".git" / "objects" / "tmp_obj_qmem_1_deadbeef"
+    tmp_obj = gitdir(root) / "objects" / "tmp_obj_qmem_1_deadbeef"
     tmp_obj.write_bytes(b"x")
     report = run_recover(layout)
     assert set(report.removed_temp_files) == {str(temp), str(tmp_obj)}
@@ -269,7 +270,7 @@ def test_temp_files_and_temp_objects_are_removed(layout: Layout) -> None:
 
 
 def test_stale_git_locks_are_removed(layout: Layout) -> None:
-    git_dir = Path(layout.memory_root, ".git")
+    git_dir = Path(layout.git_dir)
     stale = [git_dir / "index.lock", git_dir / "refs" / "heads" / "main.lock"]
     for path in stale:
         path.write_text("")
@@ -284,7 +285,7 @@ def test_stale_git_locks_are_removed(layout: Layout) -> None:
 def test_truncated_object_is_corruption_and_nothing_changes(layout: Layout) -> None:
     root = Path(layout.memory_root)
     head = git(root, "rev-parse", "HEAD").strip()
-    obj = root / ".git" / "objects" / head[:2] / head[2:]
+    obj = gitdir(root) / "objects" / head[:2] / head[2:]
     obj.chmod(0o644)
     obj.write_bytes(obj.read_bytes()[:10])
     (root / "user" / "pending.md").write_text(doc("pending"))
@@ -299,7 +300,7 @@ def test_truncated_object_is_corruption_and_nothing_changes(layout: Layout) -> N
 def test_garbage_tree_object_is_corruption(layout: Layout) -> None:
     root = Path(layout.memory_root)
     tree = git(root, "rev-parse", "HEAD^{tree}").strip()
-    obj = root / ".git" / "objects" / tree[:2] / tree[2:]
+    obj = gitdir(root) / "objects" / tree[:2] / tree[2:]
     obj.chmod(0o644)
     obj.write_bytes(b"garbage that is not zlib")
     with pytest.raises(RepoCorrupt):
@@ -307,14 +308,14 @@ def test_garbage_tree_object_is_corruption(layout: Layout) -> None:
 
 
 def test_bad_ref_is_corruption(layout: Layout) -> None:
-    Path(layout.memory_root, ".git", "refs", "heads", "main").write_text("not a sha\n")
+    Path(layout.git_dir, "refs", "heads", "main").write_text("not a sha\n")
     with pytest.raises(RepoCorrupt, match="refs/heads/main"):
         run_recover(layout)
 
 
 def test_crash_after_ref_before_index_needs_no_commit(layout: Layout) -> None:
     root = Path(layout.memory_root)
-    git_dir = root / ".git"
+    git_dir = gitdir(root)
     saved = {name: (git_dir / name).read_bytes() for name in ("index", gitindex.HEAD_RECORD)}
     cs = ChangeSet(op="remember", subject="x", writes={"user/x.md": doc("x")})
     apply_changeset(layout, cs, identity=IDENTITY, host="h", now=LATER)
@@ -349,11 +350,11 @@ def test_commit_made_with_c_git_is_not_recommitted(layout: Layout) -> None:
 
 def test_damaged_index_is_rebuilt(layout: Layout) -> None:
     root = Path(layout.memory_root)
-    (root / ".git" / "index").write_bytes(b"DIRC garbage")
+    (gitdir(root) / "index").write_bytes(b"DIRC garbage")
     report = run_recover(layout)
     assert report.index_rebuilt and report.commit is None
     assert git(root, "status", "--porcelain") == ""
-    (root / ".git" / "index").unlink()
+    (gitdir(root) / "index").unlink()
     assert run_recover(layout).commit is None
     assert git(root, "status", "--porcelain") == ""
 
@@ -388,7 +389,7 @@ def test_fresh_repo_with_existing_files(tmp_path: Path) -> None:
 
 def test_messages_name_what_was_repaired(layout: Layout) -> None:
     root = Path(layout.memory_root)
-    lock = root / ".git" / "index.lock"
+    lock = gitdir(root) / "index.lock"
     lock.write_text("")
     os.utime(lock, (time.time() - 120, time.time() - 120))
     (root / "user" / "junk.md").write_text("junk")
@@ -413,7 +414,7 @@ def test_quarantine_files_for_snapshots(layout: Layout) -> None:
 def test_missing_object_is_corruption(layout: Layout) -> None:
     root = Path(layout.memory_root)
     tree = git(root, "rev-parse", "HEAD^{tree}").strip()
-    (root / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    (gitdir(root) / "objects" / tree[:2] / tree[2:]).unlink()
     with pytest.raises(RepoCorrupt, match=f"{tree} is missing"):
         run_recover(layout)
 
@@ -421,7 +422,7 @@ def test_missing_object_is_corruption(layout: Layout) -> None:
 def test_branch_pointing_at_a_blob_is_corruption(layout: Layout) -> None:
     root = Path(layout.memory_root)
     blob = git(root, "rev-parse", "HEAD:user/a.md").strip()
-    (root / ".git" / "refs" / "heads" / "main").write_text(blob + "\n")
+    (gitdir(root) / "refs" / "heads" / "main").write_text(blob + "\n")
     with pytest.raises(RepoCorrupt, match="is a blob, not a commit"):
         run_recover(layout)
 
@@ -430,9 +431,9 @@ def test_object_with_wrong_content_for_its_id_is_corruption(layout: Layout) -> N
     root = Path(layout.memory_root)
     tree = git(root, "rev-parse", "HEAD^{tree}").strip()
     other = git(root, "rev-parse", "HEAD:user").strip()  # a valid tree stored under the wrong id
-    target = root / ".git" / "objects" / tree[:2] / tree[2:]
+    target = gitdir(root) / "objects" / tree[:2] / tree[2:]
     target.chmod(0o644)
-    target.write_bytes((root / ".git" / "objects" / other[:2] / other[2:]).read_bytes())
+    target.write_bytes((gitdir(root) / "objects" / other[:2] / other[2:]).read_bytes())
     before = {p: p.read_bytes() for p in (root / "user").iterdir()}
     with pytest.raises(RepoCorrupt, match="damaged"):
         run_recover(layout)
@@ -441,7 +442,7 @@ def test_object_with_wrong_content_for_its_id_is_corruption(layout: Layout) -> N
 
 def test_object_lock_left_by_a_killed_writer_is_removed(layout: Layout) -> None:
     """dulwich writes objects through ``<id>.lock``; a kill -9 mid-write leaves it behind."""
-    git_dir = Path(layout.memory_root, ".git")
+    git_dir = Path(layout.git_dir)
     lock = git_dir / "objects" / "ab" / ("c" * 38 + ".lock")
     lock.parent.mkdir(exist_ok=True)
     lock.write_bytes(b"half an object")
@@ -457,7 +458,7 @@ def test_object_lock_left_by_a_killed_writer_is_removed(layout: Layout) -> None:
 
 
 def test_young_object_locks_are_left_alone_without_a_dead_writer(layout: Layout) -> None:
-    lock = Path(layout.memory_root, ".git", "objects", "ab", "c" * 38 + ".lock")
+    lock = Path(layout.git_dir, "objects", "ab", "c" * 38 + ".lock")
     lock.parent.mkdir(exist_ok=True)
     lock.write_bytes(b"")
     assert run_recover(layout).removed_locks == () and lock.exists()
@@ -469,10 +470,10 @@ def test_writer_drops_the_deprecated_fsync_setting_of_an_old_repo(layout: Layout
     git(root, "config", "core.fsyncObjectFiles", "true")  # what earlier versions set
     assert (
         "deprecated"
-        in subprocess.run(["git", "-C", root, "status"], capture_output=True, text=True).stderr
+        in subprocess.run([*git_argv(root), "status"], capture_output=True, text=True).stderr
     )
     run_recover(layout)
-    done = subprocess.run(["git", "-C", root, "status"], capture_output=True, text=True)
+    done = subprocess.run([*git_argv(root), "status"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stderr == ""
     assert git(root, "config", "core.fsync").strip() == "committed"
 
@@ -638,7 +639,7 @@ def test_a_change_killed_half_applied_is_undone_not_committed_in_part(layout: La
     assert forgot.returncode == 0, forgot.stderr
     assert "D user/i-prefer-terse-commit-messages.md" in git(root, "show", "--name-status", "HEAD")
     assert not list((root / "user").glob("i-prefer-terse-*.md"))
-    assert not (root / ".git" / "qmem-apply.json").exists()
+    assert not (gitdir(root) / "qmem-apply.json").exists()
     assert_clean(str(root))
 
 
@@ -655,7 +656,7 @@ def test_an_interrupted_change_leaves_what_someone_changed_since_alone(layout: L
         {"user/a.md": blob_id(ours.encode()), "project/p.md": blob_id(b"never written")},
         ["user/b.md"],
     )
-    journal.begin(str(root / ".git"), record)
+    journal.begin(str(gitdir(root)), record)
     (root / "user" / "a.md").write_text(ours)  # what it wrote: undone
     (root / "user" / "b.md").unlink()  # what it deleted: put back
     (root / "project" / "p.md").write_text(theirs)  # a person's edit since: kept, committed
@@ -666,7 +667,7 @@ def test_an_interrupted_change_leaves_what_someone_changed_since_alone(layout: L
     assert (root / "project" / "p.md").read_text() == theirs
     assert report.commit is not None  # the person's edit, as a recover commit
     assert {c.path for c in report.changes} == {"project/p.md", "MEMORY.md"}
-    assert not (root / ".git" / journal.NAME).exists()
+    assert not (gitdir(root) / journal.NAME).exists()
     assert_clean(str(root))
 
 
@@ -682,11 +683,11 @@ def test_a_record_whose_commit_was_made_is_dropped(layout: Layout) -> None:
         host="test-host",
         now=LATER,
     )
-    journal.begin(str(root / ".git"), journal.Journal("remember", old, {"user/c.md": "0" * 40}, []))
+    journal.begin(str(gitdir(root)), journal.Journal("remember", old, {"user/c.md": "0" * 40}, []))
     report = run_recover(layout)
     assert not report.warnings and report.commit is None
     assert (root / "user" / "c.md").read_text() == doc("c")
-    assert not (root / ".git" / journal.NAME).exists()
+    assert not (gitdir(root) / journal.NAME).exists()
 
 
 KILLED_AFTER_FILES = """
@@ -735,7 +736,7 @@ def test_a_write_during_a_merge_conflict_leaves_an_index_c_git_accepts(layout: L
     git(root, "checkout", "-q", "main")
     commit_edit("- Never.\n", "main")
     merge = subprocess.run(
-        ["git", *quiet, "merge", "side"], cwd=root, capture_output=True, text=True
+        [*git_argv(root), *quiet, "merge", "side"], capture_output=True, text=True
     )
     assert merge.returncode != 0 and git(root, "ls-files", "-u")  # a real conflict
     done = qmem_run(root, "remember", "Deploy tokens rotate every 90 days via the vault job")
@@ -787,9 +788,9 @@ def test_a_global_split_index_setting_never_reaches_the_memory_repo(
     global_config.write_text("[core]\n\tsplitIndex = true\n")
     env = {**os.environ, "GIT_CONFIG_GLOBAL": str(global_config), "GIT_CONFIG_NOSYSTEM": "1"}
     (Path(root) / "user" / "extra.md").write_text("---\nname: x\ndescription: x\ntype: user\n---\n")
-    subprocess.run(["git", "-C", root, "add", "-A"], env=env, check=True)
-    gitindex.read_index(str(Path(root) / ".git"))  # a plain index: readable, no "link"
-    assert not list((Path(root) / ".git").glob("sharedindex.*"))
+    subprocess.run([*git_argv(root), "add", "-A"], env=env, check=True)
+    gitindex.read_index(str(gitdir(root)))  # a plain index: readable, no "link"
+    assert not list(gitdir(root).glob("sharedindex.*"))
 
 
 def test_adding_the_index_settings_keeps_every_line_of_the_config(
@@ -799,7 +800,7 @@ def test_adding_the_index_settings_keeps_every_line_of_the_config(
     stay as they were; a symlinked config is written where it points; a config git cannot read
     is left alone, and the writer stops there (exit 6), as C git and every reader do."""
     root = layout.memory_root
-    config = Path(root) / ".git" / "config"
+    config = gitdir(root) / "config"
     git(root, "config", "--unset", "core.splitIndex")
     git(root, "config", "--unset", "index.sparse")
     original = config.read_text() + '# a comment\n[alias]\n\thi = "!f() { echo \\"hi\\"; }; f"\n'

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers_git import git_argv, gitdir
 
 from qmem_git.core.paths import Layout
 from qmem_git.store.repo import init_repo
@@ -25,7 +26,7 @@ KILL_RUNS = 50
 
 
 def git(root: str | Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    done = subprocess.run([*git_argv(str(root)), *args], capture_output=True, text=True)
     assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
     return done.stdout
 
@@ -47,7 +48,7 @@ def assert_healthy(root: str) -> None:
     """No lock or temp leftovers, fsck clean, index clean, MEMORY.md = a fresh rebuild."""
     leftovers = [
         str(p)
-        for p in Path(root, ".git").rglob("*")
+        for p in gitdir(root).rglob("*")
         if (p.name.endswith(".lock") and p.name != "qmem.lock") or "tmp_obj" in p.name
     ]
     assert leftovers == []
@@ -115,7 +116,7 @@ def test_four_concurrent_writers_lose_nothing(root: str) -> None:
 def test_stale_locks_left_behind_are_recovered(root: str) -> None:
     proc = writer(root, "user/first.md")
     assert proc.communicate()[0].startswith("OK")
-    git_dir = Path(root, ".git")
+    git_dir = Path(gitdir(root))
     for path in (git_dir / "index.lock", git_dir / "refs" / "heads" / "main.lock"):
         path.write_text("")
         os.utime(path, (time.time() - 300, time.time() - 300))
@@ -130,7 +131,7 @@ def test_truncated_loose_object_stops_the_writer(root: str) -> None:
     proc = writer(root, "user/first.md")
     assert proc.communicate()[0].startswith("OK")
     head = git(root, "rev-parse", "HEAD").strip()
-    obj = Path(root, ".git", "objects", head[:2], head[2:])
+    obj = Path(gitdir(root), "objects", head[:2], head[2:])
     obj.chmod(0o644)
     obj.write_bytes(obj.read_bytes()[:-8])
     proc = writer(root, "user/second.md")

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from helpers_git import git_argv, gitdir, init_memory_git
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.index import order_documents
@@ -35,7 +36,7 @@ def doc(name: str, kind: str = "user", body: str = "") -> str:
 
 def git(root: str | Path, *args: str, check: bool = True) -> str:
     done = subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
+        [*git_argv(str(root)), *args], capture_output=True, text=True, check=False
     )
     if check and done.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {done.stderr}")
@@ -70,13 +71,13 @@ def test_init_creates_main_branch_with_settings(tmp_path: Path) -> None:
     assert git(root, "config", "gc.auto").strip() == "0"
     assert git(root, "config", "core.fsync").strip() == "committed"
     assert git(root, "config", "core.fsyncObjectFiles", check=False) == ""  # deprecated in git
-    exclude = Path(root, ".git", "info", "exclude").read_text()
+    exclude = Path(gitdir(root), "info", "exclude").read_text()
     assert "*.qmem-tmp-*" in exclude and "*.lock" in exclude
     assert git(root, "rev-list", "--all") == ""  # no commit until the first operation
 
 
 def test_init_is_idempotent(layout: Layout) -> None:
-    exclude = Path(layout.memory_root, ".git", "info", "exclude")
+    exclude = Path(layout.git_dir, "info", "exclude")
     before = exclude.read_text()
     again = init_repo(layout, "true")
     assert not again.created and again.hook == "unchanged"
@@ -86,9 +87,8 @@ def test_init_is_idempotent(layout: Layout) -> None:
 
 def test_foreign_hook_is_kept_and_run_first(tmp_path: Path) -> None:
     root = tmp_path / "s" / "memory"
-    root.mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    hook = root / ".git" / "hooks" / "pre-commit"
+    init_memory_git(root)
+    hook = gitdir(root) / "hooks" / "pre-commit"
     hook.write_text('#!/bin/sh\necho foreign >> "$(git rev-parse --show-toplevel)/../ran"\n')
     hook.chmod(0o755)
     lay = Layout(str(root), str(root.parent), "explicit", "")
@@ -106,9 +106,9 @@ def test_foreign_hook_is_kept_and_run_first(tmp_path: Path) -> None:
 
 def test_init_updates_our_hook_when_the_command_changes(layout: Layout) -> None:
     assert init_repo(layout, "echo new").hook == "updated"
-    hook = Path(layout.memory_root, ".git", "hooks", "pre-commit").read_text()
+    hook = Path(layout.git_dir, "hooks", "pre-commit").read_text()
     assert hook.rstrip().endswith("echo new")
-    assert not Path(layout.memory_root, ".git", "hooks", "pre-commit.local").exists()
+    assert not Path(layout.git_dir, "hooks", "pre-commit.local").exists()
 
 
 def test_local_mode_excludes_memory_in_the_project(tmp_path: Path) -> None:
@@ -242,7 +242,7 @@ def test_apply_reads_packed_objects(layout: Layout) -> None:
     root = layout.memory_root
     apply(layout, writes={"user/a.md": doc("a"), "project/p.md": doc("p", "project")})
     git(root, "gc", "-q", "--prune=now")
-    assert not [p for p in Path(root, ".git", "objects").glob("??/*")]
+    assert not [p for p in Path(gitdir(root), "objects").glob("??/*")]
     apply(layout, writes={"user/b.md": doc("b")})
     assert git(root, "show", "HEAD:project/p.md") == doc("p", "project")
     assert_clean(root)
@@ -255,7 +255,7 @@ def test_index_entries_match_c_git(layout: Layout) -> None:
     ours = git(root, "ls-files", "-s")
     git(root, "read-tree", "HEAD")  # C git's own index for HEAD
     assert git(root, "ls-files", "-s") == ours
-    index = gitindex.read_index(os.path.join(root, ".git"))
+    index = gitindex.read_index(str(gitdir(root)))
     assert "user/m4.md" not in index.paths() and len(index.paths()) == 20
 
 
@@ -287,21 +287,20 @@ def test_git_prints_no_config_warning(layout: Layout) -> None:
     apply(layout, writes={"user/a.md": doc("a")})
     for args in (["status"], ["log", "-1"], ["fsck", "--strict"]):
         done = subprocess.run(
-            ["git", "-C", layout.memory_root, *args], capture_output=True, text=True, check=True
+            [*git_argv(layout.memory_root), *args], capture_output=True, text=True, check=True
         )
         assert done.stderr == "", args
 
 
 def test_init_drops_the_deprecated_fsync_setting(tmp_path: Path) -> None:
     root = tmp_path / "s" / "memory"
-    root.mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
+    init_memory_git(root)
     git(root, "config", "core.fsyncObjectFiles", "true")  # what earlier versions set
     lay = Layout(str(root), str(root.parent), "explicit", "")
     assert init_repo(lay, "true").config_changed
     assert git(root, "config", "core.fsyncObjectFiles", check=False) == ""
     assert git(root, "config", "core.fsync").strip() == "committed"
-    done = subprocess.run(["git", "-C", str(root), "status"], capture_output=True, text=True)
+    done = subprocess.run([*git_argv(str(root)), "status"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stderr == ""
 
 
@@ -329,7 +328,7 @@ def test_objects_and_their_folders_are_fsynced_before_the_ref_moves(
     result = apply(layout, writes={"user/new/b.md": doc("b")})
     assert result.commit
     ref_at = events.index("REF " + result.commit)
-    objects = os.path.join(root, ".git", "objects")
+    objects = os.path.join(gitdir(root), "objects")
     new = [result.commit, git(root, "rev-parse", "HEAD^{tree}").strip()]
     new += [git(root, "rev-parse", f"HEAD:{p}").strip() for p in ("user", "user/new/b.md")]
     for sha in new:
@@ -340,7 +339,7 @@ def test_objects_and_their_folders_are_fsynced_before_the_ref_moves(
 
 def test_locked_branch_is_repo_locked_not_an_internal_error(layout: Layout) -> None:
     apply(layout, writes={"user/a.md": doc("a")})
-    Path(layout.memory_root, ".git", "refs", "heads", "main.lock").write_text("")
+    Path(layout.git_dir, "refs", "heads", "main.lock").write_text("")
     with pytest.raises(RepoLocked, match="refs/heads/main"):
         apply(layout, writes={"user/b.md": doc("b")})
 
@@ -348,7 +347,7 @@ def test_locked_branch_is_repo_locked_not_an_internal_error(layout: Layout) -> N
 def test_stale_lock_of_an_object_we_write_is_removed(layout: Layout) -> None:
     text = doc("b")
     sha = repo.blob_id(text.encode())
-    lock = Path(layout.memory_root, ".git", "objects", sha[:2], sha[2:] + ".lock")
+    lock = Path(layout.git_dir, "objects", sha[:2], sha[2:] + ".lock")
     lock.parent.mkdir(parents=True, exist_ok=True)
     lock.write_text("")
     with pytest.raises(RepoLocked, match=sha):  # young: a live git process may own it
@@ -437,7 +436,7 @@ def test_update_index_refreshes_touched_entries_and_head(layout: Layout) -> None
         sha = rp.lookup(rp.tree_of(commit), "user/a.md")
         assert sha is not None
         assert repo.update_index(rp, {"user/a.md": sha}, commit)
-    entry = gitindex.read_index(os.path.join(layout.memory_root, ".git")).get("user/a.md")
+    entry = gitindex.read_index(layout.git_dir).get("user/a.md")
     assert entry is not None and entry.mtime_ns == 1
     assert_clean(layout.memory_root)
 

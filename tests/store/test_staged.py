@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers_git import GitRepo, memory_text
+from helpers_git import GitRepo, git_argv, gitdir, memory_text
 
 from qmem_git.store.gitindex import read_index, write_index
 from qmem_git.store.staged import (
@@ -56,7 +56,7 @@ def test_staged_edits_and_additions_are_listed_with_their_blobs(repo: GitRepo) -
 
 
 def test_an_index_we_wrote_for_head_needs_no_tree_walk(repo: GitRepo) -> None:
-    git_dir = str(repo.root / ".git")
+    git_dir = str(gitdir(repo.root))
     index = read_index(git_dir)
     index.head = repo.head()
     write_index(git_dir, index)  # records "this index is HEAD"
@@ -70,7 +70,7 @@ def test_an_unborn_head_stages_everything(tmp_path: Path) -> None:
     repo = GitRepo(tmp_path / "memory")
     repo.write("user/a.md", memory_text("user", "a", "fact a"))
     repo.git("add", "-A")
-    git_dir = str(repo.root / ".git")
+    git_dir = str(gitdir(repo.root))
     write_index(git_dir, read_index(git_dir))  # a head record of "-": no commit yet
     assert changed(repo) == ["user/a.md"]
 
@@ -78,7 +78,7 @@ def test_an_unborn_head_stages_everything(tmp_path: Path) -> None:
 def test_another_index_file_is_read_when_given(repo: GitRepo) -> None:
     """``git commit -a`` hands its hook a temporary index through GIT_INDEX_FILE."""
     repo.write("user/a.md", memory_text("user", "a", "only in the other index"))
-    other = repo.root / ".git" / "other-index"
+    other = gitdir(repo.root) / "other-index"
     repo.git("add", "user/a.md", env={"GIT_INDEX_FILE": str(other)})
     assert changed(repo) == []
     assert changed(repo, str(other)) == ["user/a.md"]
@@ -104,7 +104,7 @@ def test_unmerged_paths_are_listed_as_conflicted(repo: GitRepo) -> None:
     repo.git("checkout", "-q", "main")
     repo.write("user/a.md", memory_text("user", "a", "main"))
     repo.git("commit", "-qam", "main")
-    merged = subprocess.run(["git", "-C", repo.path, "merge", "side"], capture_output=True)
+    merged = subprocess.run([*git_argv(repo.path), "merge", "side"], capture_output=True)
     assert merged.returncode != 0
     assert staged_changes(repo.path).conflicted == ["user/a.md"]
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers_git import GitRepo, memory_text
+from helpers_git import GitRepo, gitdir, memory_text
 
 from qmem_git.store import gitindex, statrecord
 
@@ -28,11 +28,11 @@ def repo(tmp_path: Path) -> GitRepo:
 
 
 def git_dir(repo: GitRepo) -> str:
-    return str(repo.root / ".git")
+    return str(gitdir(repo.root))
 
 
 def trailer(repo: GitRepo) -> bytes:
-    return (repo.root / ".git" / "index").read_bytes()[-20:]
+    return (gitdir(repo.root) / "index").read_bytes()[-20:]
 
 
 def read(repo: GitRepo) -> statrecord.Record | None:
@@ -131,7 +131,7 @@ def test_a_record_is_void_once_another_program_writes_the_index(repo: GitRepo) -
 @pytest.mark.parametrize("damage", ["flip", "cut", "garbage"])
 def test_a_damaged_record_is_ignored(repo: GitRepo, damage: str) -> None:
     recorded_index(repo)
-    path = repo.root / ".git" / statrecord.STAT_RECORD
+    path = gitdir(repo.root) / statrecord.STAT_RECORD
     data = path.read_bytes()
     path.write_bytes(
         {
@@ -170,7 +170,7 @@ def test_a_record_of_the_wrong_shape_is_ignored(repo: GitRepo, body: object) -> 
 def hand_made(repo: GitRepo, body: object) -> None:
     payload = marshal.dumps(body)
     head = f"qmem-stat-2 {sys.byteorder}\n".encode() + trailer(repo)
-    path = repo.root / ".git" / statrecord.STAT_RECORD
+    path = gitdir(repo.root) / statrecord.STAT_RECORD
     path.write_bytes(head + binascii.crc32(payload).to_bytes(4, "big") + payload)
 
 
@@ -178,7 +178,7 @@ def test_an_index_without_a_trailer_gets_no_record(repo: GitRepo) -> None:
     """index.skipHash: a zero trailer names no content, so it cannot key a record."""
     assert statrecord.write(git_dir(repo), b"\0" * 20, {"project/a.md": None}) is None
     assert statrecord.write(git_dir(repo), b"", {"project/a.md": None}) is None
-    assert not (repo.root / ".git" / statrecord.STAT_RECORD).exists()
+    assert not (gitdir(repo.root) / statrecord.STAT_RECORD).exists()
     assert statrecord.read(git_dir(repo), b"\0" * 20) is None
 
 
@@ -205,7 +205,7 @@ def test_an_inode_number_past_the_signed_range_is_packed(repo: GitRepo) -> None:
 def test_the_record_keeps_where_each_entry_of_its_index_starts(repo: GitRepo) -> None:
     """Written from a parsed index and from one spliced from the file's bytes alike."""
     recorded_index(repo)  # the index parsed entry by entry
-    data = (repo.root / ".git" / "index").read_bytes()
+    data = (gitdir(repo.root) / "index").read_bytes()
     record = read(repo)
     assert record is not None
     assert list(statrecord.offsets_of(record) or []) == gitindex.entry_offsets(data)
@@ -216,7 +216,7 @@ def test_the_record_keeps_where_each_entry_of_its_index_starts(repo: GitRepo) ->
     index.set("user/new.md", new.lstat(), repo.git("hash-object", "-w", str(new)).strip())
     index.remove("project/a.md")
     gitindex.write_index(git_dir(repo), index)
-    data = (repo.root / ".git" / "index").read_bytes()
+    data = (gitdir(repo.root) / "index").read_bytes()
     record = read(repo)
     assert record is not None
     assert list(statrecord.offsets_of(record) or []) == gitindex.entry_offsets(data)
@@ -236,5 +236,5 @@ def test_offsets_that_do_not_fit_the_index_are_not_used(repo: GitRepo) -> None:
     statrecord.write(git_dir(repo), trailer(repo), index.stamps or {}, offsets=[12, 13])
     lazy = gitindex.read_recorded(git_dir(repo), trailer(repo))
     assert lazy is not None and lazy.get("user/m03.md") is not None
-    assert gitindex.render_index(lazy) == (repo.root / ".git" / "index").read_bytes()
+    assert gitindex.render_index(lazy) == (gitdir(repo.root) / "index").read_bytes()
     assert (folders, unknown) == read(repo)[:2]  # type: ignore[index]

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers_git import GitRepo, memory_text
+from helpers_git import GitRepo, gitdir, memory_text
 
 from qmem_git.store import gitindex, statrecord, survey
 from qmem_git.store.survey import TEMP_MARKER, Survey
@@ -64,7 +64,7 @@ def test_edits_new_files_and_temp_files_are_found(repo: GitRepo) -> None:
 
 
 def test_an_unreadable_index_makes_every_file_dirty(repo: GitRepo) -> None:
-    (repo.root / ".git" / "index").write_bytes(b"DIRC garbage")
+    (gitdir(repo.root) / "index").write_bytes(b"DIRC garbage")
     result = survey.survey(repo.path)
     assert result.index is None and result.dirty == set(result.files)
 
@@ -155,7 +155,7 @@ def test_an_answer_too_big_to_share_means_surveying_here(
 
 def test_the_shared_room_follows_the_index_size(repo: GitRepo) -> None:
     """Room for the answer, not a fixed 64 MiB a small ``ulimit -v`` cannot spare."""
-    index_bytes = (repo.root / ".git" / "index").stat().st_size
+    index_bytes = (gitdir(repo.root) / "index").stat().st_size
     whole = survey._encoded(repo.path, survey._known(repo.path))
     assert len(whole) + 8 <= survey._shared_size(repo.path) <= 2 * index_bytes + (1 << 20)
 
@@ -231,8 +231,8 @@ def test_an_answered_child_is_reaped_without_waiting_for_its_exit(repo: GitRepo)
 
 
 def record_of(repo: GitRepo) -> dict[str, object] | None:
-    git_dir = str(repo.root / ".git")
-    record = statrecord.read(git_dir, (repo.root / ".git" / "index").read_bytes()[-20:])
+    git_dir = str(gitdir(repo.root))
+    record = statrecord.read(git_dir, (gitdir(repo.root) / "index").read_bytes()[-20:])
     return None if record is None else dict(statrecord.stamps_of(record))
 
 
@@ -290,7 +290,7 @@ def test_a_recorded_file_as_new_as_the_index_is_racily_clean(repo: GitRepo) -> N
     path = repo.root / "user" / "m2.md"
     future = time.time_ns() + 100 * 1_000_000_000
     os.utime(path, ns=(future, future))
-    git_dir = str(repo.root / ".git")
+    git_dir = str(gitdir(repo.root))
     scan = survey._scan(repo.path, 1 << 64)
     index = gitindex.read_index(git_dir)
     index.adopt_stamps(scan.files(), set())  # recorded as clean, stamp and all
@@ -301,7 +301,7 @@ def test_a_recorded_file_as_new_as_the_index_is_racily_clean(repo: GitRepo) -> N
 
 
 def test_recorded_unknowns_are_dirty_until_a_write_knows_them(repo: GitRepo) -> None:
-    git_dir = str(repo.root / ".git")
+    git_dir = str(gitdir(repo.root))
     index = gitindex.read_index(git_dir)
     index.adopt_stamps(survey._scan(repo.path, 1 << 64).files(), {"user/m0.md"})
     gitindex.write_index(git_dir, index)
@@ -332,8 +332,8 @@ def test_a_folder_listed_in_another_order_is_compared_file_by_file(repo: GitRepo
     """The record keeps each folder in the order it lists its files; a folder listed in
     another order (copied, rebuilt) is no cheap match, but no file in it is taken as changed."""
     recorded_repo(repo)
-    git_dir = str(repo.root / ".git")
-    checksum = (repo.root / ".git" / "index").read_bytes()[-20:]
+    git_dir = str(gitdir(repo.root))
+    checksum = (gitdir(repo.root) / "index").read_bytes()[-20:]
     record = statrecord.read(git_dir, checksum)
     assert record is not None
     folders = dict(record[0])

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers_git import git_argv, gitdir, init_memory_git
 from servers import Machine, fsck_strict, git_in, init_bare
 
 from qmem_git.errors import QmemError, RemoteError, UnsafePath, UsageError
@@ -214,7 +215,7 @@ def test_remote_error_classifies_a_real_refused_connection() -> None:
 def test_remote_config_round_trip_is_readable_by_c_git(tmp_path: Path, clock: list[int]) -> None:
     machine = Machine(tmp_path, "m", clock)
     machine.remember("Remote config must be C git compatible")
-    git_dir = str(machine.root / ".git")
+    git_dir = str(gitdir(machine.root))
     remotes.add_remote(git_dir, "origin", "https://tok@example.org/x.git")
     assert git_in(machine.root, "config", "remote.origin.fetch").strip() == (
         "+refs/heads/main:refs/remotes/origin/main"
@@ -333,7 +334,7 @@ TEXTS = {
 
 
 def _snapshot(machine: Machine) -> tuple[str, dict[str, str], list[str], list[str], str]:
-    git_dir = machine.root / ".git"
+    git_dir = gitdir(machine.root)
     packs = sorted(os.listdir(git_dir / "objects" / "pack"))
     tracking = git_in(machine.root, "rev-parse", "refs/remotes/origin/main").strip()
     return machine.head(), machine.files(), packs, sorted(os.listdir(git_dir)), tracking
@@ -518,7 +519,7 @@ def test_sync_packs_loose_objects_and_removes_stale_quarantines(
     pair: tuple[Machine, Machine],
 ) -> None:
     a, _ = pair
-    stale = a.root / ".git" / "qmem-incoming-deadbeef"
+    stale = gitdir(a.root) / "qmem-incoming-deadbeef"
     (stale / "pack").mkdir(parents=True)
     a.remember("Packing happens during every sync run")
     a.sync()
@@ -579,7 +580,7 @@ def test_sync_to_a_remote_without_main_is_refused_and_changes_nothing(
 ) -> None:
     a, _ = pair
     bare = _master_only(tmp_path)
-    remotes.add_remote(str(a.root / ".git"), "other", str(bare))
+    remotes.add_remote(str(gitdir(a.root)), "other", str(bare))
     head, files = a.head(), a.files()
     with pytest.raises(QmemError, match="its branches: master"):
         a.sync("other")
@@ -850,14 +851,14 @@ def test_ancestry_is_exact_when_committer_clocks_disagree(tmp_path: Path) -> Non
     from qmem_git.store.sync import is_ancestor, merge_base, relation
 
     work = tmp_path / "w"
-    git_in(tmp_path, "init", "-q", "-b", "main", str(work))
+    init_memory_git(work)
 
     def commit(name: str, date: str) -> str:
         (work / f"{name}.md").write_text(name)
         git_in(work, "add", f"{name}.md")
         env_date = f"{date}T00:00:00+0000"
         subprocess.run(
-            ["git", "-C", str(work), "commit", "-q", "-m", name],
+            [*git_argv(str(work)), "commit", "-q", "-m", name],
             env={**os.environ, "GIT_COMMITTER_DATE": env_date, "GIT_AUTHOR_DATE": env_date},
             check=True,
         )
@@ -870,14 +871,13 @@ def test_ancestry_is_exact_when_committer_clocks_disagree(tmp_path: Path) -> Non
     git_in(work, "checkout", "-q", "main")
     commit("p", "2001-01-01")
     subprocess.run(
-        ["git", "-C", str(work), "merge", "-q", "--no-edit", "side"],
+        [*git_argv(str(work)), "merge", "-q", "--no-edit", "side"],
         env={**os.environ, "GIT_COMMITTER_DATE": "2027-02-01T00:00:00+0000"},
         check=True,
     )
     y = git_in(work, "rev-parse", "HEAD").strip()
     assert (
-        subprocess.run(["git", "-C", str(work), "merge-base", "--is-ancestor", x, y]).returncode
-        == 0
+        subprocess.run([*git_argv(str(work)), "merge-base", "--is-ancestor", x, y]).returncode == 0
     )
     with Repository(str(work)) as repo:
         objects = Objects(repo.objects)
@@ -891,7 +891,7 @@ def test_a_merge_base_another_base_reaches_is_dropped(tmp_path: Path) -> None:
     from qmem_git.store.sync import _independent
 
     work = tmp_path / "w"
-    git_in(tmp_path, "init", "-q", "-b", "main", str(work))
+    init_memory_git(work)
     shas = []
     for name in ("a", "b", "c"):
         (work / f"{name}.md").write_text(name)

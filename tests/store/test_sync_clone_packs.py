@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from clihelpers import qmem
+from helpers_git import git_argv, gitdir
 from servers import fsck_strict, git_in
 
 
@@ -34,7 +35,7 @@ def _remote(tmp_path: Path, extra: list[bytes]) -> Path:
         if version == 2:
             lines += extra
     subprocess.run(
-        ["git", "-C", str(remote), "-c", "fastimport.unpackLimit=0", "fast-import", "--quiet"],
+        [*git_argv(str(remote)), "-c", "fastimport.unpackLimit=0", "fast-import", "--quiet"],
         input=b"\n".join(lines) + b"\n",
         check=True,
     )
@@ -54,7 +55,7 @@ def test_a_clone_from_a_packed_local_remote_is_complete_and_clean(tmp_path: Path
     fsck_strict(memory)
     # the remote's pack itself, hard-linked as git clone does, not unpacked and packed again
     theirs = {p.stat().st_ino for p in (remote / "objects" / "pack").glob("*.pack")}
-    ours = {p.stat().st_ino for p in (memory / ".git" / "objects" / "pack").glob("*.pack")}
+    ours = {p.stat().st_ino for p in (gitdir(memory) / "objects" / "pack").glob("*.pack")}
     assert theirs & ours
 
 
@@ -68,6 +69,6 @@ def test_a_symlink_in_a_packed_local_remote_is_refused_and_nothing_is_kept(tmp_p
     assert result.code == 1, result.err
     assert "user/link.md" in result.err and "symlink" in result.err
     assert not (memory / "user" / "m0.md").exists()
-    packs = list((memory / ".git" / "objects" / "pack").glob("*.pack"))
+    packs = list((gitdir(memory) / "objects" / "pack").glob("*.pack"))
     assert packs == []  # the copied packs were thrown away with the quarantine
-    assert not list((memory / ".git").glob("qmem-incoming-*"))
+    assert not list(gitdir(memory).glob("qmem-incoming-*"))

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from clihelpers import qmem
+from helpers_git import git_argv
 from servers import fsck_strict, git_in
 
 FILES = 1500
@@ -37,7 +38,7 @@ def _import(repo: Path, first: bool, count: int, version: int) -> None:
         body = _doc(n, version)
         lines += [f"M 100644 inline user/m{n}.md".encode(), f"data {len(body)}".encode(), body]
     subprocess.run(
-        ["git", "-C", str(repo), "fast-import", "--quiet"],
+        [*git_argv(str(repo)), "fast-import", "--quiet"],
         input=b"\n".join(lines) + b"\n",
         check=True,
     )

@@ -41,14 +41,17 @@ def test_anything_else_at_the_top_is_foreign(tmp_path: Path) -> None:
     assert caught.value.exit_code == 2
 
 
-def test_a_symlinked_memory_folder_or_git_folder_is_refused(tmp_path: Path) -> None:
-    """Either would make qmem-git commit into whatever repository the link points at."""
+def test_a_symlinked_memory_folder_or_repository_is_refused(tmp_path: Path) -> None:
+    """Either would make qmem-git commit into whatever repository the link points at; a
+    ``.git`` link in the memory folder is the agent's, not a repository qmem-git uses."""
     project = tmp_path / "project"
     (project / ".git").mkdir(parents=True)
     store = tmp_path / "store"
     store.mkdir()
     (store / ".git").symlink_to(project / ".git")
-    with pytest.raises(UsageError, match=r"\.git is a symlink"):
+    check_memory_folder(str(store))
+    (tmp_path / "store.git").symlink_to(project / ".git")
+    with pytest.raises(UsageError, match=r"store\.git is a symlink"):
         check_memory_folder(str(store))
     (tmp_path / "link").symlink_to(project)
     with pytest.raises(UsageError, match="link is a symlink") as caught:

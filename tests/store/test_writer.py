@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from helpers_git import git_argv
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.paths import Layout
@@ -20,7 +21,7 @@ from qmem_git.store.writer import WriterStart, run_writer
 IDENTITY = Identity("Test Writer", "writer@example.com")
 NOW = datetime(2026, 4, 1, 8, 0, 0, tzinfo=timezone.utc)
 LATER = NOW + timedelta(hours=1)
-TENURE = os.path.join(".git", "qmem-writer")
+TENURE = "qmem-writer"  # in the repository
 
 
 def doc(name: str, body: str = "") -> str:
@@ -48,22 +49,22 @@ def add(name: str) -> ChangeSet:
 
 def assert_clean(root: str) -> None:
     status = subprocess.run(
-        ["git", "-C", root, "status", "--porcelain"], capture_output=True, text=True, check=True
+        [*git_argv(root), "status", "--porcelain"], capture_output=True, text=True, check=True
     )
     assert status.stdout == ""
-    subprocess.run(["git", "-C", root, "fsck", "--strict"], capture_output=True, check=True)
+    subprocess.run([*git_argv(root), "fsck", "--strict"], capture_output=True, check=True)
 
 
 def test_run_writer_plans_under_the_lock(layout: Layout) -> None:
     seen: list[bool] = []
 
     def plan() -> ChangeSet:
-        seen.append(os.path.exists(os.path.join(layout.memory_root, TENURE)))
+        seen.append(os.path.exists(os.path.join(layout.git_dir, TENURE)))
         return add("x")
 
     result = run_writer(layout, plan, identity=IDENTITY, host="h", now=LATER)
     assert seen == [True] and result.applied.commit
-    assert not os.path.exists(os.path.join(layout.memory_root, TENURE))
+    assert not os.path.exists(os.path.join(layout.git_dir, TENURE))
 
 
 def test_run_writer_needs_a_repo(tmp_path: Path) -> None:
@@ -120,7 +121,7 @@ def test_the_forked_survey_makes_the_same_commits(tmp_path: Path, hand_edit: boo
 def test_a_started_writer_holds_the_lock_until_it_is_left(layout: Layout) -> None:
     """WriterStart takes the lock and tenure on entry, keeps them through run_writer, frees them."""
     calls: list[str] = []
-    tenure = os.path.join(layout.memory_root, TENURE)
+    tenure = os.path.join(layout.git_dir, TENURE)
 
     def identity() -> Identity:
         calls.append("identity")
@@ -144,11 +145,11 @@ def test_a_started_writer_holds_the_lock_until_it_is_left(layout: Layout) -> Non
 
 
 def test_a_failure_before_the_plan_writes_nothing_and_frees_the_lock(layout: Layout) -> None:
-    before = Path(layout.memory_root, ".git", "refs", "heads", "main").read_text()
+    before = Path(layout.git_dir, "refs", "heads", "main").read_text()
     with pytest.raises(QmemError, match="refused"), WriterStart(layout, 1) as started:
         pending = started.pending
         raise QmemError("refused")
     assert pending is not None and not pending.forked  # the survey child was reaped
-    assert Path(layout.memory_root, ".git", "refs", "heads", "main").read_text() == before
-    assert not os.path.exists(os.path.join(layout.memory_root, TENURE))
+    assert Path(layout.git_dir, "refs", "heads", "main").read_text() == before
+    assert not os.path.exists(os.path.join(layout.git_dir, TENURE))
     assert run_writer(layout, lambda: add("y"), identity=IDENTITY, host="h", now=LATER).applied
