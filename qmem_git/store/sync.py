@@ -84,6 +84,7 @@ from qmem_git.store.remotes import (
 )
 from qmem_git.store.repo import (
     BRANCH,
+    DELTA_BASE_CACHE_BYTES,
     TREE_MODE,
     Identity,
     Repository,
@@ -179,7 +180,7 @@ class RemoteMoved(Exception):
 # --- reading objects --------------------------------------------------------------------------
 
 
-TREE_CACHE = 512  # parsed trees kept: a walk reads a tree and, next, its parent's
+TREE_CACHE = 128  # parsed trees kept: a walk reads a tree and, next, its parent's
 COMMIT_CACHE = 4096
 INFO_CACHE = 65536  # (time, tree, parents) of commits: a walk over all of history reads each
 DIFF_CACHE = 65536  # tree pairs compared (a few paths each): a clone's checks diff each commit
@@ -447,7 +448,9 @@ class Quarantine:
         os.makedirs(os.path.join(self.path, "pack"))
         os.makedirs(os.path.join(self.path, "info"))
         self.objects_dir = objects_dir
-        self.store: DiskObjectStore = DiskObjectStore(self.path, alternates=[objects_dir])
+        self.store: DiskObjectStore = DiskObjectStore(
+            self.path, alternates=[objects_dir], delta_base_cache_limit=DELTA_BASE_CACHE_BYTES
+        )
 
     def pack_files(self) -> list[str]:
         pack_dir = os.path.join(self.path, "pack")
