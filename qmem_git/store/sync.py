@@ -74,6 +74,7 @@ from qmem_git.core.validate import check_conflict_markers, check_secrets, decode
 from qmem_git.errors import InvalidMemoryFile, QmemError, RemoteError, RepoLocked, UnsafePath
 from qmem_git.store import gitindex
 from qmem_git.store.journal import Journal
+from qmem_git.store.packscan import check_pack_file
 from qmem_git.store.remotes import (
     Transport,
     redact_all,
@@ -104,6 +105,7 @@ if TYPE_CHECKING:
     from dulwich.pack import Pack, UnpackedObject
     from dulwich.repo import ParentsProvider
 
+    from qmem_git.store.packscan import SizeChecks
     from qmem_git.store.recovery import RecoveryReport
 
 QUARANTINE_PREFIX = "qmem-incoming-"
@@ -112,6 +114,7 @@ MAX_PUSH_ATTEMPTS = 4
 LOCKED_PUSH_ATTEMPTS = 5  # ~2.5 s for a concurrent push to let go of the remote's main
 MAX_INCOMING_PACK_BYTES = 256 * 1024 * 1024
 REPACK_THRESHOLD = 16
+MAX_TREE_ENTRIES = 20_000  # files in one folder of a memory store: far more than an agent reads
 Progress = Callable[[str], None]
 
 
@@ -192,8 +195,9 @@ class Objects:
     """Reads of commits, trees and blobs from one dulwich object store, with bounded caches:
     a walk over a long history keeps the trees it is about to compare, not every tree."""
 
-    def __init__(self, store: BaseObjectStore) -> None:
+    def __init__(self, store: BaseObjectStore, sizes: SizeChecks | None = None) -> None:
         self.store = store
+        self.sizes = sizes  # another repository's store: each object's size read first
         self._commits: OrderedDict[str, Commit] = OrderedDict()
         self._trees: OrderedDict[str, Tree] = OrderedDict()
         self._entries: OrderedDict[str, Entries] = OrderedDict()
@@ -207,6 +211,8 @@ class Objects:
         """(type number, content) of an object; RemoteError when it is missing."""
         from dulwich.pack import PackFileDisappeared
 
+        if self.sizes is not None:
+            self.sizes.check(_oid(sha))
         binary = RawObjectID(bytes.fromhex(sha))
         packs = self._packs
         for at, pack in enumerate(packs):
@@ -515,6 +521,7 @@ def fetch(
         if not _copy_local_packs(repo, transport, wants, quarantine):
             spool = os.path.join(quarantine.path, "incoming.pack")
             _download(repo, transport, wants, spool, progress, timeout)
+            check_pack_file(spool)  # before dulwich inflates any object of it whole
             _add_spooled_pack(quarantine, spool)
         if wants.others:
             raise _no_main(transport, wants.others)
@@ -627,6 +634,7 @@ def _copy_local_packs(
                     os.path.join(pack_dir, name + suffix),
                     os.path.join(quarantine.path, "pack", name + suffix),
                 )
+            check_pack_file(os.path.join(quarantine.path, "pack", name + ".pack"))
     return True
 
 
@@ -899,14 +907,22 @@ def pack_records(
     haves: Collection[ObjectID],
     *,
     ofs_delta: bool = True,
+    foreign: bool = False,
 ) -> tuple[int, Iterator[UnpackedObject]]:
     """The pack a side that has ``haves`` (present in ``store``) needs for ``wants``, as full
     objects. Not ``store.generate_pack_data``: it walks every commit the other side has and
-    reads every packed object looking for deltas to reuse, on each push and fetch."""
+    reads every packed object looking for deltas to reuse, on each push and fetch.
+    ``foreign``: ``store`` is a path remote's; no object is read before its size is."""
     from dulwich.pack import generate_unpacked_objects
 
-    objects = Objects(store)
+    from qmem_git.store.packscan import SizeChecks
+
+    sizes = SizeChecks(store) if foreign else None
+    objects = Objects(store, sizes)
     ids = objects_to_send(objects, [_hex(s) for s in wants], [_hex(s) for s in haves])
+    if sizes is not None:
+        for sha in ids:
+            sizes.check(sha)
     records = generate_unpacked_objects(
         store,
         [(sha, None) for sha in ids],
@@ -1042,6 +1058,8 @@ def _tree_problem(sha: str, raw: bytes) -> tuple[str | None, list[Entry] | None]
         items = list(parse_tree(raw, 20, strict=True))
     except (ObjectFormatException, ValueError) as exc:
         return str(exc) or "unparsable", None
+    if len(items) > MAX_TREE_ENTRIES:
+        return f"{len(items):,} entries; the limit is {MAX_TREE_ENTRIES:,}", items
     names = list(map(itemgetter(0), items))
     modes = set(map(itemgetter(1), items))
     if not modes <= _TREE_MODES:
