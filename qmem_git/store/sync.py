@@ -2078,13 +2078,68 @@ def pack_objects(repo: Repository) -> int:
         damaged_packs(repo.git_dir)  # the fetched packs are checked now, not by the next writer
         return 0
     try:
-        packed: int = store.pack_loose_objects()
+        packed = _pack_loose(store, repo.objects_dir)
         if len(store.packs) > REPACK_THRESHOLD:
             store.repack()
         return packed
     finally:
         close_store(store)
         damaged_packs(repo.git_dir)  # and so are the packs just made
+
+
+def _pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
+    """Write the loose objects into one new pack, then delete them; their count.
+
+    dulwich's ``pack_loose_objects`` first compares the new pack's name with every existing
+    pack's, computed by hashing the id of every object those packs hold: on each sync, a cost
+    that grew with the history. Here the name (the same hash over the new objects' ids) is
+    looked up as a file. Written as C git does: .pack, then .idx, each durable, then renamed.
+    """
+    import hashlib
+
+    from dulwich.pack import write_pack
+
+    from qmem_git.store.loose import read_loose
+
+    paths: list[str] = []
+    found: list[ShaFile] = []
+    for name in os.listdir(objects_dir):
+        folder = os.path.join(objects_dir, name)
+        if len(name) != 2 or not os.path.isdir(folder):
+            continue
+        for rest in os.listdir(folder):
+            obj = read_loose(objects_dir, name + rest, MAX_INCOMING_PACK_BYTES)
+            if obj is not None:  # else not an object, or damaged: the full store's to judge
+                found.append(obj)
+                paths.append(os.path.join(folder, rest))
+    if not found:
+        return 0
+    pack_dir = os.path.join(objects_dir, "pack")
+    os.makedirs(pack_dir, exist_ok=True)
+    digest = hashlib.sha1(b"".join(sorted(obj.sha().digest() for obj in found))).hexdigest()
+    final = os.path.join(pack_dir, "pack-" + digest)
+    if not os.path.exists(final + ".idx"):
+        # git's prefix for a pack being written: its gc removes one a kill left behind
+        temp = os.path.join(pack_dir, "tmp_pack_qmem_" + os.urandom(6).hex())
+        try:
+            write_pack(temp, found, store.object_format)
+            for suffix in (".pack", ".idx"):
+                _fsync_file(temp + suffix)
+                os.replace(temp + suffix, final + suffix)
+        finally:
+            for suffix in (".pack", ".idx"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp + suffix)
+        fsync_dir(pack_dir)
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    return len(found)
+
+
+def _fsync_file(path: str) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
 
 
 def _has_loose_objects(objects_dir: str) -> bool:
