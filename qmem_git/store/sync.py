@@ -841,6 +841,8 @@ def check_incoming(
     ``refuse``, for the words of the direction checked). ``compare``: also compare each new
     commit's tree with its parents' (remembered in ``objects``, for :func:`last_change_times`).
     """
+    if _oid(tip) in known:
+        return 0  # and so is everything it holds: it passed when it arrived, or was made here
     check = _IncomingCheck(objects, known, refuse or _refuse, settled, tip)
     stack, seen, count = [tip], set(), 0
     children: dict[str, list[str]] = {}  # with ``compare``: trees of the children walked
