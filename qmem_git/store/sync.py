@@ -2081,8 +2081,9 @@ def pack_objects(repo: Repository) -> int:
         return 0
     try:
         packed = _pack_loose(store, repo.objects_dir)
-        if len(store.packs) > REPACK_THRESHOLD:
-            store.repack()
+        packs = store.packs
+        if len(packs) > REPACK_THRESHOLD:
+            _fold_small_packs(store, packs)
         return packed
     finally:
         close_store(store)
@@ -2137,6 +2138,28 @@ def _pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
     return len(found)
+
+
+def _fold_small_packs(store: DiskObjectStore, packs: list[Pack]) -> None:
+    """Write the objects of every pack but the largest (a clone's history) into one, then
+    remove those packs. dulwich's ``repack`` holds every object of the repository in memory
+    at once (hundreds of MiB on a long history); here they stream one at a time and the
+    history's pack is not read."""
+    from dulwich.pack import full_unpacked_object
+
+    packs = sorted(packs, key=len)[:-1]
+    ids = sorted({sha for pack in packs for sha in pack})
+    folded = store.add_pack_data(len(ids), (full_unpacked_object(store[sha]) for sha in ids))
+    kept = folded.data.filename if folded is not None else None
+    names = [pack.data.filename for pack in packs]
+    close_store(store)
+    for name in names:
+        if name == kept:  # the same objects as before: already one of them
+            continue
+        base = os.path.join(store.pack_dir, name[: -len(".pack")])
+        for suffix in (".idx", ".rev", ".bitmap", ".pack"):  # the index first, as git does
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(base + suffix)
 
 
 def _fsync_file(path: str) -> None:
