@@ -4,7 +4,9 @@ Every row times one whole command as a process (interpreter start, imports, lock
 hostile-history checks, history mtimes, MEMORY.md, packing) against the C git commands doing
 the same exchange, over a local path remote. Histories are built with ``git fast-import``:
 200 memories written once, then commits that edit a few of them (most memories stay as first
-written, as in a year of use). Peak memory is the process's maximum resident set (wait4).
+written, as in a year of use). Peak memory is the process's maximum resident set and CPU its
+user + system time with the children it waited for (wait4): on a machine other work shares,
+CPU ratios move far less than wall-clock ones.
 
 Rows: fetch 1 commit + fast-forward at several history lengths (the cost must stay flat),
 clone, push of 1 commit, and a diverged sync (fetch 1, merge, push).
@@ -34,6 +36,7 @@ DEFAULT_SIZES = (100, 5000, 10000)
 class Run:
     ms: float
     peak_mib: float
+    cpu_ms: float  # user + system, the process and the children it waited for
 
 
 def run(*argv: str, cwd: Path | None = None) -> Run:
@@ -49,13 +52,13 @@ def run(*argv: str, cwd: Path | None = None) -> Run:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {err.decode()[-2000:]}")
-    return Run(elapsed, usage.ru_maxrss / 1024)
+    return Run(elapsed, usage.ru_maxrss / 1024, (usage.ru_utime + usage.ru_stime) * 1000)
 
 
 def runs(*commands: tuple[str, ...]) -> Run:
     """Several processes in a row (``git pull && git push``): summed time, highest peak."""
     done = [run(*argv) for argv in commands]
-    return Run(sum(r.ms for r in done), max(r.peak_mib for r in done))
+    return Run(sum(r.ms for r in done), max(r.peak_mib for r in done), sum(r.cpu_ms for r in done))
 
 
 def git(*args: str) -> Run:
@@ -136,7 +139,9 @@ class Row:
 def best(runs_: list[Run]) -> Run:
     """The fastest of the repeated runs (what the machine's other load took least from), with
     the highest peak memory seen."""
-    return Run(min(r.ms for r in runs_), max(r.peak_mib for r in runs_))
+    return Run(
+        min(r.ms for r in runs_), max(r.peak_mib for r in runs_), min(r.cpu_ms for r in runs_)
+    )
 
 
 def measure(tmp: Path, commits: int, full: bool, repeat: int) -> list[Row]:
@@ -211,14 +216,17 @@ def main() -> None:
     )
     print(
         "| operation | commits | qmem-git ms | C git ms | ratio "
+        "| qmem-git CPU ms | C git CPU ms | CPU ratio "
         "| qmem-git peak MiB | C git peak MiB |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         ours, theirs = best(row.ours), best(row.theirs)
         print(
             f"| {row.operation} | {row.commits:,} | {ours.ms:.0f} | {theirs.ms:.0f} | "
-            f"{ours.ms / theirs.ms:.1f}x | {ours.peak_mib:.0f} | {theirs.peak_mib:.1f} |"
+            f"{ours.ms / theirs.ms:.1f}x | {ours.cpu_ms:.0f} | {theirs.cpu_ms:.0f} | "
+            f"{ours.cpu_ms / max(theirs.cpu_ms, 1):.1f}x | "
+            f"{ours.peak_mib:.0f} | {theirs.peak_mib:.1f} |"
         )
 
 
