@@ -4,15 +4,19 @@ Every row times one whole command as a process (interpreter start, imports, lock
 hostile-history checks, history mtimes, MEMORY.md, packing) against the C git commands doing
 the same exchange, over a local path remote. Histories are built with ``git fast-import``:
 200 memories written once, then commits that edit a few of them (most memories stay as first
-written, as in a year of use). Peak memory is the process's maximum resident set (wait4).
+written, as in a year of use). Peak memory is the process's maximum resident set and CPU its
+user + system time with the children it waited for (wait4): on a machine other work shares,
+CPU ratios move far less than wall-clock ones.
 
 Rows: fetch 1 commit + fast-forward at several history lengths (the cost must stay flat),
 clone, push of 1 commit, and a diverged sync (fetch 1, merge, push).
-``BENCH_SYNC_SIZES=100,5000`` picks the history lengths (default 100,5000,10000).
+``--sizes 100,5000`` (or ``BENCH_SYNC_SIZES``) picks the history lengths (default
+100,5000,10000); ``--runs N`` measures each row N times (default 3) and keeps the fastest.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -32,6 +36,7 @@ DEFAULT_SIZES = (100, 5000, 10000)
 class Run:
     ms: float
     peak_mib: float
+    cpu_ms: float  # user + system, the process and the children it waited for
 
 
 def run(*argv: str, cwd: Path | None = None) -> Run:
@@ -47,13 +52,13 @@ def run(*argv: str, cwd: Path | None = None) -> Run:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {err.decode()[-2000:]}")
-    return Run(elapsed, usage.ru_maxrss / 1024)
+    return Run(elapsed, usage.ru_maxrss / 1024, (usage.ru_utime + usage.ru_stime) * 1000)
 
 
 def runs(*commands: tuple[str, ...]) -> Run:
     """Several processes in a row (``git pull && git push``): summed time, highest peak."""
     done = [run(*argv) for argv in commands]
-    return Run(sum(r.ms for r in done), max(r.peak_mib for r in done))
+    return Run(sum(r.ms for r in done), max(r.peak_mib for r in done), sum(r.cpu_ms for r in done))
 
 
 def git(*args: str) -> Run:
@@ -78,6 +83,10 @@ def isolate(tmp: Path) -> None:
         QMEM_TELEMETRY="0",
         QMEM_HOST="bench",
     )
+    # as installed (pip compiles bytecode): a shell that disables it would time the compiler
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    package = Path(__file__).resolve().parent.parent / "qmem_git"
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
 
 
 def memory(n: int, version: int) -> bytes:
@@ -119,12 +128,25 @@ def c_commit(repo: Path, name: str) -> None:
 class Row:
     operation: str
     commits: int
-    ours: Run
-    theirs: Run
+    ours: list[Run]
+    theirs: list[Run]
+
+    def add(self, ours: Run, theirs: Run) -> None:
+        self.ours.append(ours)
+        self.theirs.append(theirs)
 
 
-def measure(tmp: Path, commits: int, full: bool) -> list[Row]:
-    """One history length: fetch 1 + fast-forward; with ``full``, clone, push, diverged too."""
+def best(runs_: list[Run]) -> Run:
+    """The fastest of the repeated runs (what the machine's other load took least from), with
+    the highest peak memory seen."""
+    return Run(
+        min(r.ms for r in runs_), max(r.peak_mib for r in runs_), min(r.cpu_ms for r in runs_)
+    )
+
+
+def measure(tmp: Path, commits: int, full: bool, repeat: int) -> list[Row]:
+    """One history length, each row ``repeat`` times: fetch 1 + fast-forward; with ``full``,
+    clone, push and diverged sync too."""
     base = tmp / f"h{commits}"
     seed = base / "seed"
     build_history(seed, commits)
@@ -132,69 +154,79 @@ def measure(tmp: Path, commits: int, full: bool) -> list[Row]:
     for served in (served_q, served_c):
         subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(served)], check=True)
     git("-C", str(seed), "push", "-q", str(served_q), "main")
-    writer, reader = base / "writer" / "memory", base / "reader" / "memory"
+    writer = base / "writer" / "memory"
     qmem(writer, "clone", str(served_q))  # rebuilds the imported MEMORY.md once, pushes it
     git(f"--git-dir={writer}.git", "push", "-q", str(served_c), "main")
-    c_writer, c_reader = base / "c-writer", base / "c-reader"
+    c_writer = base / "c-writer"
     git("clone", "-q", str(served_c), str(c_writer))
-    rows: list[Row] = []
-    ours_clone = qmem(reader, "clone", str(served_q))
-    theirs_clone = git("clone", "-q", str(served_c), str(c_reader))
-    if full:
-        rows.append(Row("clone", commits, ours_clone, theirs_clone))
-
-    qmem(writer, "remember", f"Benchmark fact one lands on {commits} commits")
-    c_commit(c_writer, "one")
-    ours_push = qmem(writer, "sync")
-    theirs_push = git("-C", str(c_writer), "push", "-q", "origin", "main")
-    if full:
-        rows.append(Row("push 1 commit", commits, ours_push, theirs_push))
-
-    ours_ff = qmem(reader, "sync")
-    theirs_ff = git("-C", str(c_reader), "pull", "-q", "--ff-only")
-    rows.append(Row("fetch 1 commit + fast-forward", commits, ours_ff, theirs_ff))
-    if not full:
-        return rows
-
-    qmem(writer, "remember", "Benchmark fact two arrives from the writer machine")
-    qmem(writer, "sync")
-    qmem(reader, "remember", "Benchmark fact three is written on the reader machine")
-    c_commit(c_writer, "two")
-    git("-C", str(c_writer), "push", "-q", "origin", "main")
-    c_commit(c_reader, "three")
-    ours_merge = qmem(reader, "sync")
-    theirs_merge = runs(
-        ("git", "-C", str(c_reader), "pull", "-q", "--no-rebase", "--no-edit"),
-        ("git", "-C", str(c_reader), "push", "-q", "origin", "main"),
-    )
-    rows.append(Row("diverged sync (fetch 1, merge, push)", commits, ours_merge, theirs_merge))
+    clone = Row("clone", commits, [], [])
+    for n in range(repeat):
+        reader, c_reader = base / f"reader{n}" / "memory", base / f"c-reader{n}"
+        clone.add(
+            qmem(reader, "clone", str(served_q)), git("clone", "-q", str(served_c), str(c_reader))
+        )
+    reader, c_reader = base / "reader0" / "memory", base / "c-reader0"
+    pushed = Row("push 1 commit", commits, [], [])
+    forward = Row("fetch 1 commit + fast-forward", commits, [], [])
+    diverged = Row("diverged sync (fetch 1, merge, push)", commits, [], [])
+    for n in range(repeat):
+        qmem(writer, "remember", f"Benchmark fact {n} lands on {commits} commits")
+        c_commit(c_writer, f"one{n}")
+        pushed.add(qmem(writer, "sync"), git("-C", str(c_writer), "push", "-q", "origin", "main"))
+        forward.add(qmem(reader, "sync"), git("-C", str(c_reader), "pull", "-q", "--ff-only"))
+    for n in range(repeat if full else 0):
+        qmem(writer, "remember", f"Benchmark fact {n} arrives from the writer machine")
+        qmem(writer, "sync")
+        qmem(reader, "remember", f"Benchmark fact {n} is written on the reader machine")
+        git("-C", str(c_writer), "pull", "-q", "--no-rebase", "--no-edit")  # the last merge
+        c_commit(c_writer, f"two{n}")
+        git("-C", str(c_writer), "push", "-q", "origin", "main")
+        c_commit(c_reader, f"three{n}")
+        theirs = runs(
+            ("git", "-C", str(c_reader), "pull", "-q", "--no-rebase", "--no-edit"),
+            ("git", "-C", str(c_reader), "push", "-q", "origin", "main"),
+        )
+        diverged.add(qmem(reader, "sync"), theirs)
     shutil.rmtree(base, ignore_errors=True)
-    return rows
-
-
-def sizes() -> list[int]:
-    text = os.environ.get("BENCH_SYNC_SIZES", "")
-    return [int(part) for part in text.split(",") if part.strip()] or list(DEFAULT_SIZES)
+    return [clone, pushed, forward, diverged] if full else [forward]
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sizes",
+        default=os.environ.get("BENCH_SYNC_SIZES", ""),
+        help="history lengths, comma-separated (default 100,5000,10000; clone, push and "
+        "diverged rows from 5,000 commits)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=3, help="times each row is measured; the fastest counts"
+    )
+    args = parser.parse_args()
+    sizes = [int(part) for part in args.sizes.split(",") if part.strip()] or list(DEFAULT_SIZES)
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         isolate(tmp)
         rows: list[Row] = []
-        for commits in sizes():
-            rows += measure(tmp, commits, full=commits >= 5000)
-    print(f"## sync: whole processes, qmem-git vs C git (same run, {MEMORIES} memories)\n")
+        for commits in sizes:
+            rows += measure(tmp, commits, full=commits >= 5000, repeat=args.runs)
+    print(
+        f"## sync: whole processes, qmem-git vs C git (same run, {MEMORIES} memories, "
+        f"fastest of {args.runs})\n"
+    )
     print(
         "| operation | commits | qmem-git ms | C git ms | ratio "
+        "| qmem-git CPU ms | C git CPU ms | CPU ratio "
         "| qmem-git peak MiB | C git peak MiB |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        ours, theirs = row.ours, row.theirs
+        ours, theirs = best(row.ours), best(row.theirs)
         print(
             f"| {row.operation} | {row.commits:,} | {ours.ms:.0f} | {theirs.ms:.0f} | "
-            f"{ours.ms / theirs.ms:.1f}x | {ours.peak_mib:.0f} | {theirs.peak_mib:.1f} |"
+            f"{ours.ms / theirs.ms:.1f}x | {ours.cpu_ms:.0f} | {theirs.cpu_ms:.0f} | "
+            f"{ours.cpu_ms / max(theirs.cpu_ms, 1):.1f}x | "
+            f"{ours.peak_mib:.0f} | {theirs.peak_mib:.1f} |"
         )
 
 

@@ -129,7 +129,7 @@ def _write_pack(
 
     from qmem_git.store.sync import pack_records
 
-    count, records = pack_records(store, wants, haves)
+    count, records = pack_records(store, wants, haves, foreign=True)
     write_pack_data(
         lambda data: write(bytes(data)), records, store.object_format, num_records=count
     )

@@ -80,6 +80,9 @@ STATE_FILES = (
     "dream-scan.json",
 )
 CAS_ATTEMPTS = 5
+# dulwich's (git's) default is 96 MiB of resolved delta bases per pack: a walk over every
+# commit of a long history filled it. Memory files are at most 256 KiB and trees small.
+DELTA_BASE_CACHE_BYTES = 8 * 1024 * 1024
 # C git >= 2.36 prints a deprecation warning on every command in a repo that sets
 # core.fsyncObjectFiles; core.fsync=committed is its replacement (objects fsynced before a ref
 # points at them). dulwich reads neither, so Repository opens its store with fsync on.
@@ -438,7 +441,10 @@ class Repository:
             from dulwich.object_store import DiskObjectStore
 
             self._store = DiskObjectStore(
-                self.objects_dir, fsync_object_files=True, loose_object_size_limit=self._loose_limit
+                self.objects_dir,
+                fsync_object_files=True,
+                loose_object_size_limit=self._loose_limit,
+                delta_base_cache_limit=DELTA_BASE_CACHE_BYTES,
             )
         return self._store
 

@@ -41,9 +41,18 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol, TypeVar
 
-from dulwich.objects import S_ISGITLINK, Blob, Commit, ObjectID, ShaFile, Tag, Tree
+from dulwich.objects import (
+    S_ISGITLINK,
+    Blob,
+    Commit,
+    ObjectID,
+    RawObjectID,
+    ShaFile,
+    Tag,
+    Tree,
+)
 from dulwich.refs import Ref
 
 from qmem_git.core.changes import (
@@ -65,6 +74,7 @@ from qmem_git.core.validate import check_conflict_markers, check_secrets, decode
 from qmem_git.errors import InvalidMemoryFile, QmemError, RemoteError, RepoLocked, UnsafePath
 from qmem_git.store import gitindex
 from qmem_git.store.journal import Journal
+from qmem_git.store.packscan import check_pack_file
 from qmem_git.store.remotes import (
     Transport,
     redact_all,
@@ -75,6 +85,7 @@ from qmem_git.store.remotes import (
 )
 from qmem_git.store.repo import (
     BRANCH,
+    DELTA_BASE_CACHE_BYTES,
     TREE_MODE,
     Identity,
     Repository,
@@ -91,9 +102,10 @@ from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, fsync_dir, rend
 
 if TYPE_CHECKING:
     from dulwich.object_store import BaseObjectStore, DiskObjectStore, PackBasedObjectStore
-    from dulwich.pack import UnpackedObject
+    from dulwich.pack import Pack, UnpackedObject
     from dulwich.repo import ParentsProvider
 
+    from qmem_git.store.packscan import SizeChecks
     from qmem_git.store.recovery import RecoveryReport
 
 QUARANTINE_PREFIX = "qmem-incoming-"
@@ -102,6 +114,7 @@ MAX_PUSH_ATTEMPTS = 4
 LOCKED_PUSH_ATTEMPTS = 5  # ~2.5 s for a concurrent push to let go of the remote's main
 MAX_INCOMING_PACK_BYTES = 256 * 1024 * 1024
 REPACK_THRESHOLD = 16
+MAX_TREE_ENTRIES = 20_000  # files in one folder of a memory store: far more than an agent reads
 Progress = Callable[[str], None]
 
 
@@ -170,8 +183,10 @@ class RemoteMoved(Exception):
 # --- reading objects --------------------------------------------------------------------------
 
 
-TREE_CACHE = 512  # parsed trees kept: a walk reads a tree and, next, its parent's
+TREE_CACHE = 128  # parsed trees kept: a walk reads a tree and, next, its parent's
 COMMIT_CACHE = 4096
+INFO_CACHE = 65536  # (time, tree, parents) of commits: a walk over all of history reads each
+DIFF_CACHE = 65536  # tree pairs compared (a few paths each): a clone's checks diff each commit
 Entry = tuple[bytes, int, bytes]  # name, mode, hex id
 Entries = dict[bytes, Entry]  # a tree's entries by name
 
@@ -180,18 +195,44 @@ class Objects:
     """Reads of commits, trees and blobs from one dulwich object store, with bounded caches:
     a walk over a long history keeps the trees it is about to compare, not every tree."""
 
-    def __init__(self, store: BaseObjectStore) -> None:
+    def __init__(self, store: BaseObjectStore, sizes: SizeChecks | None = None) -> None:
         self.store = store
+        self.sizes = sizes  # another repository's store: each object's size read first
         self._commits: OrderedDict[str, Commit] = OrderedDict()
         self._trees: OrderedDict[str, Tree] = OrderedDict()
         self._entries: OrderedDict[str, Entries] = OrderedDict()
+        self._diffs: OrderedDict[str, TreeDiff] = OrderedDict()
+        self._info: OrderedDict[str, CommitFacts] = OrderedDict()
+        # the store's packs as they are now, asked directly: dulwich's own lookup costs three
+        # times the read (pack bookkeeping, a loose-object stat) on walks over long histories
+        self._packs: list[Pack] = list(getattr(store, "packs", ()))
 
-    def get(self, sha: str) -> ShaFile:
+    def raw(self, sha: str) -> tuple[int, bytes]:
+        """(type number, content) of an object; RemoteError when it is missing."""
+        from dulwich.pack import PackFileDisappeared
+
+        if self.sizes is not None:
+            self.sizes.check(_oid(sha))
+        binary = RawObjectID(bytes.fromhex(sha))
+        packs = self._packs
+        for at, pack in enumerate(packs):
+            try:
+                found = pack.get_raw(binary)
+            except KeyError:
+                continue
+            except PackFileDisappeared:  # repacked meanwhile: the store finds it anew
+                break
+            if at:  # the pack that answered is asked first next time
+                packs.insert(0, packs.pop(at))
+            return found
         try:
-            obj: ShaFile = self.store[ObjectID(sha.encode("ascii"))]
+            return self.store.get_raw(_oid(sha))  # loose, alternates, packs added since
         except KeyError as exc:
             raise _missing(sha) from exc
-        return obj
+
+    def get(self, sha: str) -> ShaFile:
+        kind, raw = self.raw(sha)
+        return ShaFile.from_raw_string(kind, raw, verify_sha=_oid(sha))
 
     def commit(self, sha: str) -> Commit:
         found = self._commits.get(sha)
@@ -200,6 +241,17 @@ class Objects:
             if not isinstance(obj, Commit):
                 raise UnsafePath(f"{sha} is a {obj.type_name.decode()}, not a commit")
             found = _remember(self._commits, sha, obj, COMMIT_CACHE)
+            facts = CommitFacts(obj.commit_time, _hex(obj.tree), tuple(map(_hex, obj.parents)))
+            _remember(self._info, sha, facts, INFO_CACHE)
+        return found
+
+    def info(self, sha: str) -> CommitFacts:
+        """A commit's time, tree and parents, kept longer than whole commits are (a walk over
+        all of history reads each commit once)."""
+        found = self._info.get(sha)
+        if found is None:
+            self.commit(sha)
+            found = self._info[sha]
         return found
 
     def peel(self, sha: str) -> str | None:
@@ -225,30 +277,41 @@ class Objects:
         return found
 
     def raw_tree(self, sha: str) -> bytes:
-        try:
-            kind, raw = self.store.get_raw(ObjectID(sha.encode("ascii")))
-        except KeyError as exc:
-            raise _missing(sha) from exc
+        kind, raw = self.raw(sha)
         if kind != Tree.type_num:
             raise UnsafePath(f"{sha} is not a tree")
         return raw
 
-    def entries(self, sha: str, raw: bytes | None = None) -> Entries:
-        """A tree's entries, parsed straight from the raw object (no sorting, no ShaFile)."""
+    def entries(
+        self, sha: str, raw: bytes | None = None, items: list[Entry] | None = None
+    ) -> Entries:
+        """A tree's entries, parsed straight from the raw object (no sorting, no ShaFile);
+        ``items``: parsed already (by the checks)."""
         found = self._entries.get(sha)
         if found is None:
-            from dulwich.objects import parse_tree
+            if items is None:
+                from dulwich.objects import parse_tree
 
-            data = self.raw_tree(sha) if raw is None else raw
-            items = list(parse_tree(data, 20))
+                data = self.raw_tree(sha) if raw is None else raw
+                items = list(parse_tree(data, 20))
             parsed = dict(zip(map(itemgetter(0), items), items, strict=True))
             found = _remember(self._entries, sha, parsed, TREE_CACHE)
         return found
 
     def diff(self, old: str | None, new: str | None, out: TreeDiff | None = None) -> TreeDiff:
-        """Where two trees differ (identical subtrees are never opened)."""
-        out = TreeDiff() if out is None else out
-        self._diff(old, new, "", out)
+        """Where two trees differ (identical subtrees are never opened); each pair is compared
+        once (the clone's checks compare every commit with its parents while both trees are
+        at hand, so timing the files later reads no tree again)."""
+        key = f"{old}:{new}"
+        found = self._diffs.get(key)
+        if found is None:
+            found = TreeDiff()
+            self._diff(old, new, "", found)
+            _remember(self._diffs, key, found, DIFF_CACHE)
+        if out is None:
+            return found
+        out.paths |= found.paths
+        out.prefixes += found.prefixes
         return out
 
     def _diff(self, old: str | None, new: str | None, prefix: str, out: TreeDiff) -> None:
@@ -279,7 +342,7 @@ class Objects:
         return data
 
     def tree_of(self, commit: str | None) -> str | None:
-        return None if commit is None else _hex(self.commit(commit).tree)
+        return None if commit is None else self.info(commit).tree
 
     def files(self, commit: str | None) -> dict[str, str]:
         """Every file path in the commit's tree -> blob id."""
@@ -319,6 +382,12 @@ class Objects:
 
     def text(self, sha: str | None) -> str | None:
         return None if sha is None else self.blob(sha).decode("utf-8", "surrogateescape")
+
+
+class CommitFacts(NamedTuple):
+    time: int
+    tree: str
+    parents: tuple[str, ...]
 
 
 @dataclass
@@ -385,7 +454,9 @@ class Quarantine:
         os.makedirs(os.path.join(self.path, "pack"))
         os.makedirs(os.path.join(self.path, "info"))
         self.objects_dir = objects_dir
-        self.store: DiskObjectStore = DiskObjectStore(self.path, alternates=[objects_dir])
+        self.store: DiskObjectStore = DiskObjectStore(
+            self.path, alternates=[objects_dir], delta_base_cache_limit=DELTA_BASE_CACHE_BYTES
+        )
 
     def pack_files(self) -> list[str]:
         pack_dir = os.path.join(self.path, "pack")
@@ -432,6 +503,7 @@ class Fetched:
     quarantine: Quarantine
     objects: Objects
     new_commits: int = 0
+    times: dict[str, int] | None = None  # a clone's: every file's history time
 
 
 def fetch(
@@ -439,14 +511,17 @@ def fetch(
     transport: Transport,
     progress: Progress | None,
     timeout: float,
+    clone: bool = False,
 ) -> Fetched:
-    """Fetch the remote's ``main`` into a quarantine and check everything new in it."""
+    """Fetch the remote's ``main`` into a quarantine and check everything new in it; for a
+    ``clone``, time every file from history in the same walk (still without the lock)."""
     quarantine = Quarantine(repo.git_dir, repo.objects_dir)
     try:
         wants = _MainWanted(repo.objects)
         if not _copy_local_packs(repo, transport, wants, quarantine):
             spool = os.path.join(quarantine.path, "incoming.pack")
             _download(repo, transport, wants, spool, progress, timeout)
+            check_pack_file(spool)  # before dulwich inflates any object of it whole
             _add_spooled_pack(quarantine, spool)
         if wants.others:
             raise _no_main(transport, wants.others)
@@ -455,8 +530,12 @@ def fetch(
         if wants.head is not None:
             known = KnownObjects(repo.objects)
             meter = Meter(progress, "checking")
-            fetched.new_commits = check_incoming(objects, known, wants.head, meter=meter)
+            fetched.new_commits = check_incoming(
+                objects, known, wants.head, meter=meter, compare=clone
+            )
             meter.finish()
+            if clone:
+                fetched.times = history_times(objects, wants.head)
         return fetched
     except BaseException:
         quarantine.discard()
@@ -555,6 +634,7 @@ def _copy_local_packs(
                     os.path.join(pack_dir, name + suffix),
                     os.path.join(quarantine.path, "pack", name + suffix),
                 )
+            check_pack_file(os.path.join(quarantine.path, "pack", name + ".pack"))
     return True
 
 
@@ -753,14 +833,19 @@ def check_incoming(
     refuse: Refusal | None = None,
     settled: Settled | None = None,
     meter: Meter | None = None,
+    compare: bool = False,
 ) -> int:
     """Check every commit (and its trees and blobs) that is new to the repository.
 
     Returns the number of new commits. Raises UnsafePath naming the path and commit (made by
-    ``refuse``, for the words of the direction checked).
+    ``refuse``, for the words of the direction checked). ``compare``: also compare each new
+    commit's tree with its parents' (remembered in ``objects``, for :func:`last_change_times`).
     """
+    if _oid(tip) in known:
+        return 0  # and so is everything it holds: it passed when it arrived, or was made here
     check = _IncomingCheck(objects, known, refuse or _refuse, settled, tip)
     stack, seen, count = [tip], set(), 0
+    children: dict[str, list[str]] = {}  # with ``compare``: trees of the children walked
     while stack:
         sha = stack.pop()
         if sha in seen or _oid(sha) in known:
@@ -771,7 +856,13 @@ def check_incoming(
         count += 1
         if meter is not None:
             meter.count(count, "commits")
-        check.tree(_hex(commit.tree), "", sha)
+        tree = _hex(commit.tree)
+        check.tree(tree, "", sha)
+        if compare:  # the child's trees were read just before: both are at hand now
+            for child in children.pop(sha, ()):
+                objects.diff(tree, child)
+            for parent in commit.parents:
+                children.setdefault(_hex(parent), []).append(tree)
         stack.extend(_hex(parent) for parent in commit.parents)
     _check_tip_contents(objects, known, tip, refuse or _refuse)
     return count
@@ -818,14 +909,22 @@ def pack_records(
     haves: Collection[ObjectID],
     *,
     ofs_delta: bool = True,
+    foreign: bool = False,
 ) -> tuple[int, Iterator[UnpackedObject]]:
     """The pack a side that has ``haves`` (present in ``store``) needs for ``wants``, as full
     objects. Not ``store.generate_pack_data``: it walks every commit the other side has and
-    reads every packed object looking for deltas to reuse, on each push and fetch."""
+    reads every packed object looking for deltas to reuse, on each push and fetch.
+    ``foreign``: ``store`` is a path remote's; no object is read before its size is."""
     from dulwich.pack import generate_unpacked_objects
 
-    objects = Objects(store)
+    from qmem_git.store.packscan import SizeChecks
+
+    sizes = SizeChecks(store) if foreign else None
+    objects = Objects(store, sizes)
     ids = objects_to_send(objects, [_hex(s) for s in wants], [_hex(s) for s in haves])
+    if sizes is not None:
+        for sha in ids:
+            sizes.check(sha)
     records = generate_unpacked_objects(
         store,
         [(sha, None) for sha in ids],
@@ -940,43 +1039,44 @@ _TREE_MODES = frozenset({0o100755, 0o100644, 0o120000, 0o040000, 0o160000, 0o100
 _BAD_NAMES = frozenset({b"", b".", b"..", b".git"})
 
 
-def _fsck_tree(sha: str, raw: bytes) -> None:
-    """``git fsck``'s checks of one tree (what ``Tree.check`` does), on its raw bytes."""
-    problem = _tree_problem(sha, raw)
-    if problem is not None:
-        raise UnsafePath(
-            f"refusing the remote's history: object {sha} is malformed ({problem})",
-            "nothing was changed locally; repair the remote (`git fsck` there)",
-        )
+def _malformed(sha: str, problem: str) -> UnsafePath:
+    return UnsafePath(
+        f"refusing the remote's history: object {sha} is malformed ({problem})",
+        "nothing was changed locally; repair the remote (`git fsck` there)",
+    )
 
 
-def _tree_problem(sha: str, raw: bytes) -> str | None:
+def _tree_problem(sha: str, raw: bytes) -> tuple[str | None, list[Entry] | None]:
+    """What ``git fsck`` would say about one tree (what ``Tree.check`` checks), on its raw
+    bytes, and its entries when they parse."""
     import hashlib
 
     from dulwich.errors import ObjectFormatException
     from dulwich.objects import parse_tree
 
     if hashlib.sha1(b"tree %d\0" % len(raw) + raw).hexdigest() != sha:
-        return "its content does not match its id"
+        return "its content does not match its id", None
     try:
         items = list(parse_tree(raw, 20, strict=True))
     except (ObjectFormatException, ValueError) as exc:
-        return str(exc) or "unparsable"
+        return str(exc) or "unparsable", None
+    if len(items) > MAX_TREE_ENTRIES:
+        return f"{len(items):,} entries; the limit is {MAX_TREE_ENTRIES:,}", items
     names = list(map(itemgetter(0), items))
     modes = set(map(itemgetter(1), items))
     if not modes <= _TREE_MODES:
-        return "invalid mode"
+        return "invalid mode", items
     unique = set(names)
     if b"/" in b"\0".join(names) or not _BAD_NAMES.isdisjoint(unique):
-        return "invalid name"
+        return "invalid name", items
     if len(unique) != len(names):
-        return "duplicate entry"
+        return "duplicate entry", items
     keys = names
     if TREE_MODE in modes:  # git sorts a folder as if its name ended in "/"
         keys = [name + b"/" if mode == TREE_MODE else name for name, mode, _ in items]
     if keys != sorted(keys):
-        return "entries not sorted"
-    return None
+        return "entries not sorted", items
+    return None, items
 
 
 class _IncomingCheck:
@@ -1025,7 +1125,8 @@ class _IncomingCheck:
         if self.settled.get(prefix[:-1]) == (TREE_MODE, tree):
             return  # the very tree the receiver has at this path
         raw = self.objects.raw_tree(tree) if is_new else None
-        entries = self.objects.entries(tree, raw)
+        problem, items = _tree_problem(tree, raw) if raw is not None else (None, None)
+        entries = self.objects.entries(tree, raw, items)
         if not is_new and prefix.count("/") == 1 and INDEX_NAME.encode() not in entries:
             return  # checked as a folder when it arrived: the rules are the same at any depth
         if commit == self.tip:
@@ -1042,8 +1143,8 @@ class _IncomingCheck:
             else:
                 self.file(path, mode, _hex(sha), commit)
         seen.update(fresh)
-        if raw is not None:
-            _fsck_tree(tree, raw)  # after the names: a message naming the path beats "malformed"
+        if problem is not None:  # after the names: a message naming the path beats "malformed"
+            raise _malformed(tree, problem)
 
     def _collisions(self, entries: Entries, prefix: str, commit: str) -> None:
         """Names of the tip's tree that one case-insensitive disk would store as one file."""
@@ -1070,13 +1171,11 @@ class _IncomingCheck:
             self.paths.add(path)
         if sha not in self.blobs:
             if _oid(sha) not in self.known:
-                data = self.objects.blob(sha)
+                kind, data = self.objects.raw(sha)
+                if kind != Blob.type_num:
+                    raise UnsafePath(f"{sha} is not a blob")
                 if blob_id(data) != sha:  # packs copied from a local remote keep their index
-                    raise UnsafePath(
-                        f"refusing the remote's history: object {sha} is malformed "
-                        "(its content does not match its id)",
-                        "nothing was changed locally; repair the remote (`git fsck` there)",
-                    )
+                    raise _malformed(sha, "its content does not match its id")
                 if len(data) > MAX_FILE_BYTES:
                     limit = f"{MAX_FILE_BYTES:,}"
                     message = f"file is {len(data):,} bytes; the limit is {limit}"
@@ -1217,31 +1316,30 @@ def last_change_times(objects: Objects, tip: str, paths: Collection[str]) -> dic
     """
     result: dict[str, int] = {}
     pending: dict[str, set[str]] = {tip: set(paths)}
-    queue = [(-objects.commit(tip).commit_time, tip)]
+    queue = [(-objects.info(tip).time, tip)]
     while queue:
         _, sha = heapq.heappop(queue)
         todo = pending.pop(sha, None)
         if not todo:
             continue
-        commit = objects.commit(sha)
-        tree = _hex(commit.tree)
-        for parent in (_hex(p) for p in commit.parents):
+        facts = objects.info(sha)
+        for parent in facts.parents:
             if not todo:
                 break
             parent_tree = objects.tree_of(parent)
             same = (
                 set(todo)
-                if parent_tree == tree
-                else objects.diff(parent_tree, tree).unchanged(todo)
+                if parent_tree == facts.tree
+                else objects.diff(parent_tree, facts.tree).unchanged(todo)
             )
             if same:
                 if parent not in pending:
-                    heapq.heappush(queue, (-objects.commit(parent).commit_time, parent))
+                    heapq.heappush(queue, (-objects.info(parent).time, parent))
                 pending.setdefault(parent, set()).update(same)
                 todo -= same
-        own = _own_times(commit) if todo else {}
+        own = _own_times(objects.commit(sha)) if todo else {}
         for path in todo:
-            result[path] = own.get(path, commit.commit_time)
+            result[path] = own.get(path, facts.time)
     return result
 
 
@@ -1379,21 +1477,36 @@ def _replace_file(path: str, data: bytes, mtime_ns: int | None) -> str:
     return os.path.dirname(path)
 
 
-def fast_forward(repo: Repository, objects: Objects, local: str | None, remote: str) -> list[str]:
+def history_times(objects: Objects, tip: str) -> dict[str, int]:
+    """Every file's history time at ``tip`` (MEMORY.md: the tip's own)."""
+    memories = [p for p in objects.files(tip) if p != INDEX_NAME]
+    times = last_change_times(objects, tip, memories)
+    times[INDEX_NAME] = objects.commit(tip).commit_time
+    return times
+
+
+def fast_forward(
+    repo: Repository,
+    objects: Objects,
+    local: str | None,
+    remote: str,
+    times: dict[str, int] | None = None,
+) -> list[str]:
     """Work tree -> branch -> index, in that order (a crash is repaired by recovery).
 
     Files the new commits did not touch keep their time (it is already their history time);
     only the touched ones are timed from history, so the cost follows what changed.
+    ``times``: the clone's, computed while it checked the history.
     """
     old = objects.files(local)
     new = objects.files(remote)
-    memories = [p for p in new if p != INDEX_NAME]
-    if local is not None:
-        touched_paths = touched_between(objects, local, remote)
-        memories = [p for p in memories if touched_paths.differs(p) or old.get(p) != new[p]]
-    times = last_change_times(objects, remote, memories)
-    commit_time = objects.commit(remote).commit_time
-    times = {**times, INDEX_NAME: commit_time}
+    if times is None:
+        memories = [p for p in new if p != INDEX_NAME]
+        if local is not None:
+            touched_paths = touched_between(objects, local, remote)
+            memories = [p for p in memories if touched_paths.differs(p) or old.get(p) != new[p]]
+        times = last_change_times(objects, remote, memories)
+        times[INDEX_NAME] = objects.commit(remote).commit_time
     with journaled(repo, _sync_record(old, new, local)):  # killed here: the old state
         touched = checkout(repo, old, new, times, objects.blob)
         branch, _ = repo.head(unborn_ok=local is None)  # the caller read ``local`` checked
@@ -1967,13 +2080,91 @@ def pack_objects(repo: Repository) -> int:
         damaged_packs(repo.git_dir)  # the fetched packs are checked now, not by the next writer
         return 0
     try:
-        packed: int = store.pack_loose_objects()
-        if len(store.packs) > REPACK_THRESHOLD:
-            store.repack()
+        packed = _pack_loose(store, repo.objects_dir)
+        packs = store.packs
+        if len(packs) > REPACK_THRESHOLD:
+            _fold_small_packs(store, packs)
         return packed
     finally:
         close_store(store)
         damaged_packs(repo.git_dir)  # and so are the packs just made
+
+
+def _pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
+    """Write the loose objects into one new pack, then delete them; their count.
+
+    dulwich's ``pack_loose_objects`` first compares the new pack's name with every existing
+    pack's, computed by hashing the id of every object those packs hold: on each sync, a cost
+    that grew with the history. Here the name (the same hash over the new objects' ids) is
+    looked up as a file. Written as C git does: .pack, then .idx, each durable, then renamed.
+    """
+    import hashlib
+
+    from dulwich.pack import write_pack
+
+    from qmem_git.store.loose import read_loose
+
+    paths: list[str] = []
+    found: list[ShaFile] = []
+    for name in os.listdir(objects_dir):
+        folder = os.path.join(objects_dir, name)
+        if len(name) != 2 or not os.path.isdir(folder):
+            continue
+        for rest in os.listdir(folder):
+            obj = read_loose(objects_dir, name + rest, MAX_INCOMING_PACK_BYTES)
+            if obj is not None:  # else not an object, or damaged: the full store's to judge
+                found.append(obj)
+                paths.append(os.path.join(folder, rest))
+    if not found:
+        return 0
+    pack_dir = os.path.join(objects_dir, "pack")
+    os.makedirs(pack_dir, exist_ok=True)
+    digest = hashlib.sha1(b"".join(sorted(obj.sha().digest() for obj in found))).hexdigest()
+    final = os.path.join(pack_dir, "pack-" + digest)
+    if not os.path.exists(final + ".idx"):
+        # git's prefix for a pack being written: its gc removes one a kill left behind
+        temp = os.path.join(pack_dir, "tmp_pack_qmem_" + os.urandom(6).hex())
+        try:
+            write_pack(temp, found, store.object_format)
+            for suffix in (".pack", ".idx"):
+                _fsync_file(temp + suffix)
+                os.replace(temp + suffix, final + suffix)
+        finally:
+            for suffix in (".pack", ".idx"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp + suffix)
+        fsync_dir(pack_dir)
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    return len(found)
+
+
+def _fold_small_packs(store: DiskObjectStore, packs: list[Pack]) -> None:
+    """Write the objects of every pack but the largest (a clone's history) into one, then
+    remove those packs. dulwich's ``repack`` holds every object of the repository in memory
+    at once (hundreds of MiB on a long history); here they stream one at a time and the
+    history's pack is not read."""
+    from dulwich.pack import full_unpacked_object
+
+    packs = sorted(packs, key=len)[:-1]
+    ids = sorted({sha for pack in packs for sha in pack})
+    folded = store.add_pack_data(len(ids), (full_unpacked_object(store[sha]) for sha in ids))
+    kept = folded.data.filename if folded is not None else None
+    names = [pack.data.filename for pack in packs]
+    close_store(store)
+    for name in names:
+        if name == kept:  # the same objects as before: already one of them
+            continue
+        base = os.path.join(store.pack_dir, name[: -len(".pack")])
+        for suffix in (".idx", ".rev", ".bitmap", ".pack"):  # the index first, as git does
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(base + suffix)
+
+
+def _fsync_file(path: str) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
 
 
 def _has_loose_objects(objects_dir: str) -> bool:
@@ -2023,7 +2214,7 @@ def _adopt(run: _SyncRun, transport: Transport) -> None:
     repo = _open(run.layout.memory_root)
     result.before = repo.head()[1]
     _say(run.progress, f"fetching from {run.name}")
-    fetched = fetch(repo, transport, run.progress, run.options.timeout)
+    fetched = fetch(repo, transport, run.progress, run.options.timeout, clone=True)
     try:
         with run.tenure(False):
             _take_history(run, fetched)
@@ -2051,7 +2242,7 @@ def _take_history(run: _SyncRun, fetched: Fetched) -> None:
         return
     repo = _open(layout.memory_root)
     objects = Objects(repo.objects)
-    result.changed_paths = fast_forward(repo, objects, result.before, remote_head)
+    result.changed_paths = fast_forward(repo, objects, result.before, remote_head, fetched.times)
     _set_tracking(repo, run.name, remote_head)
     result.action = "cloned"
     result.head = remote_head

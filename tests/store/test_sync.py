@@ -529,6 +529,41 @@ def test_sync_packs_loose_objects_and_removes_stale_quarantines(
     fsck_strict(a.root)
 
 
+def test_packs_piling_up_are_folded_without_rewriting_the_history_pack(tmp_path: Path) -> None:
+    """Past REPACK_THRESHOLD packs, the small ones (one per sync) become one; the largest (a
+    clone's history) is neither read nor rewritten, and nothing is lost."""
+    from qmem_git.store.sync import REPACK_THRESHOLD, pack_objects
+
+    work = tmp_path / "w"
+    git_in(tmp_path, "init", "-q", "-b", "main", f"--separate-git-dir={work}.git", str(work))
+    for n in range(50):
+        (work / f"{n}.md").write_text(f"history {n}\n")
+    git_in(work, "add", "-A")
+    git_in(work, "commit", "-q", "-m", "history")
+    git_in(work, "repack", "-a", "-d", "-q")
+    pack_dir = gitdir(work) / "objects" / "pack"
+    (history,) = pack_dir.glob("*.pack")
+    inode = history.stat().st_ino
+    blobs = []
+    for n in range(REPACK_THRESHOLD + 2):  # one small pack each, as syncs leave them
+        blobs.append(git_in(work, "hash-object", "-w", "--stdin", stdin=f"sync {n}\n").strip())
+        git_in(work, "pack-objects", "-q", str(pack_dir / "pack"), stdin=blobs[-1] + "\n")
+        git_in(work, "prune-packed")
+    blobs.append(git_in(work, "hash-object", "-w", "--stdin", stdin="still loose\n").strip())
+    assert len(list(pack_dir.glob("*.pack"))) == REPACK_THRESHOLD + 3
+    with Repository(str(work)) as repo:
+        assert pack_objects(repo) == 1
+    packs = sorted(pack_dir.glob("*.pack"))
+    assert len(packs) == 2, packs
+    assert history in packs and history.stat().st_ino == inode
+    assert not [p for p in pack_dir.iterdir() if p.suffix not in (".pack", ".idx", ".rev")]
+    for sha in blobs:
+        git_in(work, "cat-file", "-e", sha)
+    counts = dict(line.split(": ") for line in git_in(work, "count-objects", "-v").splitlines())
+    assert counts["count"] == "0"
+    fsck_strict(work)
+
+
 def test_dry_run_fetches_nothing_into_the_repository(
     remote: Path, pair: tuple[Machine, Machine]
 ) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from clihelpers import qmem
 from hostile import HostileServer
+from helpers_git import gitdir
 from servers import fsck_strict, git_in
 
 BOUND = 3.0
@@ -143,3 +144,88 @@ def test_a_running_syncs_quarantine_survives_another_syncs_cleanup(tmp_path: Pat
     finally:
         live.discard()
     assert not Path(live.path).exists()
+
+
+HUGE_MIB = 96  # of zeros: a pack of ~100 KiB that dulwich would inflate whole into memory
+
+
+@pytest.fixture(scope="module")
+def huge_seed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository (C git, loose objects) whose main ends in a commit adding a
+    ``HUGE_MIB`` MiB memory file made of one sparse file."""
+    seed = tmp_path_factory.mktemp("huge") / "seed"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(seed)], check=True)
+    (seed / "user").mkdir()
+    (seed / "user" / "a.md").write_text(
+        "---\nname: a\ndescription: a small memory\ntype: user\n---\n\nA small fact.\n"
+    )
+    git_in(seed, "add", "-A")
+    git_in(seed, "commit", "-q", "-m", "small")
+    with (seed / "user" / "huge.md").open("wb") as sparse:
+        sparse.truncate(HUGE_MIB << 20)
+    git_in(seed, "add", "-A")
+    git_in(seed, "commit", "-q", "-m", "huge")
+    return seed
+
+
+def _huge_remote(seed: Path, tmp_path: Path, packed: bool) -> Path:
+    remote = tmp_path / "remote.git"
+    # --no-local: git's own transfer packs the objects; a local clone links them loose
+    extra = ["--no-local"] if packed else []
+    subprocess.run(["git", "clone", "-q", "--bare", *extra, str(seed), str(remote)], check=True)
+    loose = any((remote / "objects").glob("[0-9a-f][0-9a-f]/*"))
+    assert loose != packed
+    return remote
+
+
+def _refused_with_bounded_memory(memory: Path, *args: str) -> None:
+    before = git_in(memory, "rev-parse", "HEAD") if gitdir(memory).exists() else None
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qmem_git", "--memory-dir", str(memory), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    code, peak = _peak_mib(proc)
+    err = proc.stderr.read()
+    assert code == 5, err
+    assert "larger than 4 MiB" in err, err
+    assert 10 < peak < HUGE_MIB * 0.8, peak  # inflated, the blob alone is HUGE_MIB
+    assert not (memory / "user" / "huge.md").exists()
+    assert not list(gitdir(memory).glob("qmem-incoming-*"))
+    if before is not None:
+        assert git_in(memory, "rev-parse", "HEAD") == before
+    fsck_strict(memory)
+
+
+def test_a_huge_blob_in_a_packed_path_remote_is_refused_before_a_clone_inflates_it(
+    tmp_path: Path, huge_seed: Path
+) -> None:
+    remote = _huge_remote(huge_seed, tmp_path, packed=True)
+    _refused_with_bounded_memory(tmp_path / "memory", "clone", str(remote))
+
+
+@pytest.mark.parametrize("scheme", ["path", "file"])
+def test_a_huge_blob_in_a_path_remote_is_refused_before_a_sync_reads_it(
+    tmp_path: Path, huge_seed: Path, scheme: str
+) -> None:
+    remote = _huge_remote(huge_seed, tmp_path, packed=scheme == "file")
+    memory = _store(tmp_path, remote.as_uri() if scheme == "file" else str(remote))
+    _refused_with_bounded_memory(memory, "sync")
+
+
+def test_a_huge_blob_over_git_protocol_is_refused_before_it_is_inflated(
+    tmp_path: Path, huge_seed: Path
+) -> None:
+    from servers import GitDaemon
+
+    served = tmp_path / "served"
+    served.mkdir()
+    _huge_remote(huge_seed, served, packed=True)
+    daemon = GitDaemon(served).start()
+    try:
+        memory = _store(tmp_path, daemon.url("remote.git"))
+        _refused_with_bounded_memory(memory, "sync")
+    finally:
+        daemon.stop()

@@ -72,3 +72,23 @@ def test_a_symlink_in_a_packed_local_remote_is_refused_and_nothing_is_kept(tmp_p
     packs = list((gitdir(memory) / "objects" / "pack").glob("*.pack"))
     assert packs == []  # the copied packs were thrown away with the quarantine
     assert not list(gitdir(memory).glob("qmem-incoming-*"))
+
+
+def test_a_folder_past_the_tree_entry_limit_is_refused(tmp_path: Path) -> None:
+    from qmem_git.store.sync import MAX_TREE_ENTRIES
+
+    blob = (
+        subprocess.run(
+            ["git", "hash-object", "--stdin"], input=_doc(0), capture_output=True, check=True
+        )
+        .stdout.decode()
+        .strip()
+    )
+    extra = [f"M 100644 {blob} user/x{n}.md".encode() for n in range(MAX_TREE_ENTRIES + 1)]
+    remote = _remote(tmp_path, extra)
+    memory = tmp_path / "memory"
+    result = qmem(memory, "clone", str(remote))
+    assert result.code == 1, result.err
+    assert f"the limit is {MAX_TREE_ENTRIES:,}" in result.err
+    assert not (memory / "user" / "m0.md").exists()
+    assert not list(gitdir(memory).glob("qmem-incoming-*"))
