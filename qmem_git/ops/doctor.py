@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from qmem_git.core.paths import git_dir_of, legacy_git_dir
 from qmem_git.settings import Settings
-from qmem_git.store.relocate import disabled_hooks, repository
+from qmem_git.store.relocate import CONFIG_BEFORE_MOVE, disabled_hooks, repository
 
 MODEL_DOCS = "see the README section 'Using a model'"
 CORRUPT_HINT = (
@@ -91,6 +91,18 @@ def _location(root: str, git_dir: str) -> Check:
             f"hooks not run (disabled when the repository left the memory folder, where the "
             f"agent could write them): {', '.join(disabled)}",
             f"review them in {os.path.join(git_dir, 'hooks')}; `chmod +x` one to use it again",
+            warning=True,
+        )
+    before = os.path.join(git_dir, CONFIG_BEFORE_MOVE)
+    if os.path.exists(before):
+        return Check(
+            "repository",
+            False,
+            f"settings other than a memory repository's own were left out of its config when "
+            f"it left the memory folder (where the agent could write them); the old file is "
+            f"{before}",
+            "review it; add back what you set yourself with `qmem-git git config …`, then "
+            "remove the file",
             warning=True,
         )
     return Check("repository", True, f"{git_dir}, outside the memory folder")

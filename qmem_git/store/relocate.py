@@ -9,7 +9,10 @@ folder, so a crash leaves the store either where it was or moved whole; what fol
 (``core.worktree``) is repaired by the next writer (``store.repo.update_config``). Before the
 rename every hook is made non-executable and qmem-git's own pre-commit hook is written afresh:
 the old ones came from a folder the agent could write (an agent's hook may even carry our
-marker), so they wait for a person to review them (``qmem-git doctor`` lists them).
+marker), so they wait for a person to review them (``qmem-git doctor`` lists them). The config
+came from there too, and git runs commands it names (``core.fsmonitor``, ``credential.helper``,
+``include.path``, filters, aliases…): only the settings a memory repository needs are kept, and
+the old file stays beside it as ``config.before-move`` for a person to review.
 """
 
 from __future__ import annotations
@@ -39,12 +42,56 @@ def move_repository(memory_root: str) -> bool:
     from qmem_git.store.repo import default_hook_command, install_hook, update_config
 
     disable_hooks(legacy)
+    confine_config(legacy)
     install_hook(legacy, default_hook_command())
     os.rename(legacy, new)
     for folder in (os.path.dirname(new), memory_root):
         _fsync_dir(folder)
     update_config(new, memory_root)
     return True
+
+
+# (section, subsection allowed?) -> names kept; every other setting may make git run a command
+# or send data elsewhere, so it is dropped
+_KEPT_SETTINGS: dict[bytes, frozenset[bytes]] = {
+    b"core": frozenset(
+        b"repositoryformatversion filemode bare worktree logallrefupdates ignorecase "
+        b"precomposeunicode symlinks fsync fsyncmethod splitindex checkstat".split()
+    ),
+    b"extensions": frozenset([b"objectformat"]),
+    b"index": frozenset([b"sparse"]),
+    b"gc": frozenset([b"auto"]),
+    b"user": frozenset([b"name", b"email"]),
+    b"remote": frozenset([b"url", b"pushurl", b"fetch"]),
+    b"branch": frozenset([b"remote", b"merge"]),
+}
+CONFIG_BEFORE_MOVE = "config.before-move"
+
+
+def confine_config(git_dir: str) -> list[str]:
+    """Keep only :data:`_KEPT_SETTINGS` in ``git_dir/config``; the whole old file is saved as
+    :data:`CONFIG_BEFORE_MOVE` (git never reads it). Returns the dropped settings, as
+    ``section.name``; nothing is written when nothing is dropped."""
+    from dulwich.config import ConfigFile
+
+    from qmem_git.store.gitconfig import read_git_config
+
+    path = os.path.join(git_dir, "config")
+    if not os.path.isfile(path) or os.path.islink(path):
+        return []
+    old = read_git_config(git_dir)
+    kept, dropped = ConfigFile(), []
+    for section in old.sections():
+        names = _KEPT_SETTINGS.get(section[0].lower(), frozenset())
+        for name, value in old.items(section):
+            if name.lower() in names:
+                kept.add(section, name, value)
+            else:
+                dropped.append(b".".join((*section, name)).decode("utf-8", "replace"))
+    if dropped:
+        os.replace(path, os.path.join(git_dir, CONFIG_BEFORE_MOVE))
+        kept.write_to_path(path)
+    return dropped
 
 
 def foreign_hooks(git_dir: str) -> list[str]:

@@ -179,3 +179,38 @@ def test_a_lock_taken_at_the_old_place_holds_the_new_one_after_the_rename(
     os.close(fd)
     fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
     os.close(other)
+
+
+def test_settings_that_run_commands_do_not_move_with_the_repository(tmp_path: Path) -> None:
+    """The old config came from a folder the agent could write: git would run what
+    core.fsmonitor, credential.helper or an alias name. Only a memory repository's own
+    settings move; the whole old file stays beside it for review."""
+    root = legacy_store(tmp_path, memories=1)
+    marker = tmp_path / "ran"
+    script = tmp_path / "evil.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    script.chmod(0o755)
+    config = root / ".git" / "config"
+    c_git(root / ".git", "remote", "add", "origin", str(tmp_path / "remote.git"))
+    c_git(root / ".git", "config", "user.name", "Tea Drinker")
+    for name, value in (
+        ("core.fsmonitor", str(script)),
+        ("core.pager", str(script)),
+        ("credential.helper", f"!{script}"),
+        ("alias.st", f"!{script}"),
+        ("include.path", str(tmp_path / "more.config")),
+    ):
+        c_git(root / ".git", "config", name, value)
+    old_text = config.read_text()
+    assert qmem(root, "remember", "--type", "user", "A fact after the upgrade").code == 0
+    moved = gitdir(root)
+    assert (moved / "config.before-move").read_text() == old_text
+    listed = c_git(moved, "config", "--list", "--local")
+    for gone in ("fsmonitor", "pager", "credential.", "alias.", "include."):
+        assert gone not in listed, listed
+    assert "remote.origin.url=" in listed and "user.name=Tea Drinker" in listed
+    assert c_git(moved, "config", "core.worktree").strip() == "../memory"
+    assert qmem(root, "git", "status").code == 0 and qmem(root, "git", "st").code != 0
+    assert not marker.exists()
+    report = qmem(root, "doctor").out
+    assert "config.before-move" in report
