@@ -313,16 +313,18 @@ def _walk(root: str, rel_dir: str) -> Iterable[tuple[str, str]]:
 
 
 def _kind(entry: os.DirEntry[str]) -> str:
+    """What to check: ``*.md`` files (what qmem-git versions), folders to descend, and links
+    named like memories; other files (logs, images) are the agent's, not versioned."""
     name = entry.name
     if name.startswith(".") and name != ".git" and fold_name(name).rstrip(" .") == ".git":
         return "git-name"
     if name.startswith(".") and not (name.endswith(".md") and entry.is_file(follow_symlinks=False)):
         return ""
     if entry.is_symlink():
-        return "symlink"
+        return "symlink" if name.endswith(".md") else ""
     if entry.is_dir(follow_symlinks=False):
         return "dir"
-    return "file"
+    return "file" if name.endswith(".md") else ""
 
 
 def _collisions(paths: list[str], display: Display) -> list[Finding]:

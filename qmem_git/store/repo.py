@@ -860,7 +860,7 @@ def rebuild_only(cs: ChangeSet) -> ChangeSet:
     ``index`` and ``recover`` ChangeSets are planned as such a rebuild and keep their words."""
     if not cs.is_empty or cs.op in ("index", "recover"):
         return cs
-    return ChangeSet("index", "rebuild MEMORY.md", session=cs.session)
+    return ChangeSet("index", "rebuild MEMORY.md", session=cs.session, held=cs.held)
 
 
 def _apply(

@@ -23,10 +23,9 @@ CURSOR = CURSOR_NAME
 def ensure_scaffold(layout: Layout, now: datetime) -> list[str]:
     """Create the memory root, an empty MEMORY.md, meta.json and the cursor; never overwrite.
 
-    A folder that holds other things is refused first (``walk.check_store``)."""
+    Another project's folder is refused first (``walk.check_store``)."""
     root = layout.memory_root
-    adopting = not (os.path.isdir(os.path.join(root, ".git")) and os.path.exists(index_path(root)))
-    check_store(layout, adopting=adopting)
+    check_store(layout)
     os.makedirs(root, exist_ok=True)
     created = []
     files = {

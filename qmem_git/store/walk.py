@@ -3,7 +3,7 @@
 Rules (spec §5, ARCHITECTURE §3): regular ``*.md`` files, except ``MEMORY.md`` at any depth,
 files over 256 KiB, symlinks and anything below a dot-directory. Dot-*files* ending in ``.md``
 are listed, as Qwen Code indexes them too. Writers that must see oversized files as well (to
-quarantine them rather than ignore them) call :func:`memory_paths`; :func:`is_memory_path` is
+hold them back from a commit and say so) call :func:`memory_paths`; :func:`is_memory_path` is
 the same rule for a path taken from a git tree. Only ``os`` and ``stat`` are imported.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import stat
 
-from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, STATE_DIR_NAMES, TYPE_NAMES
+from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, STATE_DIR_NAMES
 from qmem_git.errors import QmemError, UsageError
 
 _ANY_SIZE = 1 << 62  # larger than any file
@@ -55,33 +55,14 @@ def is_memory_path(rel: str) -> bool:
     )
 
 
-_MEMORY_ENTRIES = frozenset({INDEX_NAME, *TYPE_NAMES, *(f"{kind}.md" for kind in TYPE_NAMES)})
-
-
-def foreign_entries(root: str, *, strict: bool = True) -> list[str]:
-    """Names at the top of ``root`` that no memory folder holds: anything but MEMORY.md, the
-    type folders, the legacy topic files and dot-entries (such as ``.git``). ``strict=False``
-    counts only folders and ``*.md`` files, what writers scan: a store may keep other files
-    someone committed by hand (``notes.txt``)."""
-    try:
-        names = os.listdir(root)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    foreign = [name for name in names if name[0] != "." and name not in _MEMORY_ENTRIES]
-    if not strict:
-        foreign = [n for n in foreign if n.endswith(".md") or os.path.isdir(os.path.join(root, n))]
-    return sorted(foreign)
-
-
-def check_store(layout: Layout, *, adopting: bool = False) -> None:
+def check_store(layout: Layout) -> None:
     """:func:`check_memory_folder` for the memory root, and the state dir must not be a
     symlink either (a cloned project's ``.qwen`` pointing at the home folder would get the
-    state files, quarantine and store written there). ``adopting``: the folder is about to
-    become a store, so any file but a memory counts against it (a flat project: main.py)."""
+    state files and the store written there). Whatever the folder holds beside memories is
+    the agent's and never counts against it."""
     state = layout.state_dir.rstrip("/") or "/"
-    # quarantine -> a public folder would publish what it holds
     _refuse_links([state, *(os.path.join(state, name) for name in STATE_DIR_NAMES)])
-    check_memory_folder(layout.memory_root, strict=adopting)
+    check_memory_folder(layout.memory_root)
 
 
 def check_on_main(root: str) -> None:
@@ -109,21 +90,41 @@ def check_on_main(root: str) -> None:
     )
 
 
-def check_memory_folder(root: str, *, strict: bool = True) -> None:
-    """Refuse to make or write a memory store in a folder that holds other things (a project,
-    a home folder, a folder of notes): writers commit or quarantine every memory file they
-    find, and would take those files for memories. A memory folder, or its ``.git``, that is
-    a symlink is refused too: its commits would land in whatever repository it points at."""
+def check_memory_folder(root: str) -> None:
+    """Refuse to make or write a memory store in another project's folder: one whose ``.git``
+    qmem-git did not make (a project's repository, a worktree's or submodule's ``.git``
+    file), as its commits would land in that project's history. A memory folder, or its
+    ``.git``, that is a symlink is refused too: its commits would land in whatever
+    repository it points at. Any other file or folder in the memory root is the agent's."""
     _refuse_links([root.rstrip("/") or "/", os.path.join(root, ".git")])
-    foreign = foreign_entries(root, strict=strict)
-    if foreign:
-        more = len(foreign) - 5
-        shown = ", ".join(foreign[:5]) + (f" and {more} more" if more > 0 else "")
+    if is_foreign_repository(root):
         raise UsageError(
-            f"{root} is not a memory folder: it holds {shown}",
-            hint="a memory folder holds only MEMORY.md and user/, feedback/, project/, "
-            "reference/; give qmem-git a folder of its own, or move those out",
+            f"{root} is not a memory folder: it is another project's git repository",
+            hint="give qmem-git a folder of its own (--memory-dir), such as ~/notes/memory",
         )
+
+
+# what `qmem-git init` writes into every repository it makes (store.repo)
+_OUR_MARKS = (("hooks", "pre-commit", b"qmem-git-managed-hook"), ("info", "exclude", b".qmem-tmp-"))
+
+
+def is_foreign_repository(root: str) -> bool:
+    """True when ``root/.git`` exists and is not a repository qmem-git made: a ``.git`` file
+    (a linked worktree or submodule of a project), or a folder without our pre-commit hook
+    and without our exclude lines."""
+    git_dir = os.path.join(root, ".git")
+    if not os.path.lexists(git_dir):
+        return False
+    if not os.path.isdir(git_dir):
+        return True
+    for *parts, mark in _OUR_MARKS:
+        try:
+            with open(os.path.join(git_dir, *parts), "rb") as handle:
+                if mark in handle.read(1 << 16):
+                    return False
+        except OSError:
+            continue
+    return True
 
 
 def _refuse_links(paths: list[str]) -> None:
