@@ -8,9 +8,10 @@ commit made here never makes a later sync refuse. No YAML here: every writer cal
 
 from __future__ import annotations
 
-from qmem_git.core.limits import MAX_FILE_BYTES, QUIET_SECONDS
+from qmem_git.core.limits import MAX_FILE_BYTES
 from qmem_git.core.names import check_path_safety
 from qmem_git.core.secrets import scan_for_secrets
+from qmem_git.core.text import CONFLICT_LINE
 
 SYMLINK = "symlink: memory files must be regular files inside the memory root (not followed)"
 BEING_WRITTEN = "busy: changed a moment ago, still being written (committed once it is quiet)"
@@ -18,7 +19,8 @@ BEING_WRITTEN = "busy: changed a moment ago, still being written (committed once
 
 def hold_reason(rel: str, data: bytes) -> str | None:
     """``rule: message`` saying why ``data`` at ``rel`` must not be committed, or None: an
-    unsafe path, over the size limit, not UTF-8, or a credential in it."""
+    unsafe path, over the size limit, not UTF-8 text (or a NUL byte), a conflict marker (a
+    merge being resolved) or a credential in it. The writers refuse to write the same."""
     unsafe = check_path_safety(rel)
     if unsafe:
         return f"path-unsafe: {unsafe[0]}"
@@ -28,6 +30,11 @@ def hold_reason(rel: str, data: bytes) -> str | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return "utf8: not UTF-8 text"
+    if "\x00" in text:
+        return "nul-byte: file contains a NUL byte (binary data)"
+    marker = CONFLICT_LINE.search(text)
+    if marker is not None:  # a merge in progress: the person resolving it is still writing
+        return f"conflict-marker: git conflict marker '{marker.group()[:7]}'; resolve the conflict"
     secrets = scan_for_secrets(text)
     return (
         f"secret: possible secret: {secrets[0].label} ({secrets[0].rule_id})" if secrets else None

@@ -75,7 +75,9 @@ MAX_FINDINGS_PER_RULE = 20
 INDEX_FILE_FIELDS = ("name", "description", "type")
 # What keeps a file out of a commit and out of a push or fetch: safety, not style. A finding of
 # any other rule is advice (a warning), as the agent accepts such files (issue 18).
-SAFETY_RULES = frozenset({"size-limit", "utf8", "path-unsafe", "symlink", "secret"})
+SAFETY_RULES = frozenset(
+    {"size-limit", "utf8", "nul-byte", "conflict-marker", "path-unsafe", "symlink", "secret"}
+)
 # errors that are not about one file's safety: the index and what cannot be read or checked out
 _STILL_ERRORS = SAFETY_RULES | {
     "path-collision",

@@ -204,6 +204,9 @@ def _recover(
         head_sha = head_map.get(rel) if head_map is not None else repo.lookup(head_tree, rel)
         _classify(repo, rel, head_sha, seen.files, index, found, rules)
     found.refuse_new(case_collisions(found.new, seen.files))
+    for rel in seen.links:  # never followed, never committed: said once, where they stand
+        if rel.endswith(".md"):
+            found.held.setdefault(rel, SYMLINK)
     cuts = {} if seen.cut is None else {survey.NEWEST: seen.cut}
     state = WorkState(_render_files(seen.files, seen.oversized), index, cuts)
     warnings = []

@@ -266,9 +266,10 @@ def test_hand_edit_of_an_undone_file_blocks_unless_forced(repo: GitRepo) -> None
     assert forced.removed == 3
 
 
-def test_invalid_hand_edit_is_not_counted(repo: GitRepo) -> None:
-    """Recovery quarantines an invalid file and puts HEAD's back, so undo plans against HEAD."""
-    repo.write("project/ci.md", "no frontmatter\n")
+def test_held_back_hand_edit_is_not_counted(repo: GitRepo) -> None:
+    """Recovery holds back a file it must not commit (a credential in it), so HEAD keeps its
+    version and undo plans against HEAD."""
+    repo.write("project/ci.md", "token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8\n")
     cs = plan_undo(repo.path)
     assert cs.deletes == ("project/ci.md",) and dict(cs.writes) == {"user/pnpm.md": PNPM}
 
