@@ -237,9 +237,10 @@ def test_cli_snapshot_never_commits_a_symlinked_type_folder_as_deleted(
     assert run.code == 0 and run.json()["deletes"] == []
     assert (memory / "user").is_symlink()
     # MEMORY.md is rebuilt as Qwen Code builds it (links not followed); the memory stays
-    assert git(memory, "ls-tree", "-r", "--name-only", "HEAD").split() == git(
-        memory, "ls-tree", "-r", "--name-only", before
-    ).split()
+    assert (
+        git(memory, "ls-tree", "-r", "--name-only", "HEAD").split()
+        == git(memory, "ls-tree", "-r", "--name-only", before).split()
+    )
 
 
 def test_cli_snapshot_op_is_one_of_the_known_operations(tmp_path: Path) -> None:
