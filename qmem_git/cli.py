@@ -367,6 +367,21 @@ def index(opts: Options, check: bool, dry_run: bool) -> None:
 
 
 @main.command()
+@pass_options
+def status(opts: Options) -> None:
+    """What is not committed yet, what is held back and why, and how main stands against
+    each remote (as last fetched). Reads only.
+
+    Held back: files that stay where they are, uncommitted, until fixed: a secret, over 256
+    KiB, not UTF-8, a symlink, an unsafe name, a conflict marker, or still being written.
+    """
+    from qmem_git.ops.status import read_status, render_status
+
+    found = read_status(opts.settings())
+    emit(opts, render_status(found), found.as_dict())
+
+
+@main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option(
     "--format",

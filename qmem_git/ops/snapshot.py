@@ -48,6 +48,7 @@ class SnapshotPlan:
     changeset: ChangeSet | None
     held: dict[str, str] = field(default_factory=dict)  # path -> why
     meta: dict[str, Any] = field(default_factory=dict)
+    statuses: dict[str, str] = field(default_factory=dict)  # path -> A/M/D it commits
 
 
 def load_snapshot_meta(state_dir: str) -> dict[str, Any] | None:
@@ -104,10 +105,11 @@ def plan_snapshot(
     snapshot = {key: meta[key] for key in TRACKED_KEYS if key in meta}
     if not kept:
         return SnapshotPlan(None, held, snapshot)
+    statuses = {c.path: c.status for c in kept}
     chosen = op or infer_op(meta, previous_meta, only_deletions=not writes)
     changeset = _changeset(chosen, kept, writes, deletes, meta)
     changeset = replace(changeset, mtimes=_file_times(memory_root, writes), held=held)
-    return SnapshotPlan(changeset, held, snapshot)
+    return SnapshotPlan(changeset, held, snapshot, statuses)
 
 
 def _held(memory_root: str, change: WorkChange, problem_of: Validator, quiet_ns: int) -> str | None:
