@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from dulwich.objects import Commit, ObjectID
+from dulwich.refs import Ref
+
 from qmem_git.store.repo import Repository
 from qmem_git.store.revwalk import only_in
 
@@ -21,7 +24,7 @@ def tracking(memory_root: str) -> list[Tracking]:
     with Repository(memory_root) as repo:
         _, main = repo.head(unborn_ok=True)
         found = []
-        for ref, sha in sorted(repo.refs.as_dict(b"refs/remotes/").items()):
+        for ref, sha in sorted(repo.refs.as_dict(Ref(b"refs/remotes/")).items()):
             remote, _, branch = ref.decode("utf-8", "replace").rpartition("/")
             if branch != "main" or not remote:
                 continue
@@ -29,7 +32,9 @@ def tracking(memory_root: str) -> list[Tracking]:
             ours = [main] if main else []
 
             def info(commit: str) -> tuple[int, list[str]]:
-                obj = repo.objects[commit.encode("ascii")]
+                obj = repo.objects[ObjectID(commit.encode("ascii"))]
+                if not isinstance(obj, Commit):
+                    return 0, []
                 return obj.commit_time, [p.decode("ascii") for p in obj.parents]
 
             ahead = len(only_in(info, ours, [theirs]).new)
