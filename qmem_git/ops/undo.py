@@ -17,7 +17,7 @@ from qmem_git.errors import NothingToDo, QmemError, UnsafePath
 from qmem_git.ops.history import entry_delta, memory_type, topics_of
 from qmem_git.store.history import History, LogEntry, is_commit_id, open_history
 from qmem_git.store.repo import check_memory_path
-from qmem_git.store.walk import is_memory_path
+from qmem_git.store.walk import is_versioned_path
 
 UNDOES_TRAILER = "Qmem-Undoes"
 
@@ -111,7 +111,7 @@ def _writable(path: str) -> bool:
     A name with a control character (a newline) is left alone too: in our commit message's
     file lines it would read as other paths.
     """
-    if not is_memory_path(path) or not path.isprintable():
+    if not is_versioned_path(path) or not path.isprintable():
         return False
     try:
         path.encode("utf-8")  # a non-UTF-8 name arrives with surrogates in it

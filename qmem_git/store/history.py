@@ -34,7 +34,7 @@ from qmem_git.core.changes import CommitInfo, FileChange, parse_commit_message
 from qmem_git.core.unidiff import colorize, render_file_diff
 from qmem_git.errors import QmemError, RepoCorrupt, UsageError
 from qmem_git.store.repo import blob_id, close_store
-from qmem_git.store.walk import is_memory_path, memory_paths
+from qmem_git.store.walk import is_versioned_path, memory_paths
 
 __all__ = [
     "DiffResult",
@@ -636,7 +636,9 @@ class History:
         head = self.head()
         sparse = _left_out_by_sparse_checkout(self.root)
         committed = {
-            p: s for p, s in self.tree_files(head).items() if is_memory_path(p) and p not in sparse
+            p: s
+            for p, s in self.tree_files(head).items()
+            if is_versioned_path(p) and p not in sparse
         }
         on_disk = _read_worktree(self.root)
         changes: list[WorkChange] = []

@@ -39,7 +39,7 @@ from qmem_git.store.repo import (
     undo_interrupted,
     update_config,
 )
-from qmem_git.store.walk import is_memory_path
+from qmem_git.store.walk import is_versioned_path
 from qmem_git.store.workdir import without_exec_bits
 
 Validator = Callable[[str, bytes], "str | None"]  # why a file may not be committed, or None
@@ -285,7 +285,7 @@ def _candidates(seen: survey.Survey, index: GitIndex, head_map: dict[str, str] |
 
 
 def _in_scope(rel: str) -> bool:
-    return rel == INDEX_NAME or is_memory_path(rel)
+    return rel == INDEX_NAME or is_versioned_path(rel)
 
 
 def _classify(

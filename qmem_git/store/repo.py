@@ -698,7 +698,7 @@ def check_memory_path(rel: str, *, writing: bool = True) -> str:
         or "\\" in rel
         or any(p in ("", ".", "..") for p in parts)
         or any(p.startswith(".") for p in parts[:-1])
-        or parts[-1] == INDEX_NAME
+        or rel == INDEX_NAME
         or posixpath.normpath(rel) != rel
         or (writing and any(ord(char) < 0x20 or ord(char) == 0x7F for char in rel))
     ):

@@ -254,17 +254,17 @@ def _take(
     add, extend = names.append, flat.extend
     for entry in entries:  # hot: one pass per writer over every memory file
         name = entry.name
+        # every *.md: a MEMORY.md below the root is a plain file to history
         if name.endswith(".md") and entry.is_file(follow_symlinks=False):
-            if name != INDEX_NAME or not prefix:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:  # removed between listing and stat
-                    continue
-                mtime, size = st.st_mtime_ns, st.st_size
-                add(name)
-                extend((mtime, size, st.st_ino, st.st_ctime_ns))
-                if mtime >= racy_ns or size > MAX_FILE_BYTES:
-                    odd.append((prefix + name, (mtime, size, st.st_ino, st.st_ctime_ns)))
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:  # removed between listing and stat
+                continue
+            mtime, size = st.st_mtime_ns, st.st_size
+            add(name)
+            extend((mtime, size, st.st_ino, st.st_ctime_ns))
+            if mtime >= racy_ns or size > MAX_FILE_BYTES:
+                odd.append((prefix + name, (mtime, size, st.st_ino, st.st_ctime_ns)))
         elif entry.is_dir(follow_symlinks=False):
             if name[0] != ".":
                 stack.append((prefix + name + "/", os.path.join(directory, name), _NO_FOLLOW))

@@ -25,32 +25,43 @@ if TYPE_CHECKING:
     Found = tuple[float, str, str, int, int]
 
 
-def walk(root: str, max_bytes: int = MAX_FILE_BYTES) -> list[Found]:
-    """Every memory file under ``root`` of at most ``max_bytes``; a missing root is empty."""
+def walk(root: str, max_bytes: int = MAX_FILE_BYTES, *, versioned: bool = False) -> list[Found]:
+    """Every memory file under ``root`` of at most ``max_bytes``; a missing root is empty.
+    ``versioned``: every file qmem-git commits, so also files named MEMORY.md below the root
+    (Qwen Code skips that name at any depth; to history they are plain files)."""
     found: list[Found] = []
     stack = [("", root)]
     while stack:
         prefix, directory = stack.pop()
+        nested = versioned and bool(prefix)
         try:
             with os.scandir(directory) as entries:
                 for entry in entries:
-                    _visit(entry, prefix, stack, found, max_bytes)
+                    _visit(entry, prefix, stack, found, max_bytes, nested)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             continue
     return found
 
 
 def memory_paths(root: str) -> list[str]:
-    """Relative paths of every memory file under ``root`` whatever its size, sorted."""
-    return sorted(found[2] for found in walk(root, max_bytes=_ANY_SIZE))
+    """Relative paths of every file qmem-git versions under ``root`` (any size), sorted:
+    :func:`is_versioned_path`."""
+    return sorted(found[2] for found in walk(root, max_bytes=_ANY_SIZE, versioned=True))
 
 
 def is_memory_path(rel: str) -> bool:
-    """True when :func:`walk` would list ``rel`` (size and file type aside)."""
+    """True when :func:`walk` would list ``rel`` (size and file type aside): what MEMORY.md
+    may list."""
+    return is_versioned_path(rel) and rel.rsplit("/", 1)[-1] != INDEX_NAME
+
+
+def is_versioned_path(rel: str) -> bool:
+    """A path qmem-git commits from the work tree: any ``*.md`` outside dot-folders but the
+    root's MEMORY.md (generated, committed by every writer itself)."""
     parts = rel.split("/")
     return (
         rel.endswith(".md")
-        and parts[-1] != INDEX_NAME
+        and rel != INDEX_NAME
         and not any(part.startswith(".") for part in parts[:-1])
     )
 
@@ -142,6 +153,7 @@ def _visit(
     stack: list[tuple[str, str]],
     found: list[Found],
     max_bytes: int,
+    nested_index: bool = False,
 ) -> None:
     name = entry.name
     if entry.is_symlink():
@@ -150,7 +162,7 @@ def _visit(
         if name[0] != ".":
             stack.append((prefix + name + "/", entry.path))
         return
-    if not name.endswith(".md") or name == INDEX_NAME:
+    if not name.endswith(".md") or (name == INDEX_NAME and not nested_index):
         return
     try:
         info = entry.stat(follow_symlinks=False)

@@ -301,8 +301,8 @@ def _load_newest(
 ) -> list[Document]:
     docs: list[Document] = []
     for rel, mtime_ns, size in keyed:
-        if not is_indexable_path(rel):
-            continue
+        if not is_indexable_path(rel) or rel.endswith("/" + INDEX_NAME):
+            continue  # a MEMORY.md below the root is versioned, never listed (as Qwen)
         doc = load(rel, mtime_ns, size)
         if doc is not None:
             docs.append(doc)

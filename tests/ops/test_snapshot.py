@@ -160,9 +160,11 @@ def test_missing_or_corrupt_meta_json_is_ignored(state: tuple[GitRepo, Path]) ->
 # -- the real command: snapshot lists files by the store's rule (regressions) -------------------
 
 
-def test_cli_snapshot_leaves_a_nested_memory_md_alone(tmp_path: Path, git_exe: str) -> None:
-    """A user/MEMORY.md is no memory (Qwen Code skips the name): snapshot does not commit it
-    and never moves it."""
+def test_cli_snapshot_versions_a_nested_memory_md_as_a_plain_file(
+    tmp_path: Path, git_exe: str
+) -> None:
+    """A user/MEMORY.md is no memory (Qwen Code skips the name, so MEMORY.md never lists it)
+    but it is the agent's *.md file: committed as it is, never moved."""
     memory = tmp_path / "memory"
     assert qmem(memory, "init").code == 0
     (memory / "user").mkdir(exist_ok=True)
@@ -172,13 +174,15 @@ def test_cli_snapshot_leaves_a_nested_memory_md_alone(tmp_path: Path, git_exe: s
     before = head(memory)
     run = qmem(memory, "snapshot")
     assert run.code == 0, run.err
-    assert "refusing" not in run.err
     assert git(memory, "rev-list", "--count", f"{before}..HEAD").strip() == "1"
     changed = git(memory, "show", "--name-only", "--format=", "HEAD").split()
-    assert sorted(changed) == ["MEMORY.md", "user/terse.md"]
-    assert "Qmem-Source: snapshot" in git(memory, "log", "-1", "--format=%B")
-    assert (memory / "user" / "MEMORY.md").read_text(encoding="utf-8") == nested
-    assert "user/MEMORY.md" not in git(memory, "ls-files")
+    assert sorted(changed) == ["MEMORY.md", "user/MEMORY.md", "user/terse.md"]
+    assert git(memory, "show", "HEAD:user/MEMORY.md") == nested
+    assert "user/MEMORY.md" not in (memory / "MEMORY.md").read_text(encoding="utf-8")
+    (memory / "user" / "MEMORY.md").write_text(nested + "more\n", encoding="utf-8")
+    assert qmem(memory, "remember", "The deploy runs on fridays").code == 0  # recovery too
+    assert git(memory, "show", "HEAD~1:user/MEMORY.md") == nested + "more\n"
+    assert_clean_repo(memory)
 
 
 def test_cli_snapshot_holds_back_only_what_is_unsafe_and_moves_nothing(tmp_path: Path) -> None:
