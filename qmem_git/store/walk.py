@@ -120,9 +120,10 @@ _OUR_MARKS = (("hooks", "pre-commit", b"qmem-git-managed-hook"), ("info", "exclu
 
 
 def is_foreign_repository(root: str) -> bool:
-    """True when ``root/.git`` exists and is not a repository qmem-git made: a ``.git`` file
-    (a linked worktree or submodule of a project), or a folder without our pre-commit hook
-    and without our exclude lines."""
+    """True when ``root/.git`` exists and is not a memory repository: a ``.git`` file (a
+    linked worktree or submodule of a project), or a repository without the marks `qmem-git
+    init` leaves (its pre-commit hook, its exclude lines) that has no commit yet or tracks a
+    file that is not Markdown. A memory folder someone versioned with plain git is adopted."""
     git_dir = os.path.join(root, ".git")
     if not os.path.lexists(git_dir):
         return False
@@ -135,7 +136,24 @@ def is_foreign_repository(root: str) -> bool:
                     return False
         except OSError:
             continue
-    return True
+    return not _tracks_only_markdown(root)
+
+
+def _tracks_only_markdown(root: str) -> bool:
+    """Whether HEAD holds only ``*.md`` files (read once, before init marks the repository)."""
+    from dulwich.errors import NotGitRepository
+    from dulwich.objects import Commit
+    from dulwich.repo import Repo
+
+    try:
+        with Repo(root) as repo:
+            head = repo[b"HEAD"]
+            if not isinstance(head, Commit):
+                return False
+            entries = repo.object_store.iter_tree_contents(head.tree)
+            return all(entry.path.endswith(b".md") for entry in entries if entry.path)
+    except (KeyError, NotGitRepository, OSError, ValueError):
+        return False  # no commit yet, or unreadable: not known to be a memory repository
 
 
 def _refuse_links(paths: list[str]) -> None:

@@ -42,6 +42,18 @@ def test_another_projects_repository_is_refused_ours_is_not(tmp_path: Path) -> N
     with open(project / ".git" / "info" / "exclude", "a") as handle:
         handle.write("*.qmem-tmp-*\n")  # what `qmem-git init` writes into its repositories
     assert not is_foreign_repository(str(project))
+    by_hand = tmp_path / "by-hand"  # a memory folder someone versioned with plain git
+    (by_hand / "user").mkdir(parents=True)
+    (by_hand / "user" / "a.md").write_text("x")
+    git = ["git", "-C", str(by_hand), "-c", "user.name=t", "-c", "user.email=t@e"]
+    subprocess.run(["git", "init", "-q", str(by_hand)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    assert not is_foreign_repository(str(by_hand))
+    (by_hand / "main.py").write_text("print()")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "code"], check=True)
+    assert is_foreign_repository(str(by_hand))  # a project that tracks code
 
 
 def test_a_symlinked_memory_folder_or_git_folder_is_refused(tmp_path: Path) -> None:
