@@ -82,9 +82,12 @@ def plan_snapshot(
     ``op`` overrides the inference (``snapshot --op OP``). ``quiet_seconds``: files changed
     more recently are held back as still being written.
     """
+    from qmem_git.store.recovery import changed_paths
+
     meta = load_meta(state_dir)
+    candidates = changed_paths(memory_root)
     with open_history(memory_root) as repo:
-        changes = repo.worktree_changes()
+        changes = repo.worktree_changes(candidates)
     writes: dict[str, str] = {}
     deletes: list[str] = []
     held: dict[str, str] = {}
@@ -98,7 +101,8 @@ def plan_snapshot(
         else:
             writes[change.path] = change.data.decode("utf-8")
     new = [c.path for c in changes if c.status == "A" and c.path in writes]
-    for rel, problem in case_collisions(new, memory_paths(memory_root)).items():
+    clashes = case_collisions(new, memory_paths(memory_root)) if new else {}
+    for rel, problem in clashes.items():
         del writes[rel]
         held[rel] = problem
     kept = [c for c in changes if c.path in writes or c.path in deletes]

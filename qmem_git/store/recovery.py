@@ -271,6 +271,18 @@ def _remove_temp_files(repo: Repository, temp_files: list[str]) -> list[str]:
     return removed
 
 
+def changed_paths(root: str) -> set[str]:
+    """Paths whose file may differ from HEAD: stat against the git index, as ``git status``
+    finds them (one ``lstat`` per file; the HEAD tree only when the index is not ours for
+    HEAD). What a snapshot reads, instead of every file."""
+    with Repository(root) as repo:
+        _, head = repo.head()
+        seen = survey.survey(repo.root)
+        index = GitIndex() if seen.index is None else seen.index
+        fresh = seen.index is not None and index.head == head
+        return _candidates(seen, index, None if fresh else repo.flatten(repo.tree_of(head)))
+
+
 def _candidates(seen: survey.Survey, index: GitIndex, head_map: dict[str, str] | None) -> set[str]:
     """Paths whose stat, index entry or HEAD entry disagree: the only files worth reading."""
     found = set(seen.dirty)

@@ -883,7 +883,11 @@ def _apply(
     record = _journal_record(repo, cs, parent, base)
     with journaled(repo, record):  # from here a crash is undone, not committed in part
         touched = _write_files(repo, cs, base, mtime_ns, state)
-        touched[INDEX_NAME], dropped = _write_memory_index(repo.root, mtime_ns, state)
+        index_blob, dropped, why = _write_memory_index(repo.root, mtime_ns, state)
+        if why is not None:  # listed from a held-back file: HEAD's index is kept in history
+            index_blob = repo.lookup(base, INDEX_NAME)
+            cs = dataclasses.replace(cs, held={**cs.held, INDEX_NAME: why})
+        touched[INDEX_NAME] = index_blob
         for _ in range(CAS_ATTEMPTS):
             changes = _diff(repo, base, touched)
             message = render_commit_message(cs, host, changes)
@@ -1057,14 +1061,22 @@ def prune_dirs(root: str, rel: str) -> None:
         parent = posixpath.dirname(parent)
 
 
-def _write_memory_index(root: str, mtime_ns: int, state: WorkState) -> tuple[str, tuple[str, ...]]:
-    """Regenerate MEMORY.md (spec §6), rewritten only when its text changes; (blob, dropped)."""
+def _write_memory_index(
+    root: str, mtime_ns: int, state: WorkState
+) -> tuple[str, tuple[str, ...], str | None]:
+    """Regenerate MEMORY.md (spec §6), rewritten only when its text changes; (blob, dropped,
+    why it must not be committed). It is built as the agent builds it, so it lists files held
+    back too; a credential in one's title or description keeps the new index out of history."""
+    from qmem_git.core.secrets import scan_for_secrets
+
     result = _render_memory_index(root, state.files)
     data = result.text.encode("utf-8")
     path = os.path.join(root, INDEX_NAME)
     if not same_content(path, data):
         atomic_write(path, data, mtime_ns, mode=FILE_MODE_BITS)
-    return blob_id(data), result.dropped
+    secrets = scan_for_secrets(result.text)
+    why = f"secret: possible secret: {secrets[0].label} ({secrets[0].rule_id})" if secrets else None
+    return blob_id(data), result.dropped, why
 
 
 def _render_memory_index(root: str, files: dict[str, tuple[int, ...]] | None) -> IndexResult:

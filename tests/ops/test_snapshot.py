@@ -286,3 +286,28 @@ def test_files_a_sparse_checkout_leaves_out_are_not_deletions(state: tuple[GitRe
     assert not (repo.root / "project" / "ci.md").exists()
     plan = plan_snapshot(repo.path, str(state_dir), previous_meta=None, problem_of=always_valid)
     assert plan.changeset is None
+
+
+def test_a_credential_in_a_held_back_description_never_reaches_history(tmp_path: Path) -> None:
+    """MEMORY.md lists every memory on disk, as Qwen Code builds it, the held-back one too;
+    when that puts a credential in it, history keeps the index it had, and sync still pushes."""
+    memory = tmp_path / "memory"
+    bare = tmp_path / "remote.git"
+    assert qmem(memory, "init").code == 0
+    assert git(memory, "init", "-q", "--bare", str(bare)) is not None
+    key = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    (memory / "user").mkdir(exist_ok=True)
+    (memory / "user" / "key.md").write_text(
+        f"---\nname: Bot token\ndescription: use {key}\ntype: user\n---\n\nx\n", encoding="utf-8"
+    )
+    run = qmem(memory, "snapshot")
+    assert run.code == 0, run.err
+    assert "warning: user/key.md: secret:" in run.err
+    assert key in (memory / "MEMORY.md").read_text(encoding="utf-8")  # as Qwen lists it
+    assert key not in git(memory, "log", "-p", "--all")
+    assert qmem(memory, "remember", "The deploy runs on fridays").code == 0
+    assert key not in git(memory, "log", "-p", "--all")
+    assert "held back MEMORY.md: secret" in git(memory, "log", "-1", "--format=%B")
+    assert qmem(memory, "remote", "add", "origin", str(bare)).code == 0
+    pushed = qmem(memory, "sync")
+    assert pushed.code == 0, pushed.err
