@@ -883,7 +883,8 @@ def _apply(
     record = _journal_record(repo, cs, parent, base)
     with journaled(repo, record):  # from here a crash is undone, not committed in part
         touched = _write_files(repo, cs, base, mtime_ns, state)
-        index_blob, dropped, why = _write_memory_index(repo.root, mtime_ns, state)
+        written, dropped, why = _write_memory_index(repo.root, mtime_ns, state)
+        index_blob: str | None = written
         if why is not None:  # listed from a held-back file: HEAD's index is kept in history
             index_blob = repo.lookup(base, INDEX_NAME)
             cs = dataclasses.replace(cs, held={**cs.held, INDEX_NAME: why})
