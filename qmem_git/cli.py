@@ -1041,7 +1041,7 @@ def snapshot(opts: Options, op: str | None, dry_run: bool) -> None:
     changed in the last 2 s) stays where it is, uncommitted, and is named on stderr and in
     the commit message (see `qmem-git status`).
     """
-    from qmem_git.ops.pipeline import run_snapshot
+    from qmem_git.ops.snapshot import run_snapshot
 
     result = run_snapshot(opts.settings(), now(), op=op, dry_run=dry_run)
     report_outcome(opts, result.outcome, dry_run, {}, held=result.held)

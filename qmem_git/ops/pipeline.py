@@ -354,7 +354,7 @@ def run_forget(
     return ForgetOutcome(forget_plan, outcome)
 
 
-# --------------------------------------------------------------------------- restore / snapshot
+# --------------------------------------------------------------------------- restore
 
 
 @dataclass(frozen=True)
@@ -385,50 +385,3 @@ def run_restore(
         dry_run=dry_run,
     )
     return RestoreOutcome(candidates, outcome)
-
-
-@dataclass(frozen=True)
-class SnapshotOutcome:
-    outcome: Outcome
-    held: dict[str, str] = field(default_factory=dict)  # path -> why it was not committed
-
-
-def run_snapshot(
-    settings: Settings, now: datetime, *, op: str | None = None, dry_run: bool = False
-) -> SnapshotOutcome:
-    """Commit what another tool (Qwen Code's own memory) changed, op inferred (companion mode).
-
-    Files that must not be committed stay where they are and are reported (``held``)."""
-    from qmem_git.ops.snapshot import (
-        SnapshotPlan,
-        load_snapshot_meta,
-        plan_snapshot,
-        save_snapshot_meta,
-    )
-
-    ensure_repository(settings, now, dry_run=dry_run)
-    layout = settings.layout
-
-    def plan() -> SnapshotPlan:
-        return plan_snapshot(
-            layout.memory_root,
-            layout.state_dir,
-            previous_meta=load_snapshot_meta(layout.state_dir),
-            op=op,
-            quiet_seconds=settings.quiet_seconds,
-        )
-
-    def changeset_of(p: SnapshotPlan) -> ChangeSet:
-        return p.changeset or ChangeSet(op or "snapshot", EMPTY, held=p.held)
-
-    snap, outcome = plan_and_execute(
-        settings,
-        plan,
-        changeset_of,
-        now,
-        dry_run=dry_run,
-        recover_worktree=False,
-    )
-    if not dry_run:
-        save_snapshot_meta(layout.state_dir, snap.meta)
-    return SnapshotOutcome(outcome, dict(snap.held))

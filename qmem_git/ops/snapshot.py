@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.holdback import BEING_WRITTEN, SYMLINK, hold_reason
@@ -25,6 +25,12 @@ from qmem_git.store.repo import blocked_by
 from qmem_git.store.state import load_meta, read_json_object
 from qmem_git.store.walk import memory_paths
 from qmem_git.store.workdir import atomic_write
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from qmem_git.ops.runner import Outcome
+    from qmem_git.settings import Settings
 
 SNAPSHOT_META = "snapshot-meta.json"
 RECORD_VERSION = 1
@@ -220,3 +226,46 @@ def _session(op: str, meta: dict[str, Any]) -> str | None:
 
 def _text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class SnapshotOutcome:
+    outcome: Outcome
+    held: dict[str, str] = field(default_factory=dict)  # path -> why it was not committed
+
+
+def run_snapshot(
+    settings: Settings, now: datetime, *, op: str | None = None, dry_run: bool = False
+) -> SnapshotOutcome:
+    """Commit what another tool (Qwen Code's own memory) changed, op inferred (companion mode).
+
+    Files that must not be committed stay where they are and are reported (``held``)."""
+    from qmem_git.ops.lifecycle import ensure_repository
+    from qmem_git.ops.runner import plan_and_execute
+
+    ensure_repository(settings, now, dry_run=dry_run)
+    layout = settings.layout
+
+    def plan() -> SnapshotPlan:
+        return plan_snapshot(
+            layout.memory_root,
+            layout.state_dir,
+            previous_meta=load_snapshot_meta(layout.state_dir),
+            op=op,
+            quiet_seconds=settings.quiet_seconds,
+        )
+
+    def changeset_of(p: SnapshotPlan) -> ChangeSet:
+        return p.changeset or ChangeSet(op or "snapshot", "nothing to change", held=p.held)
+
+    snap, outcome = plan_and_execute(
+        settings,
+        plan,
+        changeset_of,
+        now,
+        dry_run=dry_run,
+        recover_worktree=False,
+    )
+    if not dry_run:
+        save_snapshot_meta(layout.state_dir, snap.meta)
+    return SnapshotOutcome(outcome, dict(snap.held))

@@ -200,7 +200,8 @@ def _recover(
     index = GitIndex() if seen.index is None else seen.index
     head_map = None if index.head == head and not rebuilt else repo.flatten(head_tree)
     found = _Found()
-    for rel in sorted(_candidates(seen, index, head_map)):
+    candidates = _candidates(seen, index, head_map)
+    for rel in sorted(candidates):
         head_sha = head_map.get(rel) if head_map is not None else repo.lookup(head_tree, rel)
         _classify(repo, rel, head_sha, seen.files, index, found, rules)
     found.refuse_new(case_collisions(found.new, seen.files))
@@ -208,7 +209,7 @@ def _recover(
         if rel.endswith(".md"):
             found.held.setdefault(rel, SYMLINK)
     cuts = {} if seen.cut is None else {survey.NEWEST: seen.cut}
-    state = WorkState(_render_files(seen.files, seen.oversized), index, cuts)
+    state = WorkState(_render_files(seen.files, seen.oversized), index, cuts, candidates)
     warnings = []
     if undone is not None:
         op, paths = undone
@@ -274,7 +275,13 @@ def _remove_temp_files(repo: Repository, temp_files: list[str]) -> list[str]:
 def changed_paths(root: str) -> set[str]:
     """Paths whose file may differ from HEAD: stat against the git index, as ``git status``
     finds them (one ``lstat`` per file; the HEAD tree only when the index is not ours for
-    HEAD). What a snapshot reads, instead of every file."""
+    HEAD). What a snapshot reads, instead of every file; under a writer, what its recovery
+    found (``store.workdir.shared_scan``), so the folder is not surveyed twice."""
+    from qmem_git.store.workdir import changed_in_scan
+
+    known = changed_in_scan(root)
+    if known is not None:
+        return set(known)
     with Repository(root) as repo:
         _, head = repo.head()
         seen = survey.survey(repo.root)

@@ -143,7 +143,8 @@ class WorkState:
     """A writer's view of the work tree, shared by recovery and apply to avoid a second scan.
 
     ``files``: memory file -> (mtime_ns, size, ...), the input MEMORY.md is rendered from;
-    ``cuts``: their scan-order cuts the survey found (``store.workdir.shared_scan``).
+    ``cuts``: their scan-order cuts the survey found (``store.workdir.shared_scan``);
+    ``changed``: the paths whose stat differed from the git index (a snapshot reads those).
     """
 
     def __init__(
@@ -151,10 +152,12 @@ class WorkState:
         files: dict[str, tuple[int, ...]] | None = None,
         index: GitIndex | None = None,
         cuts: dict[int, int] | None = None,
+        changed: set[str] | None = None,
     ) -> None:
         self.files = files
         self.index = index
         self.cuts = cuts or {}
+        self.changed = changed
 
 
 # --- identity -------------------------------------------------------------------------------

@@ -129,7 +129,9 @@ def _write(
         quiet_seconds=rules[1],
     )
     files = state.files
-    scope = shared_scan(layout.memory_root, files, state.cuts) if files is not None else None
+    scope = None
+    if files is not None:
+        scope = shared_scan(layout.memory_root, files, state.cuts, state.changed)
     with scope or contextlib.nullcontext():
         changeset = plan()
         if report.held and report.commit is None and recover_worktree:
