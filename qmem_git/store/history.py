@@ -641,7 +641,7 @@ class History:
     def worktree_changes(self, paths: Collection[str] | None = None) -> list[WorkChange]:
         """Memory files that differ from HEAD, listed by the store's one rule (``store.walk``).
 
-        Any-size ``*.md`` files (oversized ones are the caller's to quarantine) and dot-files
+        Any-size ``*.md`` files (oversized ones are the caller's to hold back) and dot-files
         count; dot-directories, symlinks and every ``MEMORY.md`` (the top-level one is the
         generated index) do not. Every file is hashed rather than trusting the git index's
         stat data: the writers keep the index current, but it can be stale or unreadable

@@ -42,7 +42,7 @@ Known = tuple[bytes, int, "Record | None"]
 
 class Survey:
     """``files``: memory file -> its lstat :data:`~qmem_git.store.gitindex.Stamp` (mtime_ns,
-    size, ino, ctime_ns), any size (oversized ones get quarantined).
+    size, ino, ctime_ns), any size (oversized ones are held back).
 
     ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
     ``dirty`` then lists every file. ``gone``: stage-0 index paths with no memory file on
@@ -50,7 +50,7 @@ class Survey:
     ``MAX_FILE_BYTES``. ``cut``: the mtime_ns of the :data:`NEWEST`-th newest file MEMORY.md
     may be built from (all but MEMORY.md and the oversized), None when there are no more;
     ``store.workdir`` ranks only the files from it on. ``links``: symlinks
-    outside dot-folders (never followed; recovery quarantines those named like memory files
+    outside dot-folders (never followed; recovery reports those named like memory files
     or standing for a memory folder). Plain class: it is built on every write.
     """
 

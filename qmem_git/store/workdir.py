@@ -85,7 +85,7 @@ def _keep_documents(scope: _SharedScan) -> None:
 
 def _note_rewritten(path: str, mtime_ns: int | None, size: int) -> None:
     """A file was rewritten: parse it again even if its mtime and size look the same, and
-    keep the stat of a file the scan knew (HEAD's version put back over a quarantined one)."""
+    keep the stat of a file the scan knew."""
     if _shared:
         path = os.path.abspath(path)
         for scope in _shared:

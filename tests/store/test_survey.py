@@ -196,7 +196,7 @@ def test_the_child_names_the_tracked_files_that_are_gone(repo: GitRepo) -> None:
 
 
 def test_files_over_the_size_limit_are_named_for_recovery(repo: GitRepo) -> None:
-    """MEMORY.md is built without them (recovery quarantines them); the child lists them so
+    """MEMORY.md is built without them (recovery holds them back); the child lists them so
     the writer's copy of 10,000 file stamps needs no comprehension."""
     from qmem_git.core.limits import MAX_FILE_BYTES
     from qmem_git.store.recovery import _render_files
