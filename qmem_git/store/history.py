@@ -650,7 +650,8 @@ class History:
         differs from the git index, as ``git status`` finds them), not at every file.
         """
         head = self.head()
-        sparse = _left_out_by_sparse_checkout(self.root)
+        # the candidates never hold a file a sparse checkout left out (recovery skips those)
+        sparse = _left_out_by_sparse_checkout(self.root) if paths is None else set()
         if paths is None:
             committed = self.tree_files(head)
             on_disk = _read_worktree(self.root)
