@@ -914,12 +914,11 @@ def test_a_merge_base_another_base_reaches_is_dropped(tmp_path: Path) -> None:
         assert _independent(objects, [shas[1]]) == [shas[1]]
 
 
-def test_the_remotes_root_tree_moved_into_a_type_folder_is_not_pushed(
+def test_the_remotes_root_tree_moved_into_a_type_folder_is_pushed(
     remote: Path, pair: tuple[Machine, Machine]
 ) -> None:
-    """A tree the remote has is not walked again inside a type folder, where the rules are the
-    same at any depth; but its root tree there brings user/MEMORY.md, which every fresh clone
-    refuses."""
+    """A tree the remote has, moved inside a type folder, brings user/MEMORY.md: a plain file
+    below the root (issue 18: any *.md at any depth is the agent's), so it is pushed."""
     a, _ = pair
     root_tree = git_in(a.root, "rev-parse", "HEAD^{tree}").strip()
     others = [
@@ -932,11 +931,8 @@ def test_the_remotes_root_tree_moved_into_a_type_folder_is_not_pushed(
     commit = git_in(a.root, "commit-tree", tree, "-p", "HEAD", stdin="relocate\n").strip()
     git_in(a.root, "update-ref", "refs/heads/main", commit)
     git_in(a.root, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "-f", "main")
-    before = git_in(remote, "rev-parse", "main")
-    with pytest.raises(UnsafePath) as caught:
-        a.sync()
-    assert caught.value.message.startswith("refusing to push: user/MEMORY.md: ")
-    assert git_in(remote, "rev-parse", "main") == before
+    assert a.sync().pushed
+    assert "user/MEMORY.md" in git_in(remote, "ls-tree", "-r", "--name-only", "main").split()
 
 
 def test_the_push_check_scans_only_the_blobs_the_remote_lacks(
