@@ -200,6 +200,7 @@ def _project(tmp_path: Path) -> Path:
     (project / "src").mkdir(parents=True)
     (project / "README.md").write_text("# the project\n")
     (project / "src" / "notes.md").write_text("design notes\n")
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     return project
 
@@ -382,6 +383,7 @@ def test_a_dry_run_refuses_what_the_real_run_refuses(memory: Path, tmp_path: Pat
     assert qmem(memory, "remember", "The deploy runs on fridays", "--dry-run").code == 0
     project = tmp_path / "project"
     project.mkdir()
+    (project / "Makefile").write_text("all:\n")
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     for args in (("remember", "The deploy runs on fridays"), ("forget", "deploy")):
         result = qmem(project, *args, "--dry-run")

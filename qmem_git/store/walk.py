@@ -122,8 +122,9 @@ _OUR_MARKS = (("hooks", "pre-commit", b"qmem-git-managed-hook"), ("info", "exclu
 def is_foreign_repository(root: str) -> bool:
     """True when ``root/.git`` exists and is not a memory repository: a ``.git`` file (a
     linked worktree or submodule of a project), or a repository without the marks `qmem-git
-    init` leaves (its pre-commit hook, its exclude lines) that has no commit yet or tracks a
-    file that is not Markdown. A memory folder someone versioned with plain git is adopted."""
+    init` leaves (its pre-commit hook, its exclude lines) that tracks a file that is not
+    Markdown or, with no commit yet, holds one at its top (``main.py``, ``package.json``). A
+    memory folder someone versioned with plain git is adopted."""
     git_dir = os.path.join(root, ".git")
     if not os.path.lexists(git_dir):
         return False
@@ -136,24 +137,41 @@ def is_foreign_repository(root: str) -> bool:
                     return False
         except OSError:
             continue
-    return not _tracks_only_markdown(root)
+    only_markdown = _tracks_only_markdown(root)
+    return not only_markdown if only_markdown is not None else _holds_other_files(root)
 
 
-def _tracks_only_markdown(root: str) -> bool:
-    """Whether HEAD holds only ``*.md`` files (read once, before init marks the repository)."""
+def _holds_other_files(root: str) -> bool:
+    """A regular file at the top of ``root`` that is neither Markdown nor a dot-file."""
+    try:
+        with os.scandir(root) as entries:
+            return any(
+                not e.name.endswith(".md") and e.name[0] != "." and e.is_file(follow_symlinks=False)
+                for e in entries
+            )
+    except OSError:
+        return False
+
+
+def _tracks_only_markdown(root: str) -> bool | None:
+    """Whether HEAD holds only ``*.md`` files (read once, before init marks the repository);
+    None when there is no commit yet."""
     from dulwich.errors import NotGitRepository
     from dulwich.objects import Commit
     from dulwich.repo import Repo
 
     try:
         with Repo(root) as repo:
-            head = repo[b"HEAD"]
+            try:
+                head = repo[b"HEAD"]
+            except KeyError:
+                return None
             if not isinstance(head, Commit):
                 return False
             entries = repo.object_store.iter_tree_contents(head.tree)
             return all(entry.path.endswith(b".md") for entry in entries if entry.path)
     except (KeyError, NotGitRepository, OSError, ValueError):
-        return False  # no commit yet, or unreadable: not known to be a memory repository
+        return False  # unreadable: not known to be a memory repository
 
 
 def _refuse_links(paths: list[str]) -> None:

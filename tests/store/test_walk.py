@@ -31,6 +31,8 @@ def test_another_projects_repository_is_refused_ours_is_not(tmp_path: Path) -> N
     project = tmp_path / "project"
     project.mkdir()
     subprocess.run(["git", "init", "-q", str(project)], check=True)
+    assert not is_foreign_repository(str(project))  # nothing yet but git: may become memory
+    (project / "package.json").write_text("{}")
     with pytest.raises(UsageError, match="another project's git repository") as caught:
         check_memory_folder(str(project))
     assert caught.value.exit_code == 2 and "folder of its own" in caught.value.hint
