@@ -5,6 +5,9 @@ ROOT remember TEXT`` (unique text per run, so every run commits one new memory),
 ``git add -A && git commit -q`` and dulwich porcelain ``add`` + ``commit``, each after writing
 one new file; prints a markdown table with both ratios (issue target: qmem <= 2x git and
 <= 0.5x dulwich porcelain). ``python -c pass`` is the floor every Python process pays.
+``qmem-git snapshot`` records one file an agent changed among them (issue 18 target: <= 3x
+the same git commands); the file's time is set 10 s back, as an agent's write has settled by
+the time its hook runs.
 
 Two more processes show what any Python writer on dulwich pays before doing its own work:
 ``import dulwich.objects`` (its object model, the least of it a writer needs), and one ``lstat``
@@ -106,6 +109,16 @@ def run_git(root: str, rel: str, env: dict[str, str]) -> float:
     return timed(["sh", "-c", script, "sh", memory_text(rel, "user")], env, cwd=root)
 
 
+def run_snapshot(root: str, run: int, env: dict[str, str], cli: str) -> float:
+    """One memory an agent rewrote (an existing file), then ``qmem-git snapshot``."""
+    path = os.path.join(root, "user", "batch-000", "m00000.md")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(memory_text(f"m00000 edit {run}", "user"))
+    settled = time.time() - 10
+    os.utime(path, (settled, settled))
+    return timed(qmem_command(cli, root, "snapshot"), env)
+
+
 def run_dulwich(root: str, rel: str, env: dict[str, str], python: str) -> float:
     return timed([python, "-c", DULWICH_DRIVER, root, rel, memory_text(rel, "user")], env)
 
@@ -125,13 +138,13 @@ def bench_size(
     base = os.path.join(work, f"base-{count}", "memory")
     build_base(base, count, env)
     roots = {}
-    for variant in ("qmem", "git", "dulwich"):
+    for variant in ("qmem", "git", "dulwich", "snap"):
         roots[variant] = os.path.join(work, f"{variant}-{count}", "memory")
         shutil.copytree(base, roots[variant], symlinks=True)
     prepare_qmem(roots["qmem"], env, cli)
-    times: dict[str, list[float]] = {
-        name: [] for name in ("qmem", "git", "dulwich", "python", "import", "lstat")
-    }
+    prepare_qmem(roots["snap"], env, cli)
+    names = ("qmem", "git", "dulwich", "python", "import", "lstat", "snapshot")
+    times: dict[str, list[float]] = {name: [] for name in names}
     before = int(git_out(roots["qmem"], env, "rev-list", "--count", "HEAD"))
     for run in range(runs):
         rel = f"user/new-{run:03d}.md"
@@ -141,6 +154,7 @@ def bench_size(
         times["python"].append(timed([python, "-c", "pass"], env))
         times["import"].append(timed([python, "-c", "import dulwich.objects"], env))
         times["lstat"].append(timed([python, "-c", LSTAT_PASS, roots["qmem"]], env))
+        times["snapshot"].append(run_snapshot(roots["snap"], run, env, cli))
     after = int(git_out(roots["qmem"], env, "rev-list", "--count", "HEAD"))
     if after - before != runs:  # every timed run must have made exactly one commit
         raise SystemExit(f"qmem made {after - before} commits in {runs} runs")
@@ -194,8 +208,9 @@ def render_table(rows: list[tuple[int, dict[str, float]]], runs: int) -> str:
         f"One `qmem-git remember` vs one commit, whole process, median of {runs} (ms)",
         "",
         "| files | python -c pass | import dulwich.objects | lstat pass | qmem-git remember "
-        "| git add -A && commit | dulwich porcelain | qmem / git | qmem / dulwich | floor / git |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| git add -A && commit | dulwich porcelain | qmem / git | qmem / dulwich | floor / git "
+        "| qmem-git snapshot | snapshot / git |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for count, t in rows:
         floor = max(t["import"], t["lstat"])
@@ -203,7 +218,7 @@ def render_table(rows: list[tuple[int, dict[str, float]]], runs: int) -> str:
             f"| {count:,} | {t['python']:.0f} | {t['import']:.0f} | {t['lstat']:.0f} "
             f"| {t['qmem']:.0f} | {t['git']:.0f} | {t['dulwich']:.0f} "
             f"| {t['qmem'] / t['git']:.2f} | {t['qmem'] / t['dulwich']:.2f} "
-            f"| {floor / t['git']:.2f} |"
+            f"| {floor / t['git']:.2f} | {t['snapshot']:.0f} | {t['snapshot'] / t['git']:.2f} |"
         )
     return "\n".join(lines)
 

@@ -134,6 +134,12 @@ def paint(text: str, fg: str, err: bool = False) -> str:
     return click.style(text, fg=fg) if colour_on(sys.stderr if err else sys.stdout) else text
 
 
+def warn(text: str) -> None:
+    """A ``warning: …`` line on stderr that ``-q`` does not silence."""
+    head, sep, rest = for_terminal(sys.stderr, text).partition(":")
+    click.echo(paint(head + sep, err=True, fg="yellow") + rest, err=True, color=True)
+
+
 def note(opts: Options, text: str) -> None:
     """A side remark on stderr (recovery actions, warnings); silenced by ``-q``."""
     if not opts.quiet:
@@ -294,12 +300,16 @@ def init(opts: Options, remote_url: str | None) -> None:
         emit(opts, clone_summary(outcome), outcome.as_dict())
         return
     result = init_memory(settings, hook_command(), now())
+    from qmem_git.core.holdback import held_lines
+
+    for line in held_lines(dict(result.held)):
+        warn(line)
     text = (
         f"Initialized memory repository in {root} ({result.commit[:12]})"
         if result.commit
         else f"Memory repository in {root} is ready (already initialized)"
     )
-    emit(opts, text, {"memory_root": root, "commit": result.commit})
+    emit(opts, text, {"memory_root": root, "commit": result.commit, "held": dict(result.held)})
 
 
 @main.command()
@@ -354,6 +364,21 @@ def index(opts: Options, check: bool, dry_run: bool) -> None:
     )
     for path in result.dropped:
         note(opts, f"warning: over the index limits, not listed: {path}")
+
+
+@main.command()
+@pass_options
+def status(opts: Options) -> None:
+    """What is not committed yet, what is held back and why, and how main stands against
+    each remote (as last fetched). Reads only.
+
+    Held back: files that stay where they are, uncommitted, until fixed: a secret, over 256
+    KiB, not UTF-8, a symlink, an unsafe name, a conflict marker, or still being written.
+    """
+    from qmem_git.ops.status import read_status, render_status
+
+    found = read_status(opts.settings())
+    emit(opts, render_status(found), found.as_dict())
 
 
 @main.command()
@@ -476,10 +501,21 @@ def report_strategy(opts: Options, strategy: Strategy | None) -> dict[str, Any]:
     return strategy.as_dict()
 
 
-def report_outcome(opts: Options, outcome: Outcome, dry_run: bool, extra: dict[str, Any]) -> None:
-    """Render a writing command's result: the ChangeSet on --dry-run, else the commit."""
-    from qmem_git.fastpath import describe_outcome, outcome_notes
+def report_outcome(
+    opts: Options,
+    outcome: Outcome,
+    dry_run: bool,
+    extra: dict[str, Any],
+    held: dict[str, str] | None = None,
+) -> None:
+    """Render a writing command's result: the ChangeSet on --dry-run, else the commit. Files
+    left uncommitted are warned about even under -q (the hook worker logs stderr)."""
+    from qmem_git.fastpath import describe_outcome, held_of, held_warnings, outcome_notes
 
+    for line in held_warnings(outcome, held):
+        warn(line)
+    if held:
+        extra = {"held": {**held_of(outcome), **held}, **extra}
     for line in outcome_notes(outcome, opts.verbose):
         note(opts, line)
     text, data = describe_outcome(outcome, dry_run, extra)
@@ -1000,16 +1036,15 @@ def snapshot(opts: Options, op: str | None, dry_run: bool) -> None:
     """Commit changes another tool made to the memory folder (companion mode).
 
     The operation is inferred: extract when Qwen Code's meta.json shows a new extraction,
-    dream for a new dream, forget when files were only deleted, edit otherwise. Invalid
-    files are moved to <state dir>/quarantine/ instead of being committed.
+    dream for a new dream, forget when files were only deleted, edit otherwise. A file that
+    must not be committed (a secret, over 256 KiB, not UTF-8, a symlink, an unsafe name, or
+    changed in the last 2 s) stays where it is, uncommitted, and is named on stderr and in
+    the commit message (see `qmem-git status`).
     """
-    from qmem_git.ops.pipeline import run_snapshot
+    from qmem_git.ops.snapshot import run_snapshot
 
     result = run_snapshot(opts.settings(), now(), op=op, dry_run=dry_run)
-    moved = "would be moved" if dry_run else "moved"
-    for path, why in result.quarantined.items():
-        note(opts, f"warning: {path}: {why}; {moved} to quarantine")
-    report_outcome(opts, result.outcome, dry_run, {"quarantined": list(result.quarantined)})
+    report_outcome(opts, result.outcome, dry_run, {}, held=result.held)
 
 
 @main.command()

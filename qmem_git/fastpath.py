@@ -310,9 +310,10 @@ def fast_remember(opts: dict[str, object]) -> int | None:
         sys.stderr.write(error_line(sys.stderr, message))
         return code
     text, data = describe_outcome(outcome, False, {})
+    notes = held_warnings(outcome)  # shown even with -q: the hook worker logs them
     if not opts.get("quiet"):
-        notes = outcome_notes(outcome, bool(opts.get("verbose")))
-        sys.stderr.write(for_terminal(sys.stderr, "".join(f"{line}\n" for line in notes)))
+        notes += outcome_notes(outcome, bool(opts.get("verbose")))
+    sys.stderr.write(for_terminal(sys.stderr, "".join(f"{line}\n" for line in notes)))
     _emit(opts, text, data)
     return 0
 
@@ -342,6 +343,20 @@ def _remember(
     return execute(settings, plan, moment, started=started)
 
 
+def held_of(outcome: Outcome) -> dict[str, str]:
+    """path -> why, for the files this command left uncommitted where they are."""
+    held = dict(outcome.recovery.held) if outcome.recovery is not None else {}
+    return {**held, **outcome.changeset.held}
+
+
+def held_warnings(outcome: Outcome, more: dict[str, str] | None = None) -> list[str]:
+    """``warning: PATH: REASON; not committed`` lines, printed even under ``-q``."""
+    from qmem_git.core.holdback import held_lines
+
+    held = {**held_of(outcome), **(more or {})}
+    return held_lines(held) if held else []
+
+
 def outcome_notes(outcome: Outcome, verbose: bool) -> list[str]:
     """The side remarks of a writing command (stderr, silenced by ``-q``): what recovery did,
     and under ``-v`` the ChangeSet's notes. Shared with the click commands."""
@@ -365,6 +380,7 @@ def describe_outcome(
         "topics": list(cs.topics),
         "added": cs.added,
         "removed": cs.removed,
+        "held": held_of(outcome),
         **extra,
     }
     if cs.is_empty and outcome.commit is None:

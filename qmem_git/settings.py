@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from qmem_git.core.limits import QUIET_SECONDS
 from qmem_git.core.paths import Layout, chats_dir, expand_dir, layout_for
 from qmem_git.envvalues import DEFAULT_LOCK_TIMEOUT, current_dir, lock_timeout
 from qmem_git.store.qwensettings import runtime_output_dir
@@ -31,6 +32,8 @@ class Settings:
     model: ModelConfig | None = None  # the optional LLM endpoint (modelconfig.py); None = none
     auto_dream: bool = True  # QMEM_AUTO_DREAM=0: gated (scheduled) dreams are skipped
     output_dir: str | None = None  # Qwen's settings: advanced.runtimeOutputDir, as written
+    # QMEM_QUIET_SECONDS: a file changed more recently is held back as still being written
+    quiet_seconds: float = QUIET_SECONDS
 
     @property
     def chats_dir(self) -> str:
@@ -69,7 +72,17 @@ def build_settings(
         model=_model(env, home) if with_model else None,
         auto_dream=env.get("QMEM_AUTO_DREAM", "1") != "0",
         output_dir=output_dir,
+        quiet_seconds=_seconds(env.get("QMEM_QUIET_SECONDS"), QUIET_SECONDS),
     )
+
+
+def _seconds(value: str | None, default: float) -> float:
+    """A non-negative number of seconds from the environment; ``default`` when unset or bad."""
+    try:
+        seconds = float(value) if value else default
+    except ValueError:
+        return default
+    return seconds if seconds >= 0 and seconds == seconds else default
 
 
 def _model(env: Mapping[str, str], home: str) -> ModelConfig | None:

@@ -37,6 +37,8 @@ def isolated_home(
     for key, value in _GIT_ENV.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("QMEM_TELEMETRY", "0")
+    # files a test writes are committed at once; tests of the settle time set it themselves
+    monkeypatch.setenv("QMEM_QUIET_SECONDS", "0")
     return home
 
 

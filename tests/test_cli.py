@@ -186,6 +186,8 @@ def test_validate_formats_and_exit_codes(memory: Path) -> None:
     bad = memory / "user" / "bad.md"
     bad.parent.mkdir(exist_ok=True)
     bad.write_text("---\nname: x\ntype: misc\n---\n\nbody text here\n")
+    assert qmem(memory, "validate", "--format", "gcc").code == 0  # style is advice
+    bad.write_text("---\nname: x\ntype: misc\n---\n\nkey ghp_" + "Q" * 36 + "\n")
     result = qmem(memory, "validate", "--format", "gcc")
     assert result.code == 1
     pattern = re.compile(r"^(.+?):(\d+):(\d+):\s+(error|warning|info):\s+(.*)$")
@@ -288,19 +290,20 @@ def test_telemetry_off_by_env(memory: Path) -> None:
 def test_hand_commit_runs_the_validation_hook(memory: Path) -> None:
     bad = memory / "user" / "bad.md"
     bad.parent.mkdir(exist_ok=True)
-    bad.write_text("no frontmatter here\n")
+    bad.write_text("no frontmatter here\nkey ghp_" + "Q" * 36 + "\n")
     git(memory, "add", "user/bad.md")
     proc = subprocess.run(
         [*git_argv(str(memory)), "commit", "-q", "-m", "by hand"], capture_output=True, text=True
     )
     assert proc.returncode != 0
-    assert "frontmatter-missing" in proc.stdout + proc.stderr
+    assert "(secret)" in proc.stdout + proc.stderr
+    assert "frontmatter-missing" in proc.stdout + proc.stderr  # shown, as advice
 
 
 def test_hand_commit_is_judged_by_what_it_stages(memory: Path) -> None:
     """An invalid draft that is not staged does not block a commit of a valid file."""
     (memory / "user").mkdir(exist_ok=True)
-    (memory / "user" / "draft.md").write_text("a draft, not staged\n")
+    (memory / "user" / "draft.md").write_text("a draft, not staged: ghp_" + "Q" * 36 + "\n")
     good = memory / "user" / "tabs.md"
     good.write_text("---\nname: Tabs\ndescription: Tabs\ntype: user\n---\n\n- Tabs, always.\n")
     (memory / "MEMORY.md").write_text(render_index(str(memory)).text)

@@ -201,6 +201,7 @@ def _project(tmp_path: Path) -> Path:
     (project / "src").mkdir(parents=True)
     (project / "README.md").write_text("# the project\n")
     (project / "src" / "notes.md").write_text("design notes\n")
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     return project
 
@@ -229,23 +230,35 @@ def test_a_project_folder_is_refused_as_memory_dir_and_left_alone(
     before = _tree(project)
     result = qmem(project, *command)
     assert result.code == 2, result.err
-    assert "is not a memory folder: it holds README.md, src" in one_error_line(result.err)
+    assert "is not a memory folder: it is another project's git repository" in one_error_line(
+        result.err
+    )
     assert _tree(project) == before  # no hook, no config change, no lock file, nothing moved
-    assert not (tmp_path / "quarantine").exists() and not (tmp_path / "project.git").exists()
+    assert not (tmp_path / "project.git").exists()
 
 
-def test_a_store_that_gained_a_foreign_folder_refuses_writers_and_moves_nothing(
-    memory: Path,
-) -> None:
+def test_whatever_the_agent_adds_to_the_folder_never_refuses_a_writer(memory: Path) -> None:
+    """pinned/, a root-level note, logs/ with other files: the agent's folder (issue 18)."""
     assert qmem(memory, "remember", "The build uses gradle eight").code == 0
     (memory / "drafts").mkdir()
     (memory / "drafts" / "idea.md").write_text("not a memory file\n")
-    before, commit = _tree(memory), head(memory)
-    result = qmem(memory, "remember", "The deploy runs on fridays")
-    assert result.code == 2
-    assert "it holds drafts" in one_error_line(result.err)
-    assert _tree(memory) == before and head(memory) == commit
-    assert qmem(memory, "recall", "gradle").code == 0  # reading is still fine
+    (memory / "logs").mkdir()
+    (memory / "logs" / "run.log").write_text("a log\n")
+    (memory / "Pinned").mkdir()
+    (memory / "Pinned" / "rule.md").write_text(
+        "---\nname: Pinned rule\ndescription: by hand\ntype: feedback\n---\n\nAlways.\n"
+    )
+    for args in (("remember", "The deploy runs on fridays"), ("index",), ("snapshot",)):
+        result = qmem(memory, *args)
+        assert result.code == 0, (args, result.err)
+    tree = subprocess.run(
+        ["git", "-C", str(memory), "ls-tree", "-r", "--name-only", "HEAD"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert "drafts/idea.md" in tree and "Pinned/rule.md" in tree and "logs/run.log" not in tree
+    assert (memory / "logs" / "run.log").read_text() == "a log\n"
+    assert "Pinned/rule.md" in (memory / "MEMORY.md").read_text()
 
 
 @pytest.mark.parametrize("memory_dir", ["/", "~", "~/.."])
@@ -352,7 +365,7 @@ def test_a_forgotten_memory_stays_forgotten_when_two_sessions_take_turns(
     assert_clean_repo(memory)
 
 
-def test_a_flat_project_is_not_adopted_but_a_store_may_keep_other_files(
+def test_a_project_repository_is_not_adopted_but_a_store_may_keep_other_files(
     memory: Path, tmp_path: Path
 ) -> None:
     flat = tmp_path / "flat"
@@ -361,18 +374,22 @@ def test_a_flat_project_is_not_adopted_but_a_store_may_keep_other_files(
     subprocess.run(["git", "init", "-q", str(flat)], check=True)
     before = _tree(flat)
     result = qmem(flat, "remember", "The build uses gradle eight")
-    assert result.code == 2 and "it holds main.py" in one_error_line(result.err)
+    assert result.code == 2 and "another project's git repository" in one_error_line(result.err)
     assert _tree(flat) == before
     (memory / "notes.txt").write_text("kept by hand\n")  # an existing store keeps working
     assert qmem(memory, "remember", "The build uses gradle eight").code == 0
 
 
-def test_a_dry_run_refuses_what_the_real_run_refuses(memory: Path) -> None:
-    (memory / "drafts").mkdir()
+def test_a_dry_run_refuses_what_the_real_run_refuses(memory: Path, tmp_path: Path) -> None:
+    (memory / "drafts").mkdir()  # the agent's: never a reason to refuse
+    assert qmem(memory, "remember", "The deploy runs on fridays", "--dry-run").code == 0
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "Makefile").write_text("all:\n")
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
     for args in (("remember", "The deploy runs on fridays"), ("forget", "deploy")):
-        result = qmem(memory, *args, "--dry-run")
-        assert result.code == 2 and "it holds drafts" in one_error_line(result.err)
-    assert qmem(memory, "log", "-n", "1").code == 0  # reading is still fine
+        result = qmem(project, *args, "--dry-run")
+        assert result.code == 2 and "another project's" in one_error_line(result.err)
 
 
 def test_a_hostile_session_id_is_cleaned_in_the_commit_and_the_cursor(

@@ -134,7 +134,7 @@ def test_quiet_prints_only_errors_in_validate_and_recall(memory: Path) -> None:
     clean = qmem(memory, "-q", "validate")
     assert clean.code == 0 and clean.out == "" and clean.err == ""
     (memory / "user").mkdir(exist_ok=True)
-    (memory / "user" / "bad.md").write_text("no frontmatter here\n")
+    (memory / "user" / "bad.md").write_text("no frontmatter, a key: ghp_" + "Q" * 36 + "\n")
     dirty = qmem(memory, "validate", "-q", "--format", "gcc")
     assert dirty.code == 1 and dirty.err == ""
     assert dirty.out.strip() and all(": error: " in line for line in dirty.out.splitlines())

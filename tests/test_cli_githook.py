@@ -18,7 +18,7 @@ from helpers_git import git_argv, gitdir
 from qmem_git.store.workdir import render_index
 
 REPO = Path(__file__).resolve().parent.parent
-BAD = "no frontmatter here\n"
+BAD = "no frontmatter here, but a key: ghp_" + "Q" * 36 + "\n"
 GOOD = "---\nname: Tabs\ndescription: Tabs\ntype: user\n---\n\n- Tabs, always.\n"
 
 
@@ -100,7 +100,7 @@ def test_qmem_git_on_path_checks_commits_after_the_installing_venv_is_gone(
     stage(memory, BAD)
     refused = commit(memory, path)
     assert refused.returncode == 1, refused.stderr
-    assert "frontmatter-missing" in refused.stdout + refused.stderr
+    assert "(secret)" in refused.stdout + refused.stderr
     stage(memory, GOOD)
     done = commit(memory, path)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -147,4 +147,4 @@ def test_the_installing_python_is_the_fallback_when_qmem_git_is_not_on_path(
     stage(memory, BAD)
     refused = commit(memory, path)
     assert refused.returncode == 1
-    assert "frontmatter-missing" in refused.stdout + refused.stderr
+    assert "(secret)" in refused.stdout + refused.stderr

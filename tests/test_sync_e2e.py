@@ -330,7 +330,7 @@ def test_cli_sync_after_a_plain_git_commit_leaves_memory_index_valid(
         ),
     ],
 )
-def test_cli_sync_refuses_what_validate_refuses(
+def test_cli_sync_takes_what_is_only_style(
     tmp_path: Path, memory: Path, served: Path, rel: str, text: str, rule: str
 ) -> None:
     url = str(served / "mem.git")
@@ -343,13 +343,43 @@ def test_cli_sync_refuses_what_validate_refuses(
     git(work, "add", ".")
     git(work, "commit", "-q", "-m", "hostile")
     git(work, "push", "-q", "origin", "main")
-    before = head(memory)
-    refused = qmem(memory, "sync")
-    assert refused.code == 1
-    line = one_error_line(refused.err)
-    assert rel in line and rule in line
-    assert head(memory) == before and not (memory / rel).exists()
+    synced = qmem(memory, "sync")  # a lint finding is advice: fetch and push gate safety only
+    assert synced.code == 0, synced.err
+    assert (memory / rel).read_text() == text
+    warned = qmem(memory, "validate", "--format", "gcc")
+    assert warned.code == 0 and "warning: " in warned.out and rule in warned.out
     assert_clean_repo(memory)
+
+
+QWEN_FOLDER = {  # what a Qwen Code 0.24 session leaves, lint findings and all
+    "user/no-name.md": "---\ntype: user\n---\n\nPrefers terse answers\n",
+    "feedback/title.md": "---\ntitle: Tests first\ndescription:\ntype: feedback\n---\n",
+    "Pinned/rules.md": "---\nname: Rules\ndescription: by hand\ntype: project\n---\nAlways.\n",
+    "notes.md": "---\nname: Notes\ndescription: root level\ntype: reference\n---\nSee x.\n",
+    "logs/session.log": "not markdown\n",
+}
+
+
+def test_cli_adopting_a_qwen_folder_then_sync_is_never_stuck(tmp_path: Path, served: Path) -> None:
+    """Issue 18: init on an existing Qwen folder, then sync, used to refuse every push for good
+    because of a lint finding in history."""
+    memory = tmp_path / "qwen" / "memory"
+    for rel, text in QWEN_FOLDER.items():
+        (memory / rel).parent.mkdir(parents=True, exist_ok=True)
+        (memory / rel).write_text(text)
+    url = str(served / "mem.git")
+    adopted = qmem(memory, "init", "--remote", url)
+    assert adopted.code == 0, adopted.err
+    assert qmem(memory, "remember", "The deploy runs on fridays").code == 0
+    synced = qmem(memory, "sync")
+    assert synced.code == 0, synced.err
+    assert git(served / "mem.git", "rev-parse", "main").strip() == head(memory)
+    tree = git(memory, "ls-tree", "-r", "--name-only", "HEAD").split()
+    assert {rel for rel in QWEN_FOLDER if rel.endswith(".md")} <= set(tree)
+    assert "logs/session.log" not in tree and (memory / "logs" / "session.log").exists()
+    other = tmp_path / "other" / "memory"
+    assert qmem(other, "clone", url).code == 0
+    assert (other / "Pinned" / "rules.md").read_text() == QWEN_FOLDER["Pinned/rules.md"]
 
 
 def test_cli_clone_of_a_master_only_remote_is_refused(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ OPS = (
 )
 
 MTIME_TRAILER = "Qmem-Mtime"
+HELD_TRAILER = "Qmem-Held"  # how many files this commit left out (core.holdback), one line each
 _TRAILER = re.compile(r"^(Qmem-[A-Za-z][A-Za-z0-9-]*): ?(.*)$")
 _CHANGE = re.compile(r"^[AMD] .")
 
@@ -49,6 +50,8 @@ class ChangeSet:
     # path -> unix seconds: a written file's own time when older than the commit (a file
     # another tool or a person wrote, committed by recover/snapshot/import keeps its age)
     mtimes: Mapping[str, int] = field(default_factory=dict)
+    # path -> why: files in the work tree this commit leaves out (core.holdback)
+    held: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_empty(self) -> bool:
@@ -104,6 +107,9 @@ def render_commit_message(cs: ChangeSet, host: str, changes: list[FileChange]) -
     if changes:
         lines += [f"{c.status} {_path_line(c.path)}" for c in changes]
         lines.append("")
+    if cs.held:
+        lines += [f"held back {_path_line(p)}: {_one_line(w)}" for p, w in sorted(cs.held.items())]
+        lines.append("")
     trailers: list[tuple[str, str]] = [("Qmem-Op", cs.op)]
     session = _one_line(cs.session or "")
     if session:
@@ -115,6 +121,8 @@ def render_commit_message(cs: ChangeSet, host: str, changes: list[FileChange]) -
         ("Qmem-Removed", str(cs.removed)),
     ]
     trailers += [(key, _one_line(value)) for key, value in cs.trailers]
+    if cs.held:
+        trailers.append((HELD_TRAILER, str(len(cs.held))))
     written = {c.path for c in changes if c.status != "D"}
     trailers += [
         (MTIME_TRAILER, f"{seconds} {_path_line(path)}")

@@ -14,8 +14,8 @@ TYPE_NAMES = ("user", "feedback", "project", "reference")
 META_NAME = "meta.json"
 CURSOR_NAME = "extract-cursor.json"
 SESSIONS_NAME = "extract-sessions.json"  # ours: the offsets of the last sessions (store.state)
-# Folders writers and hooks make in the state dir (quarantined files, recall cache, hook state).
-STATE_DIR_NAMES = ("quarantine", "cache", "hooks", "extract-queue")
+# Folders writers and hooks make in the state dir (recall cache, hook state).
+STATE_DIR_NAMES = ("cache", "hooks", "extract-queue")
 # Files qmem-git keeps in a memory repository's .git: the record of the commit the git index was
 # written for (store.gitindex) and the writer lock (store.locks). Either marks a memory folder.
 INDEX_RECORD_NAME = "qmem-index"
@@ -26,3 +26,6 @@ IDENTITY_RECORD_NAME = "qmem-identity"
 # The documents the last writer parsed, with the stamps of their files (store.keptdocs).
 DOCS_RECORD_NAME = "qmem-docs"
 WRITER_LOCK_NAME = "qmem.lock"
+# a file whose mtime is this recent may still be being written (an agent truncates, then
+# writes): writers hold it back from their commit until a later one finds it quiet
+QUIET_SECONDS = 2.0

@@ -14,7 +14,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Collection, Iterable
 
-from qmem_git.core.model import INDEX_NAME, MEMORY_TYPES
+from qmem_git.core.model import MEMORY_TYPES
 
 LEGACY_TOPIC_FILES = tuple(f"{kind}.md" for kind in MEMORY_TYPES)  # spec §0, G1
 MAX_SEGMENT_BYTES = 255
@@ -114,19 +114,19 @@ def _non_ascii_problems(segment: str) -> list[str]:
 
 
 def check_memory_layout(rel: str) -> list[str]:
-    """Problems with where ``rel`` sits: ``MEMORY.md``, a legacy topic file, or ``<type>/…*.md``."""
-    if rel == INDEX_NAME or rel in LEGACY_TOPIC_FILES:
-        return []
-    segments = rel.split("/")
-    problems = []
-    if not rel.endswith(".md"):
-        problems.append("memory files must end in .md")
-    if len(segments) < 2 or segments[0] not in MEMORY_TYPES:
-        folders = ", ".join(f"{kind}/" for kind in MEMORY_TYPES)
-        problems.append(f"memory files live under {folders} (or are MEMORY.md at the root)")
-    elif segments[-1] == INDEX_NAME:
-        problems.append("MEMORY.md is only allowed at the memory root")
-    return problems
+    """Problems with ``rel`` as a memory file's place: any ``*.md`` at any depth is one (Qwen
+    Code 0.24 scans them all; ``MEMORY.md`` below the root is a plain file)."""
+    return [] if rel.endswith(".md") else ["memory files must end in .md"]
+
+
+PINNED_DIR = "pinned"  # spec/qwen-0.24-delta.md: hand-curated memories, any letter case
+
+
+def is_pinned(rel: str) -> bool:
+    """True for a path in ``pinned/`` directly under the memory root (any letter case): what
+    Qwen Code's extraction and dream agents may not write, move or delete, nor may ours."""
+    head, sep, _ = rel.partition("/")
+    return bool(sep) and head.lower() == PINNED_DIR
 
 
 def check_relative_path(rel: str) -> list[str]:

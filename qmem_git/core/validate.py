@@ -57,8 +57,7 @@ RULES: dict[str, str] = {
     "body-empty": "the body holds no memory entry",
     "path-unsafe": "path is unsafe on some OS or git host (.., absolute, .git, device name, "
     "dot-file, control or invisible character, trailing dot/space) or outside the memory root",
-    "path-layout": "file is not MEMORY.md, a legacy topic file or a *.md under a type folder, "
-    "or is not a regular file",
+    "path-layout": "(warning) a memory file that does not end in .md, or is not a regular file",
     "path-collision": "two paths differ only by case or Unicode normalisation",
     "symlink": "a symlink inside the memory tree, or the memory root itself is a symlink",
     "file-unreadable": "file or memory root is missing or cannot be read",
@@ -74,6 +73,19 @@ RULES: dict[str, str] = {
 
 MAX_FINDINGS_PER_RULE = 20
 INDEX_FILE_FIELDS = ("name", "description", "type")
+# What keeps a file out of a commit and out of a push or fetch: safety, not style. A finding of
+# any other rule is advice (a warning), as the agent accepts such files (issue 18).
+SAFETY_RULES = frozenset(
+    {"size-limit", "utf8", "nul-byte", "conflict-marker", "path-unsafe", "symlink", "secret"}
+)
+# errors that are not about one file's safety: the index and what cannot be read or checked out
+_STILL_ERRORS = SAFETY_RULES | {
+    "path-collision",
+    "file-unreadable",
+    "index-missing",
+    "index-stale",
+    "index-limit",
+}
 
 
 @dataclass(frozen=True)
@@ -107,17 +119,25 @@ def check_memory_file(rel_path: str, data: bytes) -> list[Finding]:
     """Every finding for one file, given its path relative to the memory root and its bytes.
 
     ``MEMORY.md`` gets the byte and text checks only; its content is checked by
-    :func:`check_index` against the rebuilt index.
+    :func:`check_index` against the rebuilt index. Only :data:`SAFETY_RULES` findings stay
+    errors; what Qwen Code reads as a memory (no name, an empty description or body) is no
+    finding at all, and the rest of the lint is advice (warnings).
     """
     findings = check_path(rel_path)
     text, problems = decode_memory_bytes(rel_path, data)
     findings += problems
-    if text is None:
-        return findings
-    findings += check_text(rel_path, text)
-    if rel_path != INDEX_NAME:
-        findings += check_document(rel_path, text)
-    return findings
+    if text is not None:
+        findings += check_text(rel_path, text)
+        if rel_path.rsplit("/", 1)[-1] != INDEX_NAME:
+            findings += check_document(rel_path, text, lenient=True)
+    return [as_advice(finding) for finding in findings]
+
+
+def as_advice(finding: Finding) -> Finding:
+    """``finding`` as a warning unless its rule is about safety (or the index)."""
+    if finding.severity != "error" or finding.rule in _STILL_ERRORS:
+        return finding
+    return replace(finding, severity="warning")
 
 
 def check_path(rel_path: str) -> list[Finding]:
@@ -170,9 +190,15 @@ def check_text(rel_path: str, text: str) -> list[Finding]:
     ]
 
 
-def check_document(rel_path: str, text: str) -> list[Finding]:
-    """Frontmatter (both readers), fields, type and body of one memory document."""
+def check_document(rel_path: str, text: str, *, lenient: bool = False) -> list[Finding]:
+    """Frontmatter (both readers), fields, type and body of one memory document.
+
+    ``lenient``: as Qwen Code 0.24 reads a file (spec/qwen-0.24-delta.md): only ``type`` is
+    required, an empty body is fine, and a file without frontmatter is no memory (info)."""
     missing = _frontmatter_missing(rel_path, text)
+    if missing and lenient:
+        note = "; it is kept in history but is not a memory (Qwen Code does not list it)"
+        return [replace(f, severity="info", message=f.message + note) for f in missing]
     if missing:
         return missing
     end = text.find("\n---", len(FENCE) - 1)
@@ -180,13 +206,15 @@ def check_document(rel_path: str, text: str) -> list[Finding]:
     findings = _closing_fence(rel_path, text, end)
     if not findings:
         meta, findings = load_frontmatter(rel_path, text)
+        required = ("type",) if lenient else INDEX_FILE_FIELDS
         if meta is not None:
-            findings += _check_fields(rel_path, meta, frontmatter_text)
+            findings += _check_fields(rel_path, meta, frontmatter_text, required)
             findings += _check_reader(rel_path, meta, frontmatter_text, text)
         elif not has_errors(findings):  # YAML tools cannot load it: check what Qwen Code reads
             fields = {key: frontmatter_field(frontmatter_text, key) for key in INDEX_FILE_FIELDS}
-            findings += _check_fields(rel_path, fields, frontmatter_text)
-    findings += _check_body(rel_path, text)
+            findings += _check_fields(rel_path, fields, frontmatter_text, required)
+    if not lenient:
+        findings += _check_body(rel_path, text)
     return findings
 
 
@@ -461,7 +489,9 @@ def _key_line(frontmatter_text: str, key: str) -> int:
     return 1
 
 
-def _check_fields(rel_path: str, meta: dict[str, Any], fm_text: str) -> list[Finding]:
+def _check_fields(
+    rel_path: str, meta: dict[str, Any], fm_text: str, required: tuple[str, ...]
+) -> list[Finding]:
     findings = []
     for key in INDEX_FILE_FIELDS:
         value = meta.get(key)
@@ -470,6 +500,8 @@ def _check_fields(rel_path: str, meta: dict[str, Any], fm_text: str) -> list[Fin
             message = f"frontmatter field '{key}' must be plain text on one line"
             findings.append(_error(rel_path, line, 1, message, "frontmatter-field"))
         elif value is None or not str(value).strip():
+            if key not in required:
+                continue
             if key == "name" and rel_path in LEGACY_TOPIC_FILES and meta.get("title"):
                 continue  # spec §3: G1 topic files carry `title` instead of `name`
             message = f"frontmatter field '{key}' is missing or empty"

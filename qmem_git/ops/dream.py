@@ -29,6 +29,7 @@ from qmem_git.core.dreamgate import (
 )
 from qmem_git.core.statefile import iso_ms
 from qmem_git.ops.models import DreamPlanner, Strategy
+from qmem_git.ops.remember import unpinned
 from qmem_git.store.consolidation import (
     list_session_files,
     lock_is_live,
@@ -66,7 +67,7 @@ def plan_dream_op(
     ``planner`` (from ``ops.models.dream_planner``) may ask a model first; without one this is
     the mechanical pass.
     """
-    docs = scan_documents(memory_root)
+    docs = unpinned(scan_documents(memory_root))  # pinned/: never merged, moved or deleted
 
     def read(rel: str) -> str | None:
         return read_text(os.path.join(memory_root, rel))

@@ -25,6 +25,7 @@ from qmem_git.core.statefile import iso_ms
 from qmem_git.core.text import clip, normalize_space
 from qmem_git.errors import UsageError
 from qmem_git.ops.models import ForgetSelector, Strategy
+from qmem_git.ops.remember import unpinned
 from qmem_git.store.walk import is_memory_path
 from qmem_git.store.workdir import FileInfo, load_document, read_text, scan_documents
 
@@ -72,7 +73,8 @@ def plan_forget_op(
     docs = scan_documents(memory_root)
     if ids:
         docs += _named_documents(memory_root, docs, ids)
-    candidates = list_candidates(docs)
+    # a query never selects from pinned/ (the person's); --id names exactly what to remove
+    candidates = list_candidates(docs if ids else unpinned(docs))
     strategy: Strategy | None = None
     if ids:
         matches = select_by_ids(candidates, ids)

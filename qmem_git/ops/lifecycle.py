@@ -16,8 +16,8 @@ from qmem_git.settings import Settings
 from qmem_git.store.relocate import repository
 from qmem_git.store.repo import default_hook_command, head_commit, init_repo
 from qmem_git.store.state import ensure_scaffold
-from qmem_git.store.walk import check_store
-from qmem_git.store.workdir import index_path, iter_memory_files, read_text, render_index
+from qmem_git.store.walk import check_store, memory_paths
+from qmem_git.store.workdir import index_path, read_text, render_index
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class Committed:
     commit: str | None
     dropped: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what recovery did first (stale locks, a recover commit)
+    held: tuple[tuple[str, str], ...] = ()  # (path, why) left uncommitted where they are
 
 
 @dataclass(frozen=True)
@@ -50,30 +51,63 @@ def commit_existing(settings: Settings, now: datetime) -> Committed:
     root = settings.layout.memory_root
     if has_commits(root):
         return Committed(None)
-    outcome = execute(settings, lambda: initial_changeset(root), now, recover_worktree=False)
-    return Committed(outcome.commit)
+    outcome = execute(
+        settings,
+        lambda: initial_changeset(root, settings.quiet_seconds),
+        now,
+        recover_worktree=False,
+    )
+    return Committed(outcome.commit, held=tuple(sorted(outcome.changeset.held.items())))
 
 
-def initial_changeset(root: str) -> ChangeSet:
-    """Every readable memory document already in the folder, as one import."""
-    writes = {}
+def initial_changeset(root: str, quiet_seconds: float = 0.0) -> ChangeSet:
+    """Every ``*.md`` file already in the folder, as one import; those that must not be
+    committed (``core.holdback``) stay where they are and are named in the commit."""
+    import time
+
+    from qmem_git.core.holdback import BEING_WRITTEN, hold_reason
+
+    writes: dict[str, str] = {}
+    held: dict[str, str] = {}
     mtimes = {}  # their ages survive the import (Qmem-Mtime trailers carry them to clones)
-    for info in iter_memory_files(root):
-        text = read_text(info.path)
-        if text is not None and parse_document(text, info.relative_path, 0) is not None:
-            writes[info.relative_path] = text
-            mtimes[info.relative_path] = info.mtime_ns // 1_000_000_000
+    quiet_ns = time.time_ns() - int(quiet_seconds * 1e9)
+    for rel in memory_paths(root):
+        data = read_bytes(os.path.join(root, rel))
+        why = "file-unreadable" if data is None else hold_reason(rel, data)
+        if why is None and data is not None:
+            mtime_ns = os.lstat(os.path.join(root, rel)).st_mtime_ns
+            if mtime_ns > quiet_ns:
+                why = BEING_WRITTEN
+            else:
+                writes[rel] = data.decode("utf-8")
+                mtimes[rel] = mtime_ns // 1_000_000_000
+        if why is not None:
+            held[rel] = why
     if not writes:
-        return ChangeSet("index", "start memory history")
-    topics = tuple(sorted({path.split("/", 1)[0] for path in writes if "/" in path}))
+        return ChangeSet("index", "start memory history", held=held)
     return ChangeSet(
         "snapshot",
         f"import {len(writes)} existing memory file(s)",
         writes=writes,
-        topics=topics,
+        topics=_types(writes),
         added=len(writes),
         mtimes=mtimes,
+        held=held,
     )
+
+
+def _types(writes: dict[str, str]) -> tuple[str, ...]:
+    """The memory types among ``writes`` (files that are no memory have none)."""
+    docs = (parse_document(text, rel, 0) for rel, text in writes.items())
+    return tuple(sorted({doc.type for doc in docs if doc is not None}))
+
+
+def read_bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 def has_commits(root: str) -> bool:

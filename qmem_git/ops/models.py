@@ -281,16 +281,19 @@ def warm_extract(
 
 def warm_dream(planner: DreamPlanner, memory_root: str) -> None:
     """Ask the dream planner now, over the documents ``plan_dream_op`` will scan."""
+    from qmem_git.ops.remember import unpinned
     from qmem_git.store.workdir import read_text, scan_documents
 
-    planner(scan_documents(memory_root), lambda rel: read_text(os.path.join(memory_root, rel)))
+    docs = unpinned(scan_documents(memory_root))
+    planner(docs, lambda rel: read_text(os.path.join(memory_root, rel)))
 
 
 def warm_forget(
     selector: ForgetSelector, memory_root: str, query: str | None, limit: int | None = None
 ) -> None:
     """Ask the forget selector now, with the arguments ``plan_forget_op`` will pass."""
+    from qmem_git.ops.remember import unpinned
     from qmem_git.store.workdir import scan_documents
 
     if query and query.strip():
-        selector(list_candidates(scan_documents(memory_root)), query.strip(), limit)
+        selector(list_candidates(unpinned(scan_documents(memory_root))), query.strip(), limit)

@@ -354,7 +354,7 @@ def run_forget(
     return ForgetOutcome(forget_plan, outcome)
 
 
-# --------------------------------------------------------------------------- restore / snapshot
+# --------------------------------------------------------------------------- restore
 
 
 @dataclass(frozen=True)
@@ -385,49 +385,3 @@ def run_restore(
         dry_run=dry_run,
     )
     return RestoreOutcome(candidates, outcome)
-
-
-@dataclass(frozen=True)
-class SnapshotOutcome:
-    outcome: Outcome
-    quarantined: dict[str, str] = field(default_factory=dict)  # path -> why
-
-
-def run_snapshot(
-    settings: Settings, now: datetime, *, op: str | None = None, dry_run: bool = False
-) -> SnapshotOutcome:
-    """Commit what another tool (Qwen Code's own memory) changed, op inferred (companion mode)."""
-    from qmem_git.ops.snapshot import (
-        SnapshotPlan,
-        load_snapshot_meta,
-        plan_snapshot,
-        save_snapshot_meta,
-    )
-    from qmem_git.store.recovery import memory_file_problem, quarantine_files
-
-    ensure_repository(settings, now, dry_run=dry_run)
-    layout = settings.layout
-
-    def plan() -> SnapshotPlan:
-        snap = plan_snapshot(
-            layout.memory_root,
-            layout.state_dir,
-            previous_meta=load_snapshot_meta(layout.state_dir),
-            problem_of=memory_file_problem,
-            op=op,
-        )
-        if snap.quarantine and not dry_run:
-            quarantine_files(layout, list(snap.quarantine), now)
-        return snap
-
-    snap, outcome = plan_and_execute(
-        settings,
-        plan,
-        lambda p: _changeset_or_empty(p.changeset, op or "snapshot"),
-        now,
-        dry_run=dry_run,
-        recover_worktree=False,
-    )
-    if not dry_run:
-        save_snapshot_meta(layout.state_dir, snap.meta)
-    return SnapshotOutcome(outcome, dict(snap.quarantine))

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from qmem_git.core.changes import ChangeSet
-from qmem_git.core.model import MEMORY_TYPES, MemoryType
+from qmem_git.core.model import MEMORY_TYPES, Document, MemoryType
+from qmem_git.core.names import is_pinned
 from qmem_git.core.patches import (
     Patch,
     PatchPlan,
@@ -67,7 +68,7 @@ def plan_patches_on_disk(memory_root: str, patches: Iterable[Patch], now: dateti
     must not import the extraction modules.
     """
     return plan_patches(
-        scan_documents(memory_root),
+        unpinned(scan_documents(memory_root)),  # pinned/ is the person's: never updated
         patches,
         read_text=lambda rel: read_text(os.path.join(memory_root, rel)) or "",
         path_taken=TakenPaths(memory_root),
@@ -129,3 +130,9 @@ def _topic(kind: str | None, summary: str) -> MemoryType:
         f"memory type {kind!r} is not one of {', '.join(MEMORY_TYPES)}",
         "pass --type user, feedback, project or reference",
     )
+
+
+def unpinned(docs: list[Document]) -> list[Document]:
+    """``docs`` without those in ``pinned/`` (any case): extraction, dream and a query forget
+    never write, move or delete there (Qwen Code 0.24's rule for its own agents)."""
+    return [doc for doc in docs if not is_pinned(doc.relative_path)]

@@ -66,6 +66,7 @@ def execute(
         lock_timeout=settings.lock_timeout,
         recover_worktree=recover_worktree,
         started=started,
+        quiet_seconds=settings.quiet_seconds,
     )
     commit = result.applied.commit if result.applied else None
     return Outcome(result.changeset, commit, result.recovery, result.applied)

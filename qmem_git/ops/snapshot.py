@@ -10,19 +10,27 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qmem_git.core.changes import ChangeSet
+from qmem_git.core.holdback import BEING_WRITTEN, SYMLINK, hold_reason
 from qmem_git.core.statefile import dumps_state, parse_iso
 from qmem_git.ops.history import entry_delta, memory_type, topics_of
 from qmem_git.store.history import WorkChange, open_history
-from qmem_git.store.recovery import SYMLINK_PROBLEM, case_collisions, utf8_problem
+from qmem_git.store.recovery import case_collisions
 from qmem_git.store.repo import blocked_by
 from qmem_git.store.state import load_meta, read_json_object
 from qmem_git.store.walk import memory_paths
 from qmem_git.store.workdir import atomic_write
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from qmem_git.ops.runner import Outcome
+    from qmem_git.settings import Settings
 
 SNAPSHOT_META = "snapshot-meta.json"
 RECORD_VERSION = 1
@@ -39,12 +47,14 @@ Validator = Callable[[str, bytes], "str | None"]  # why a file may not be commit
 
 @dataclass(frozen=True)
 class SnapshotPlan:
-    """The commit to make (None when nothing valid changed), files to quarantine, and the meta
-    stamps the caller saves with :func:`save_snapshot_meta` once the commit is made."""
+    """The commit to make (None when nothing committable changed), the files it leaves where
+    they are, uncommitted, and the meta stamps the caller saves with
+    :func:`save_snapshot_meta` once the commit is made."""
 
     changeset: ChangeSet | None
-    quarantine: dict[str, str] = field(default_factory=dict)  # path -> why
+    held: dict[str, str] = field(default_factory=dict)  # path -> why
     meta: dict[str, Any] = field(default_factory=dict)
+    statuses: dict[str, str] = field(default_factory=dict)  # path -> A/M/D it commits
 
 
 def load_snapshot_meta(state_dir: str) -> dict[str, Any] | None:
@@ -68,46 +78,74 @@ def plan_snapshot(
     state_dir: str,
     *,
     previous_meta: dict[str, Any] | None,
-    problem_of: Validator,
+    problem_of: Validator = hold_reason,
     op: str | None = None,
+    quiet_seconds: float = 0.0,
 ) -> SnapshotPlan:
-    """Everything that differs from HEAD as one ChangeSet; invalid files go to ``quarantine``.
+    """Everything that differs from HEAD as one ChangeSet; files that must not be committed
+    (``core.holdback``) stay where they are and are listed in ``held`` (and in the commit).
 
-    ``op`` overrides the inference (``snapshot --op OP``).
+    ``op`` overrides the inference (``snapshot --op OP``). ``quiet_seconds``: files changed
+    more recently are held back as still being written.
     """
+    from qmem_git.store.recovery import changed_paths
+
     meta = load_meta(state_dir)
+    candidates = changed_paths(memory_root)
     with open_history(memory_root) as repo:
-        changes = repo.worktree_changes()
+        changes = repo.worktree_changes(candidates)
     writes: dict[str, str] = {}
     deletes: list[str] = []
-    quarantine: dict[str, str] = {}
+    held: dict[str, str] = {}
+    quiet_ns = time.time_ns() - int(quiet_seconds * 1e9)
     for change in changes:
-        link = linked_folder(memory_root, change.path) if change.data is None else None
-        if link is not None:  # a dry run sees what the writer would first quarantine
-            quarantine[link] = SYMLINK_PROBLEM
+        why = _held(memory_root, change, problem_of, quiet_ns)
+        if why is not None:
+            held[change.path] = why
         elif change.data is None:
             deletes.append(change.path)
-        elif problem := problem_of(change.path, change.data) or utf8_problem(change.data):
-            quarantine[change.path] = problem
         else:
             writes[change.path] = change.data.decode("utf-8")
     new = [c.path for c in changes if c.status == "A" and c.path in writes]
-    for rel, problem in case_collisions(new, memory_paths(memory_root)).items():
+    clashes = case_collisions(new, memory_paths(memory_root)) if new else {}
+    for rel, problem in clashes.items():
         del writes[rel]
-        quarantine[rel] = problem
+        held[rel] = problem
     kept = [c for c in changes if c.path in writes or c.path in deletes]
     snapshot = {key: meta[key] for key in TRACKED_KEYS if key in meta}
     if not kept:
-        return SnapshotPlan(None, quarantine, snapshot)
+        return SnapshotPlan(None, held, snapshot)
+    statuses = {c.path: c.status for c in kept}
     chosen = op or infer_op(meta, previous_meta, only_deletions=not writes)
     changeset = _changeset(chosen, kept, writes, deletes, meta)
-    changeset = replace(changeset, mtimes=_file_times(memory_root, writes))
-    return SnapshotPlan(changeset, quarantine, snapshot)
+    changeset = replace(changeset, mtimes=_file_times(memory_root, writes), held=held)
+    return SnapshotPlan(changeset, held, snapshot, statuses)
+
+
+def _held(memory_root: str, change: WorkChange, problem_of: Validator, quiet_ns: int) -> str | None:
+    """Why ``change`` must stay out of the commit, or None. A path behind a symlink, or that
+    is one now, reads as deleted: it is held, so HEAD's version is kept."""
+    if change.data is not None:
+        problem = problem_of(change.path, change.data)
+        if problem is None and _mtime_ns(memory_root, change.path) > quiet_ns:
+            return BEING_WRITTEN
+        return problem
+    link = linked_folder(memory_root, change.path)
+    if link is not None:
+        return f"{SYMLINK} ({link} is a symlink)"
+    return SYMLINK if os.path.islink(os.path.join(memory_root, change.path)) else None
+
+
+def _mtime_ns(memory_root: str, rel: str) -> int:
+    try:
+        return os.lstat(os.path.join(memory_root, rel)).st_mtime_ns
+    except OSError:
+        return 0
 
 
 def linked_folder(memory_root: str, rel: str) -> str | None:
-    """The folder on ``rel``'s path that is a symlink, or None. Writers move such a link to
-    quarantine and put HEAD's files back, so what lies behind it is not deleted."""
+    """The folder on ``rel``'s path that is a symlink, or None: never looked through, so what
+    lies behind it is neither read nor committed as deleted."""
     blocker = blocked_by(memory_root, rel)
     if blocker is None or blocker == rel:
         return None
@@ -188,3 +226,46 @@ def _session(op: str, meta: dict[str, Any]) -> str | None:
 
 def _text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class SnapshotOutcome:
+    outcome: Outcome
+    held: dict[str, str] = field(default_factory=dict)  # path -> why it was not committed
+
+
+def run_snapshot(
+    settings: Settings, now: datetime, *, op: str | None = None, dry_run: bool = False
+) -> SnapshotOutcome:
+    """Commit what another tool (Qwen Code's own memory) changed, op inferred (companion mode).
+
+    Files that must not be committed stay where they are and are reported (``held``)."""
+    from qmem_git.ops.lifecycle import ensure_repository
+    from qmem_git.ops.runner import plan_and_execute
+
+    ensure_repository(settings, now, dry_run=dry_run)
+    layout = settings.layout
+
+    def plan() -> SnapshotPlan:
+        return plan_snapshot(
+            layout.memory_root,
+            layout.state_dir,
+            previous_meta=load_snapshot_meta(layout.state_dir),
+            op=op,
+            quiet_seconds=settings.quiet_seconds,
+        )
+
+    def changeset_of(p: SnapshotPlan) -> ChangeSet:
+        return p.changeset or ChangeSet(op or "snapshot", "nothing to change", held=p.held)
+
+    snap, outcome = plan_and_execute(
+        settings,
+        plan,
+        changeset_of,
+        now,
+        dry_run=dry_run,
+        recover_worktree=False,
+    )
+    if not dry_run:
+        save_snapshot_meta(layout.state_dir, snap.meta)
+    return SnapshotOutcome(outcome, dict(snap.held))

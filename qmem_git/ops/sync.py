@@ -190,7 +190,7 @@ def run_clone(
 ) -> CloneOutcome:
     """Create this project's memory from a remote; an existing store needs ``merge=True``."""
     layout = settings.layout
-    check_store(layout, adopting=True)  # a project or notes folder is never cloned into
+    check_store(layout)  # another project's folder is never cloned into
     if _has_local_memories(settings) and not merge:
         raise QmemError(
             f"{layout.memory_root} already holds memories",

@@ -11,13 +11,13 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from qmem_git.core.changes import ChangeSet
+from qmem_git.core.holdback import hold_reason
 from qmem_git.core.model import INDEX_NAME
 from qmem_git.errors import NothingToDo, QmemError, UnsafePath
 from qmem_git.ops.history import entry_delta, memory_type, topics_of
 from qmem_git.store.history import History, LogEntry, is_commit_id, open_history
-from qmem_git.store.recovery import memory_file_problem, utf8_problem
 from qmem_git.store.repo import check_memory_path
-from qmem_git.store.walk import is_memory_path
+from qmem_git.store.walk import is_versioned_path
 
 UNDOES_TRAILER = "Qmem-Undoes"
 
@@ -111,7 +111,7 @@ def _writable(path: str) -> bool:
     A name with a control character (a newline) is left alone too: in our commit message's
     file lines it would read as other paths.
     """
-    if not is_memory_path(path) or not path.isprintable():
+    if not is_versioned_path(path) or not path.isprintable():
         return False
     try:
         path.encode("utf-8")  # a non-UTF-8 name arrives with surrogates in it
@@ -136,9 +136,9 @@ def _file(repo: History, head: str, target: LogEntry, path: str) -> _File:
 
 
 def _recoverable(path: str, data: bytes) -> bool:
-    """Recovery's rule: a valid file is committed; an invalid one is quarantined and HEAD's
-    version put back, so the undo then sees HEAD's."""
-    return memory_file_problem(path, data) is None and utf8_problem(data) is None
+    """Recovery's rule: a file is committed unless it must be held back (``core.holdback``);
+    a held-back one is left where it is, uncommitted, so the undo then sees HEAD's."""
+    return hold_reason(path, data) is None
 
 
 def _refuse_if_changed_later(repo: History, target: LogEntry, paths: list[str]) -> None:
@@ -181,7 +181,7 @@ def _require_restorable(repo: History, target: LogEntry, path: str, f: _File) ->
     if f.wanted is None:
         return
     parent = target.parents[0]  # ``wanted`` exists, so there is a parent
-    if not repo.is_symlink(parent, path) and utf8_problem(f.wanted) is None:
+    if not repo.is_symlink(parent, path) and _is_utf8(f.wanted):
         return
     raise QmemError(
         f"cannot undo {target.short}: the version of {path} it replaced is not UTF-8 text "
@@ -227,3 +227,11 @@ def _shown(path: str) -> str:
 def _text(data: bytes | None) -> str | None:
     """Text of a version; lossy only for ``now`` (entry counting), as ``wanted`` is UTF-8."""
     return None if data is None else data.decode("utf-8", "replace")
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

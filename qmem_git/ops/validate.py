@@ -30,6 +30,7 @@ from qmem_git.core.validate import (
     INDEX_FIX,
     STAGED_INDEX_FIX,
     Finding,
+    as_advice,
     check_index,
     check_memory_file,
     check_path,
@@ -157,8 +158,8 @@ def _staged_refusal(item: StagedFile) -> list[Finding] | None:
     """Findings for a staged entry whose content is not read (not *.md, not a regular file,
     too big); None when the content should be checked."""
     rel = item.path
-    if not rel.endswith(".md"):
-        return check_path(rel)
+    if not rel.endswith(".md"):  # not a memory: the person's to commit, only its name matters
+        return [as_advice(finding) for finding in check_path(rel)]
     if stat.S_ISLNK(item.mode):
         message = "symlink; memory files must be regular files inside the memory root"
         return [*check_path(rel), Finding(rel, 1, 1, "error", message, "symlink")]
@@ -313,16 +314,18 @@ def _walk(root: str, rel_dir: str) -> Iterable[tuple[str, str]]:
 
 
 def _kind(entry: os.DirEntry[str]) -> str:
+    """What to check: ``*.md`` files (what qmem-git versions), folders to descend, and links
+    named like memories; other files (logs, images) are the agent's, not versioned."""
     name = entry.name
     if name.startswith(".") and name != ".git" and fold_name(name).rstrip(" .") == ".git":
         return "git-name"
     if name.startswith(".") and not (name.endswith(".md") and entry.is_file(follow_symlinks=False)):
         return ""
     if entry.is_symlink():
-        return "symlink"
+        return "symlink" if name.endswith(".md") else ""
     if entry.is_dir(follow_symlinks=False):
         return "dir"
-    return "file"
+    return "file" if name.endswith(".md") else ""
 
 
 def _collisions(paths: list[str], display: Display) -> list[Finding]:
@@ -342,7 +345,7 @@ def _collisions(paths: list[str], display: Display) -> list[Finding]:
 def _check_file(root: str, rel: str, shown: str) -> list[Finding]:
     """Name checks always; content checks for regular ``*.md`` files within the size limit."""
     if not rel.endswith(".md"):
-        return _shown(check_path(rel), shown)
+        return _shown([as_advice(finding) for finding in check_path(rel)], shown)
     try:
         data = _read_bounded(os.path.join(root, rel), rel)
     except _Unreadable as exc:

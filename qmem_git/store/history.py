@@ -19,7 +19,7 @@ import heapq
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from types import TracebackType
@@ -35,7 +35,7 @@ from qmem_git.core.unidiff import colorize, render_file_diff
 from qmem_git.errors import QmemError, RepoCorrupt, UsageError
 from qmem_git.store.relocate import repository
 from qmem_git.store.repo import blob_id, close_store
-from qmem_git.store.walk import is_memory_path, memory_paths
+from qmem_git.store.walk import is_versioned_path, memory_paths
 
 __all__ = [
     "DiffResult",
@@ -417,6 +417,20 @@ class History:
             if entry.mode is not None and entry.mode != _GITLINK and entry.path and entry.sha
         }
 
+    def _only(self, head: str | None, paths: list[str]) -> tuple[dict[str, str], dict[str, bytes]]:
+        """(path -> blob id at ``head``, path -> content on disk) of ``paths``."""
+        tree = self._tree_of(head)
+        committed = {}
+        on_disk = {}
+        for rel in paths:
+            found = self._tree_entry(tree, rel)
+            if found is not None:
+                committed[rel] = found[1].decode("ascii")
+            data = None if _behind_link(self.root, rel) else _read_regular(self.root + "/" + rel)
+            if data is not None:
+                on_disk[rel] = data
+        return committed, on_disk
+
     # -- log ------------------------------------------------------------------------------
 
     def entry(self, rev: str) -> LogEntry:
@@ -625,21 +639,26 @@ class History:
         (the store's crash recovery counts all of those as deleted)."""
         return _read_regular(os.path.join(self.root, path))
 
-    def worktree_changes(self) -> list[WorkChange]:
+    def worktree_changes(self, paths: Collection[str] | None = None) -> list[WorkChange]:
         """Memory files that differ from HEAD, listed by the store's one rule (``store.walk``).
 
-        Any-size ``*.md`` files (oversized ones are the caller's to quarantine) and dot-files
+        Any-size ``*.md`` files (oversized ones are the caller's to hold back) and dot-files
         count; dot-directories, symlinks and every ``MEMORY.md`` (the top-level one is the
         generated index) do not. Every file is hashed rather than trusting the git index's
         stat data: the writers keep the index current, but it can be stale or unreadable
         (another program rewrote it, an update failed) and a snapshot must not miss an edit.
+        ``paths``: look at these only (``store.recovery.changed_paths``: the files whose stat
+        differs from the git index, as ``git status`` finds them), not at every file.
         """
         head = self.head()
-        sparse = _left_out_by_sparse_checkout(self.root)
-        committed = {
-            p: s for p, s in self.tree_files(head).items() if is_memory_path(p) and p not in sparse
-        }
-        on_disk = _read_worktree(self.root)
+        # the candidates never hold a file a sparse checkout left out (recovery skips those)
+        sparse = _left_out_by_sparse_checkout(self.root) if paths is None else set()
+        if paths is None:
+            committed = self.tree_files(head)
+            on_disk = _read_worktree(self.root)
+        else:
+            committed, on_disk = self._only(head, [p for p in paths if is_versioned_path(p)])
+        committed = {p: s for p, s in committed.items() if is_versioned_path(p) and p not in sparse}
         changes: list[WorkChange] = []
         for path in sorted(set(committed) | set(on_disk)):
             data = on_disk.get(path)
@@ -775,6 +794,15 @@ def _ref_candidates(name: str) -> list[bytes]:
 
 def _is_file(mode: int | None) -> bool:
     return mode is not None and (stat.S_ISREG(mode) or stat.S_ISLNK(mode))
+
+
+def _behind_link(root: str, rel: str) -> bool:
+    """True when a folder on ``rel``'s path is a symlink: what lies behind it is not read (a
+    full walk never descends there either)."""
+    parts = rel.split("/")[:-1]
+    return any(
+        os.path.islink(os.path.join(root, *parts[:depth])) for depth in range(1, len(parts) + 1)
+    )
 
 
 def _left_out_by_sparse_checkout(root: str) -> set[str]:

@@ -7,6 +7,10 @@ index (index entries refreshed, nothing committed), or leftovers (temp files, ``
 temp objects: removed). Detection is cheap: one ``lstat`` per memory file compared with the
 git index; only files whose stat differs are read and hashed. The full HEAD tree is walked only
 when the index was not written by us for the current HEAD (see ``store.gitindex``).
+
+A file that must not be committed (``core.holdback``: a secret, too large, not UTF-8, an
+unsafe path, a symlink, still being written) is never moved: it stays where it is, is left
+out of the commit (HEAD's version of its path is kept) and is reported.
 """
 
 from __future__ import annotations
@@ -14,13 +18,15 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import NamedTuple
 
 from qmem_git.core.changes import ChangeSet, FileChange
 from qmem_git.core.codec import parse_document
-from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, is_memory_type
+from qmem_git.core.holdback import BEING_WRITTEN, SYMLINK, hold_reason
+from qmem_git.core.model import INDEX_NAME, is_memory_type
 from qmem_git.core.paths import Layout
 from qmem_git.store import gitindex, journal, locks, survey
 from qmem_git.store.gitindex import GitIndex
@@ -30,12 +36,11 @@ from qmem_git.store.repo import (
     WorkState,
     apply_changeset,
     blob_id,
-    free_name,
     undo_interrupted,
     update_config,
 )
-from qmem_git.store.walk import is_memory_path
-from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, fsync_dir, without_exec_bits
+from qmem_git.store.walk import is_versioned_path
+from qmem_git.store.workdir import without_exec_bits
 
 Validator = Callable[[str, bytes], "str | None"]  # why a file may not be committed, or None
 INDEX_REWRITTEN = (
@@ -46,14 +51,14 @@ TEMP_OBJECT_PREFIX = "tmp_obj_qmem_"  # temp objects of qmem-git versions before
 
 
 class RecoveryReport(NamedTuple):
-    """What recovery repaired; the CLI prints removed locks and quarantined files on stderr.
+    """What recovery repaired; the CLI prints removed locks and held-back files on stderr.
 
     A NamedTuple like ``store.repo``'s results (cheaper to define than a frozen dataclass).
     """
 
     commit: str | None = None
     changes: tuple[FileChange, ...] = ()
-    quarantined: tuple[str, ...] = ()
+    held: tuple[tuple[str, str], ...] = ()  # (path, why) left out of every commit
     removed_locks: tuple[str, ...] = ()
     removed_temp_files: tuple[str, ...] = ()
     index_rebuilt: bool = False
@@ -74,43 +79,26 @@ class RecoveryReport(NamedTuple):
     @property
     def acted(self) -> bool:
         """True when recovery changed anything a user may want to hear about."""
-        return bool(
-            self.commit or self.quarantined or self.removed_locks or self.removed_temp_files
-        )
+        return bool(self.commit or self.removed_locks or self.removed_temp_files)
 
 
 class _Found:
-    """What the candidates turned out to be: to commit, to delete, to quarantine (and why)."""
+    """What the candidates turned out to be: to commit, to delete, to hold back (and why)."""
 
-    def __init__(self, invalid: dict[str, str] | None = None) -> None:
+    def __init__(self) -> None:
         self.writes: dict[str, str] = {}
         self.deletes: list[str] = []
-        self.invalid: dict[str, str] = invalid or {}
+        self.held: dict[str, str] = {}
         self.new: list[str] = []  # written files HEAD does not have
         self.index_stale = False
         self.index_new = False  # MEMORY.md is not in HEAD (a store that never committed it)
 
     def refuse_new(self, reasons: dict[str, str]) -> None:
-        """Move new files that turned out invalid (name collisions) from writes to invalid."""
+        """Move new files that turned out unsafe (name collisions) from writes to held."""
         for rel, reason in reasons.items():
             self.writes.pop(rel, None)
             self.new.remove(rel)
-            self.invalid[rel] = reason
-
-
-def memory_file_problem(rel_path: str, data: bytes) -> str | None:
-    """Why a file may not be committed: the first error ``qmem-git validate`` reports for it.
-
-    The same rules as ``validate`` and the pre-commit hook (path safety and layout, size, UTF-8,
-    frontmatter read safely by both readers, secrets, conflict markers), so nothing a recovery
-    or snapshot commit lets in is later refused by a hook, a hand commit or another machine.
-    """
-    from qmem_git.core.validate import check_memory_file  # yaml: only when a file is checked
-
-    for finding in check_memory_file(rel_path, data):
-        if finding.severity == "error":
-            return f"{finding.rule}: {finding.message}"
-    return None
+            self.held[rel] = reason
 
 
 def case_collisions(new: Iterable[str], paths: Collection[str]) -> dict[str, str]:
@@ -129,10 +117,16 @@ def recover(
     host: str,
     now: datetime,
     problem_of: Validator | None = None,
+    quiet_seconds: float = 0.0,
 ) -> RecoveryReport:
     """Repair what an interrupted writer left; RepoCorrupt (nothing touched) on damaged git data."""
     report, _ = recover_for_write(
-        layout, identity=identity, host=host, now=now, problem_of=problem_of
+        layout,
+        identity=identity,
+        host=host,
+        now=now,
+        problem_of=problem_of,
+        quiet_seconds=quiet_seconds,
     )
     return report
 
@@ -146,13 +140,24 @@ def recover_for_write(
     problem_of: Validator | None = None,
     commit_changes: bool = True,
     pending: survey.Pending | None = None,
+    quiet_seconds: float = 0.0,
 ) -> tuple[RecoveryReport, WorkState]:
     """:func:`recover`, also returning the scan so the writer's commit needs no second one.
 
     ``pending``: a survey the caller started under the same lock (``store.survey.start``).
+    ``quiet_seconds``: a file changed more recently is held back as still being written
+    (``core.holdback.QUIET_SECONDS`` for files an agent writes; 0 holds none back for that).
     """
+    rules = _Rules(problem_of or hold_reason, time.time_ns() - int(quiet_seconds * 1e9))
     with Repository(layout.memory_root) as repo:
-        return _recover(repo, layout, identity, host, now, problem_of, commit_changes, pending)
+        return _recover(repo, layout, identity, host, now, rules, commit_changes, pending)
+
+
+class _Rules(NamedTuple):
+    """What keeps a changed file out of the commit: its content, or being newer than ``quiet``."""
+
+    problem_of: Validator
+    quiet_ns: int  # files with an mtime after this may still be being written
 
 
 def _check_packs(git_dir: str) -> None:
@@ -175,7 +180,7 @@ def _recover(
     identity: Identity,
     host: str,
     now: datetime,
-    problem_of: Validator | None,
+    rules: _Rules,
     commit_changes: bool,
     pending: survey.Pending | None,
 ) -> tuple[RecoveryReport, WorkState]:
@@ -190,33 +195,26 @@ def _recover(
     seen = pending.result() if pending is not None else survey.survey(repo.root)
     if undone is not None and undone[1]:  # the survey may predate the files put back
         seen = survey.survey(repo.root)
-    moved_links, gone_links = _quarantine_links(
-        repo, layout, seen.links, head_tree, seen.index, now
-    )
-    if moved_links:  # rare: look again at the repaired tree
-        seen = survey.survey(repo.root)
     removed_temp = _remove_temp_files(repo, seen.temp_files)
     rebuilt = seen.index is None
     index = GitIndex() if seen.index is None else seen.index
     head_map = None if index.head == head and not rebuilt else repo.flatten(head_tree)
     found = _Found()
-    found.deletes += gone_links
-    for rel in sorted(_candidates(seen, index, head_map)):
+    candidates = _candidates(seen, index, head_map)
+    for rel in sorted(candidates):
         head_sha = head_map.get(rel) if head_map is not None else repo.lookup(head_tree, rel)
-        _classify(repo, rel, head_sha, seen.files, index, found, problem_of or memory_file_problem)
+        _classify(repo, rel, head_sha, seen.files, index, found, rules)
     found.refuse_new(case_collisions(found.new, seen.files))
+    for rel in seen.links:  # never followed, never committed: said once, where they stand
+        if rel.endswith(".md"):
+            found.held.setdefault(rel, SYMLINK)
     cuts = {} if seen.cut is None else {survey.NEWEST: seen.cut}
-    state = WorkState(_render_files(seen.files, seen.oversized), index, cuts)
-    warnings = [f"{rel}: {SYMLINK_PROBLEM}; moved to {dest}" for rel, dest in moved_links]
+    state = WorkState(_render_files(seen.files, seen.oversized), index, cuts, candidates)
+    warnings = []
     if undone is not None:
         op, paths = undone
         put_back = f"put back {', '.join(paths)}" if paths else "no file had changed yet"
-        warnings.insert(0, f"an interrupted {op} was undone: {put_back}")
-    quarantined: list[tuple[str, str]] = list(moved_links)
-    if commit_changes:
-        moved = _quarantine_all(repo, layout, found, head_tree, index, state, now)
-        warnings += [f"{rel}: {found.invalid[rel]}; moved to {dest}" for rel, dest in moved]
-        quarantined += moved
+        warnings.append(f"an interrupted {op} was undone: {put_back}")
     commit, changes = _commit(layout, found, identity, host, now, state, commit_changes)
     if commit_changes and found.index_stale and not found.index_new and commit is None:
         warnings.append(INDEX_REWRITTEN)
@@ -227,7 +225,7 @@ def _recover(
     report = RecoveryReport(
         commit=commit,
         changes=tuple(changes),
-        quarantined=tuple(dest for _, dest in quarantined),
+        held=tuple(sorted(found.held.items())),
         removed_locks=tuple(removed_locks),
         removed_temp_files=tuple(removed_temp),
         index_rebuilt=rebuilt,
@@ -274,12 +272,22 @@ def _remove_temp_files(repo: Repository, temp_files: list[str]) -> list[str]:
     return removed
 
 
-def _load_index(git_dir: str) -> tuple[GitIndex, bool]:
-    """The git index, or an empty one to rebuild from HEAD when it cannot be read."""
-    try:
-        return gitindex.read_index(git_dir), False
-    except gitindex.IndexUnreadable:
-        return GitIndex(), True
+def changed_paths(root: str) -> set[str]:
+    """Paths whose file may differ from HEAD: stat against the git index, as ``git status``
+    finds them (one ``lstat`` per file; the HEAD tree only when the index is not ours for
+    HEAD). What a snapshot reads, instead of every file; under a writer, what its recovery
+    found (``store.workdir.shared_scan``), so the folder is not surveyed twice."""
+    from qmem_git.store.workdir import changed_in_scan
+
+    known = changed_in_scan(root)
+    if known is not None:
+        return set(known)
+    with Repository(root) as repo:
+        _, head = repo.head()
+        seen = survey.survey(repo.root)
+        index = GitIndex() if seen.index is None else seen.index
+        fresh = seen.index is not None and index.head == head
+        return _candidates(seen, index, None if fresh else repo.flatten(repo.tree_of(head)))
 
 
 def _candidates(seen: survey.Survey, index: GitIndex, head_map: dict[str, str] | None) -> set[str]:
@@ -296,7 +304,7 @@ def _candidates(seen: survey.Survey, index: GitIndex, head_map: dict[str, str] |
 
 
 def _in_scope(rel: str) -> bool:
-    return rel == INDEX_NAME or is_memory_path(rel)
+    return rel == INDEX_NAME or is_versioned_path(rel)
 
 
 def _classify(
@@ -306,11 +314,15 @@ def _classify(
     files: Collection[str],
     index: GitIndex,
     found: _Found,
-    problem_of: Validator,
+    rules: _Rules,
 ) -> None:
-    """Decide one candidate: refresh its index entry, commit it, delete it or quarantine it."""
+    """Decide one candidate: refresh its index entry, commit it, delete it or hold it back."""
     if rel not in files and not _in_scope(rel):
         _refresh_other(repo, rel, head_sha, index)
+        return
+    link = _linked_folder(repo.root, rel)
+    if link is not None:  # never looked through: what lies behind it is not ours to read
+        found.held[rel] = f"{SYMLINK} ({link}/ is a symlink)"
         return
     path = os.path.join(repo.root, rel)
     try:
@@ -320,7 +332,7 @@ def _classify(
     if st is None and index.skips_worktree(rel):
         return  # left out by a sparse checkout, not deleted
     if st is not None and stat.S_ISLNK(st.st_mode):
-        found.invalid[rel] = SYMLINK_PROBLEM  # made after the survey (it moves the others)
+        found.held[rel] = SYMLINK  # a link where HEAD has a file: HEAD's file is kept
         return
     if st is None or rel not in files or not stat.S_ISREG(st.st_mode):
         if head_sha is None:
@@ -337,15 +349,24 @@ def _classify(
     elif rel == INDEX_NAME:
         found.index_stale = True
         found.index_new = head_sha is None
-    elif (problem := problem_of(rel, data) or utf8_problem(data)) is not None:
-        found.invalid[rel] = problem
+    elif (problem := rules.problem_of(rel, data)) is not None:
+        found.held[rel] = problem
+    elif st.st_mtime_ns > rules.quiet_ns:
+        found.held[rel] = BEING_WRITTEN
     else:
         found.writes[rel] = data.decode("utf-8")
         if head_sha is None:
             found.new.append(rel)
 
 
-SYMLINK_PROBLEM = "symlink: memory files must be regular files inside the memory root"
+def _linked_folder(root: str, rel: str) -> str | None:
+    """The folder on ``rel``'s path that is a symlink, or None."""
+    parts = rel.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        prefix = "/".join(parts[:depth])
+        if os.path.islink(os.path.join(root, prefix)):
+            return prefix
+    return None
 
 
 def _refresh_other(repo: Repository, rel: str, head_sha: str | None, index: GitIndex) -> None:
@@ -366,14 +387,6 @@ def _read(path: str) -> bytes:
         return handle.read()
 
 
-def utf8_problem(data: bytes) -> str | None:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return "utf8: not UTF-8 text"
-    return None
-
-
 def _render_files(
     files: Mapping[str, tuple[int, ...]], oversized: list[str]
 ) -> dict[str, tuple[int, ...]]:
@@ -386,127 +399,6 @@ def _render_files(
     return render
 
 
-def quarantine_files(layout: Layout, paths: list[str], now: datetime) -> list[str]:
-    """Move invalid memory files to quarantine (lock held); HEAD's version of a tracked one is
-    written back so the work tree still matches history. Returns the quarantine paths."""
-    with Repository(layout.memory_root) as repo:
-        _, head = repo.head()
-        index, _ = _load_index(repo.git_dir)
-        found = _Found(invalid=dict.fromkeys(paths, ""))
-        moved = _quarantine_all(repo, layout, found, repo.tree_of(head), index, WorkState(), now)
-    return [dest for _, dest in moved]
-
-
-def _quarantine_all(
-    repo: Repository,
-    layout: Layout,
-    found: _Found,
-    head_tree: str | None,
-    index: GitIndex,
-    state: WorkState,
-    now: datetime,
-) -> list[tuple[str, str]]:
-    """Move invalid files to ``<state>/quarantine/<stamp>/`` and put HEAD's version back.
-
-    Where HEAD has a version, the file is copied to quarantine and HEAD's version then
-    replaces it in one rename: killed in between, the invalid file is still there (and is
-    quarantined again), never missing, which the next writer would commit as deleted.
-    """
-    moved: list[tuple[str, str]] = []
-    for rel in found.invalid:
-        head_sha = repo.lookup(head_tree, rel)
-        keep = head_sha is not None
-        moved.append((rel, _move_to_quarantine(repo, layout, rel, now, copy=keep)))
-        if state.files is not None:
-            state.files.pop(rel, None)
-        if head_sha is None:
-            index.remove(rel)
-        else:
-            _restore(repo, rel, head_sha, index, state, now)
-    return moved
-
-
-def _move_to_quarantine(
-    repo: Repository, layout: Layout, rel: str, now: datetime, *, copy: bool = False
-) -> str:
-    """Move ``rel`` (a file, or a symlink itself) to ``<state>/quarantine/<stamp>/rel``;
-    ``copy``: copy the file there (durably) and leave it, for HEAD's version to replace."""
-    import shutil  # only when something is quarantined: ~3 ms to import (bz2, lzma)
-
-    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    dest = free_name(os.path.join(layout.state_dir, "quarantine", stamp, rel))
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    source = os.path.join(repo.root, rel)
-    if copy and not os.path.islink(source):
-        shutil.copy2(source, dest)
-        with open(dest, "rb") as handle:
-            os.fsync(handle.fileno())
-        fsync_dir(os.path.dirname(dest))
-    else:
-        shutil.move(source, dest)
-    return dest
-
-
-def _misplaced(links: list[str], head_entries: dict[str, tuple[int, str]]) -> list[str]:
-    """The symlinks writes could follow or that stand for memories: ``*.md`` ones, and those in
-    or as a type folder, or where HEAD has a file or folder (a link HEAD itself has there, out
-    of every memory place, is as committed: left alone)."""
-    folders = {path[:at] for path in head_entries for at, c in enumerate(path) if c == "/"}
-    return [
-        rel
-        for rel in links
-        if rel.endswith(".md")
-        or is_memory_type(rel.split("/", 1)[0])
-        or rel in folders
-        or (rel in head_entries and not stat.S_ISLNK(head_entries[rel][0]))
-    ]
-
-
-def _quarantine_links(
-    repo: Repository,
-    layout: Layout,
-    links: list[str],
-    head_tree: str | None,
-    index: GitIndex | None,
-    now: datetime,
-) -> tuple[list[tuple[str, str]], list[str]]:
-    """Move each such symlink to quarantine (the link, never its target) and put back the files
-    HEAD has in its place, with the times the index knew for them. Every writer does this
-    first, so no write follows a link out of the memory folder and nothing is committed as
-    deleted because a link hid it. A link HEAD has in a memory place (committed with C git)
-    is not put back: its removal is committed, by the classification of memory paths gone,
-    and for any other name (``user/notes``, a type folder itself) by the second list returned.
-    """
-    if not links:
-        return [], []
-    head_entries = repo.flatten_entries(head_tree)
-    moved: list[tuple[str, str]] = []
-    gone_links: list[str] = []
-    kept = index if index is not None else GitIndex()  # its entries give the files' times
-    for rel in _misplaced(links, head_entries):
-        moved.append((rel, _move_to_quarantine(repo, layout, rel, now)))
-        for path, (mode, sha) in head_entries.items():
-            if (path == rel or path.startswith(rel + "/")) and stat.S_ISREG(mode):
-                _restore(repo, path, sha, kept, WorkState(), now)
-        if rel in head_entries and stat.S_ISLNK(head_entries[rel][0]) and not _in_scope(rel):
-            gone_links.append(rel)
-    return moved, gone_links
-
-
-def _restore(
-    repo: Repository, rel: str, sha: str, index: GitIndex, state: WorkState, now: datetime
-) -> None:
-    """Write HEAD's version of ``rel`` back, keeping the mtime the index knew for it."""
-    entry = index.get(rel)
-    mtime_ns = entry.mtime_ns if entry else int(now.timestamp()) * 1_000_000_000
-    path = os.path.join(repo.root, rel)
-    data = repo.read_blob(sha)
-    atomic_write(path, data, mtime_ns, mode=FILE_MODE_BITS)
-    index.set(rel, os.lstat(path), sha, gitindex.FILE_MODE)
-    if state.files is not None and len(data) <= MAX_FILE_BYTES:
-        state.files[rel] = (mtime_ns, len(data))
-
-
 def _commit(
     layout: Layout,
     found: _Found,
@@ -516,7 +408,8 @@ def _commit(
     state: WorkState,
     enabled: bool,
 ) -> tuple[str | None, list[FileChange]]:
-    """One ``recover`` commit of everything valid that differs from HEAD."""
+    """One ``recover`` commit of everything that differs from HEAD and may be committed; the
+    files held back are named in its message."""
     if not enabled or not (found.writes or found.deletes or found.index_stale):
         return None, []
     count = len(found.writes) + len(found.deletes)
@@ -531,6 +424,7 @@ def _commit(
         topics=_topics(found),
         added=len(found.new),
         removed=len(found.deletes),
+        held=found.held,
     )
     result = apply_changeset(layout, cs, identity=identity, host=host, now=now, state=state)
     return result.commit, result.changes

@@ -147,7 +147,8 @@ class WorkState:
     """A writer's view of the work tree, shared by recovery and apply to avoid a second scan.
 
     ``files``: memory file -> (mtime_ns, size, ...), the input MEMORY.md is rendered from;
-    ``cuts``: their scan-order cuts the survey found (``store.workdir.shared_scan``).
+    ``cuts``: their scan-order cuts the survey found (``store.workdir.shared_scan``);
+    ``changed``: the paths whose stat differed from the git index (a snapshot reads those).
     """
 
     def __init__(
@@ -155,10 +156,12 @@ class WorkState:
         files: dict[str, tuple[int, ...]] | None = None,
         index: GitIndex | None = None,
         cuts: dict[int, int] | None = None,
+        changed: set[str] | None = None,
     ) -> None:
         self.files = files
         self.index = index
         self.cuts = cuts or {}
+        self.changed = changed
 
 
 # --- identity -------------------------------------------------------------------------------
@@ -733,7 +736,7 @@ def check_memory_path(rel: str, *, writing: bool = True) -> str:
         or "\\" in rel
         or any(p in ("", ".", "..") for p in parts)
         or any(p.startswith(".") for p in parts[:-1])
-        or parts[-1] == INDEX_NAME
+        or rel == INDEX_NAME
         or posixpath.normpath(rel) != rel
         or (writing and any(ord(char) < 0x20 or ord(char) == 0x7F for char in rel))
     ):
@@ -895,7 +898,7 @@ def rebuild_only(cs: ChangeSet) -> ChangeSet:
     ``index`` and ``recover`` ChangeSets are planned as such a rebuild and keep their words."""
     if not cs.is_empty or cs.op in ("index", "recover"):
         return cs
-    return ChangeSet("index", "rebuild MEMORY.md", session=cs.session)
+    return ChangeSet("index", "rebuild MEMORY.md", session=cs.session, held=cs.held)
 
 
 def _apply(
@@ -918,7 +921,12 @@ def _apply(
     record = _journal_record(repo, cs, parent, base)
     with journaled(repo, record):  # from here a crash is undone, not committed in part
         touched = _write_files(repo, cs, base, mtime_ns, state)
-        touched[INDEX_NAME], dropped = _write_memory_index(repo.root, mtime_ns, state)
+        written, dropped, why = _write_memory_index(repo.root, mtime_ns, state)
+        index_blob: str | None = written
+        if why is not None:  # listed from a held-back file: HEAD's index is kept in history
+            index_blob = repo.lookup(base, INDEX_NAME)
+            cs = dataclasses.replace(cs, held={**cs.held, INDEX_NAME: why})
+        touched[INDEX_NAME] = index_blob
         for _ in range(CAS_ATTEMPTS):
             changes = _diff(repo, base, touched)
             message = render_commit_message(cs, host, changes)
@@ -1092,14 +1100,22 @@ def prune_dirs(root: str, rel: str) -> None:
         parent = posixpath.dirname(parent)
 
 
-def _write_memory_index(root: str, mtime_ns: int, state: WorkState) -> tuple[str, tuple[str, ...]]:
-    """Regenerate MEMORY.md (spec §6), rewritten only when its text changes; (blob, dropped)."""
+def _write_memory_index(
+    root: str, mtime_ns: int, state: WorkState
+) -> tuple[str, tuple[str, ...], str | None]:
+    """Regenerate MEMORY.md (spec §6), rewritten only when its text changes; (blob, dropped,
+    why it must not be committed). It is built as the agent builds it, so it lists files held
+    back too; a credential in one's title or description keeps the new index out of history."""
+    from qmem_git.core.secrets import scan_for_secrets
+
     result = _render_memory_index(root, state.files)
     data = result.text.encode("utf-8")
     path = os.path.join(root, INDEX_NAME)
     if not same_content(path, data):
         atomic_write(path, data, mtime_ns, mode=FILE_MODE_BITS)
-    return blob_id(data), result.dropped
+    secrets = scan_for_secrets(result.text)
+    why = f"secret: possible secret: {secrets[0].label} ({secrets[0].rule_id})" if secrets else None
+    return blob_id(data), result.dropped, why
 
 
 def _render_memory_index(root: str, files: dict[str, tuple[int, ...]] | None) -> IndexResult:

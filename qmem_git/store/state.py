@@ -13,7 +13,6 @@ from qmem_git.core.limits import CURSOR_NAME, META_NAME, SESSIONS_NAME
 from qmem_git.core.paths import Layout
 from qmem_git.core.statefile import EPOCH_ISO, dumps_state, initial_cursor, initial_meta, iso_ms
 from qmem_git.errors import InvalidMemoryFile
-from qmem_git.store.relocate import repository
 from qmem_git.store.walk import check_store
 from qmem_git.store.workdir import atomic_write, index_path
 
@@ -24,10 +23,9 @@ CURSOR = CURSOR_NAME
 def ensure_scaffold(layout: Layout, now: datetime) -> list[str]:
     """Create the memory root, an empty MEMORY.md, meta.json and the cursor; never overwrite.
 
-    A folder that holds other things is refused first (``walk.check_store``)."""
+    Another project's folder is refused first (``walk.check_store``)."""
     root = layout.memory_root
-    adopting = not (os.path.isdir(repository(root)) and os.path.exists(index_path(root)))
-    check_store(layout, adopting=adopting)
+    check_store(layout)
     os.makedirs(root, exist_ok=True)
     created = []
     files = {

@@ -43,7 +43,7 @@ Known = tuple[bytes, int, "Record | None"]
 
 class Survey:
     """``files``: memory file -> its lstat :data:`~qmem_git.store.gitindex.Stamp` (mtime_ns,
-    size, ino, ctime_ns), any size (oversized ones get quarantined).
+    size, ino, ctime_ns), any size (oversized ones are held back).
 
     ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
     ``dirty`` then lists every file. ``gone``: stage-0 index paths with no memory file on
@@ -51,7 +51,7 @@ class Survey:
     ``MAX_FILE_BYTES``. ``cut``: the mtime_ns of the :data:`NEWEST`-th newest file MEMORY.md
     may be built from (all but MEMORY.md and the oversized), None when there are no more;
     ``store.workdir`` ranks only the files from it on. ``links``: symlinks
-    outside dot-folders (never followed; recovery quarantines those named like memory files
+    outside dot-folders (never followed; recovery reports those named like memory files
     or standing for a memory folder). Plain class: it is built on every write.
     """
 
@@ -255,17 +255,17 @@ def _take(
     add, extend = names.append, flat.extend
     for entry in entries:  # hot: one pass per writer over every memory file
         name = entry.name
+        # every *.md: a MEMORY.md below the root is a plain file to history
         if name.endswith(".md") and entry.is_file(follow_symlinks=False):
-            if name != INDEX_NAME or not prefix:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:  # removed between listing and stat
-                    continue
-                mtime, size = st.st_mtime_ns, st.st_size
-                add(name)
-                extend((mtime, size, st.st_ino, st.st_ctime_ns))
-                if mtime >= racy_ns or size > MAX_FILE_BYTES:
-                    odd.append((prefix + name, (mtime, size, st.st_ino, st.st_ctime_ns)))
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:  # removed between listing and stat
+                continue
+            mtime, size = st.st_mtime_ns, st.st_size
+            add(name)
+            extend((mtime, size, st.st_ino, st.st_ctime_ns))
+            if mtime >= racy_ns or size > MAX_FILE_BYTES:
+                odd.append((prefix + name, (mtime, size, st.st_ino, st.st_ctime_ns)))
         elif entry.is_dir(follow_symlinks=False):
             if name[0] != ".":
                 stack.append((prefix + name + "/", os.path.join(directory, name), _NO_FOLLOW))

@@ -66,7 +66,6 @@ from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, MEMORY_TYPES
 from qmem_git.core.names import (
     LEGACY_TOPIC_FILES,
     check_path_safety,
-    check_relative_path,
     fold_name,
 )
 from qmem_git.core.paths import Layout
@@ -1165,7 +1164,7 @@ class _IncomingCheck:
         if mode != gitindex.FILE_MODE:
             raise self.refuse(path, _mode_problem(mode), commit)
         if path not in self.paths:
-            problems = check_relative_path(path)
+            problems = check_path_safety(path)
             if problems:
                 raise self.refuse(path, problems[0], commit)
             self.paths.add(path)
@@ -1194,9 +1193,7 @@ def secret_problem(path: str, data: bytes) -> str | None:
 
 
 def _check_folder(path: str, commit: str, refuse: Refusal) -> None:
-    problems = check_path_safety(path)
-    if not problems and path.split("/", 1)[0] not in MEMORY_TYPES:
-        problems = [f"only the folders {', '.join(MEMORY_TYPES)} may hold memories"]
+    problems = check_path_safety(path)  # any folder may hold memories (Qwen Code 0.24)
     if problems:
         raise refuse(path + "/", problems[0], commit)
 
@@ -1224,14 +1221,14 @@ def _check_tip_contents(objects: Objects, known: Known, tip: str, refuse: Refusa
 def content_problem(path: str, data: bytes) -> str | None:
     """Why ``data`` may not be written as memory file ``path``; None when it may.
 
-    Memory documents get every error rule of ``qmem-git validate`` (so a sync never brings in
-    what validate, the pre-commit hook or the next commit would refuse); MEMORY.md (always
-    regenerated) and legacy topic files only need to be readable text without conflict markers.
+    Safety only (``core.holdback``: path, size, UTF-8, secrets), the rules every local commit
+    follows, so a sync never refuses what a commit here let in, whatever its style; MEMORY.md
+    (always regenerated) and legacy topic files must also be free of conflict markers.
     """
     if path != INDEX_NAME and path not in LEGACY_TOPIC_FILES:
-        from qmem_git.store.recovery import memory_file_problem
+        from qmem_git.core.holdback import hold_reason
 
-        return memory_file_problem(path, data)
+        return hold_reason(path, data)
     text, findings = decode_memory_bytes(path, data)
     errors = [f for f in findings if f.severity == "error"]
     if text is None or errors:

@@ -3,7 +3,7 @@
 Rules (spec §5, ARCHITECTURE §3): regular ``*.md`` files, except ``MEMORY.md`` at any depth,
 files over 256 KiB, symlinks and anything below a dot-directory. Dot-*files* ending in ``.md``
 are listed, as Qwen Code indexes them too. Writers that must see oversized files as well (to
-quarantine them rather than ignore them) call :func:`memory_paths`; :func:`is_memory_path` is
+hold them back from a commit and say so) call :func:`memory_paths`; :func:`is_memory_path` is
 the same rule for a path taken from a git tree. Only ``os`` and ``stat`` are imported.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import stat
 
-from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, STATE_DIR_NAMES, TYPE_NAMES
-from qmem_git.core.paths import git_dir_of, worktree_of
+from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, STATE_DIR_NAMES
+from qmem_git.core.paths import git_dir_of, is_legacy_repo, legacy_git_dir, worktree_of
 from qmem_git.errors import QmemError, UsageError
 
 _ANY_SIZE = 1 << 62  # larger than any file
@@ -26,63 +26,55 @@ if TYPE_CHECKING:
     Found = tuple[float, str, str, int, int]
 
 
-def walk(root: str, max_bytes: int = MAX_FILE_BYTES) -> list[Found]:
-    """Every memory file under ``root`` of at most ``max_bytes``; a missing root is empty."""
+def walk(root: str, max_bytes: int = MAX_FILE_BYTES, *, versioned: bool = False) -> list[Found]:
+    """Every memory file under ``root`` of at most ``max_bytes``; a missing root is empty.
+    ``versioned``: every file qmem-git commits, so also files named MEMORY.md below the root
+    (Qwen Code skips that name at any depth; to history they are plain files)."""
     found: list[Found] = []
     stack = [("", root)]
     while stack:
         prefix, directory = stack.pop()
+        nested = versioned and bool(prefix)
         try:
             with os.scandir(directory) as entries:
                 for entry in entries:
-                    _visit(entry, prefix, stack, found, max_bytes)
+                    _visit(entry, prefix, stack, found, max_bytes, nested)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             continue
     return found
 
 
 def memory_paths(root: str) -> list[str]:
-    """Relative paths of every memory file under ``root`` whatever its size, sorted."""
-    return sorted(found[2] for found in walk(root, max_bytes=_ANY_SIZE))
+    """Relative paths of every file qmem-git versions under ``root`` (any size), sorted:
+    :func:`is_versioned_path`."""
+    return sorted(found[2] for found in walk(root, max_bytes=_ANY_SIZE, versioned=True))
 
 
 def is_memory_path(rel: str) -> bool:
-    """True when :func:`walk` would list ``rel`` (size and file type aside)."""
+    """True when :func:`walk` would list ``rel`` (size and file type aside): what MEMORY.md
+    may list."""
+    return is_versioned_path(rel) and rel.rsplit("/", 1)[-1] != INDEX_NAME
+
+
+def is_versioned_path(rel: str) -> bool:
+    """A path qmem-git commits from the work tree: any ``*.md`` outside dot-folders but the
+    root's MEMORY.md (generated, committed by every writer itself)."""
     parts = rel.split("/")
     return (
         rel.endswith(".md")
-        and parts[-1] != INDEX_NAME
+        and rel != INDEX_NAME
         and not any(part.startswith(".") for part in parts[:-1])
     )
 
 
-_MEMORY_ENTRIES = frozenset({INDEX_NAME, *TYPE_NAMES, *(f"{kind}.md" for kind in TYPE_NAMES)})
-
-
-def foreign_entries(root: str, *, strict: bool = True) -> list[str]:
-    """Names at the top of ``root`` that no memory folder holds: anything but MEMORY.md, the
-    type folders, the legacy topic files and dot-entries (such as ``.git``). ``strict=False``
-    counts only folders and ``*.md`` files, what writers scan: a store may keep other files
-    someone committed by hand (``notes.txt``)."""
-    try:
-        names = os.listdir(root)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    foreign = [name for name in names if name[0] != "." and name not in _MEMORY_ENTRIES]
-    if not strict:
-        foreign = [n for n in foreign if n.endswith(".md") or os.path.isdir(os.path.join(root, n))]
-    return sorted(foreign)
-
-
-def check_store(layout: Layout, *, adopting: bool = False) -> None:
+def check_store(layout: Layout) -> None:
     """:func:`check_memory_folder` for the memory root, and the state dir must not be a
     symlink either (a cloned project's ``.qwen`` pointing at the home folder would get the
-    state files, quarantine and store written there). ``adopting``: the folder is about to
-    become a store, so any file but a memory counts against it (a flat project: main.py)."""
+    state files and the store written there). Whatever the folder holds beside memories is
+    the agent's and never counts against it."""
     state = layout.state_dir.rstrip("/") or "/"
-    # quarantine -> a public folder would publish what it holds
     _refuse_links([state, *(os.path.join(state, name) for name in STATE_DIR_NAMES)])
-    check_memory_folder(layout.memory_root, strict=adopting)
+    check_memory_folder(layout.memory_root)
 
 
 def check_on_main(git_dir: str) -> None:
@@ -110,21 +102,81 @@ def check_on_main(git_dir: str) -> None:
     )
 
 
-def check_memory_folder(root: str, *, strict: bool = True) -> None:
-    """Refuse to make or write a memory store in a folder that holds other things (a project,
-    a home folder, a folder of notes): writers commit or quarantine every memory file they
-    find, and would take those files for memories. A memory folder, or its repository, that is
-    a symlink is refused too: its commits would land in whatever repository it points at."""
+def check_memory_folder(root: str) -> None:
+    """Refuse to make a memory store in another project's folder: one whose ``.git`` qmem-git
+    did not make (a project's repository, a worktree's or submodule's ``.git`` file) would
+    have its files taken for the agent's. A memory folder, or its repository, that is a
+    symlink is refused too: its commits would land in whatever repository it points at. Any
+    other file or folder in the memory root is the agent's."""
     _refuse_links([root.rstrip("/") or "/", git_dir_of(root)])
-    foreign = foreign_entries(root, strict=strict)
-    if foreign:
-        more = len(foreign) - 5
-        shown = ", ".join(foreign[:5]) + (f" and {more} more" if more > 0 else "")
+    if is_foreign_repository(root):
         raise UsageError(
-            f"{root} is not a memory folder: it holds {shown}",
-            hint="a memory folder holds only MEMORY.md and user/, feedback/, project/, "
-            "reference/; give qmem-git a folder of its own, or move those out",
+            f"{root} is not a memory folder: it is another project's git repository",
+            hint="give qmem-git a folder of its own (--memory-dir), such as ~/notes/memory",
         )
+
+
+# what `qmem-git init` writes into every repository it makes (store.repo)
+_OUR_MARKS = (("hooks", "pre-commit", b"qmem-git-managed-hook"), ("info", "exclude", b".qmem-tmp-"))
+
+
+def is_foreign_repository(root: str) -> bool:
+    """True when ``root/.git`` exists and is not a memory repository: a ``.git`` file (a
+    linked worktree or submodule of a project), or a repository without the marks `qmem-git
+    init` leaves (its pre-commit hook, its exclude lines) that tracks a file that is not
+    Markdown or, with no commit yet, holds one at its top (``main.py``, ``package.json``). A
+    memory folder someone versioned with plain git is taken as one (its ``.git`` stays theirs:
+    the store's repository is made beside the folder). Once that repository exists, nothing in
+    the folder counts: a ``.git`` written there later is the agent's, never read."""
+    git_dir = legacy_git_dir(root)
+    if not os.path.lexists(git_dir) or os.path.isdir(git_dir_of(root)):
+        return False
+    if is_legacy_repo(root, os.path.exists):
+        return False  # an earlier version's store, moved out by the next writer
+    if not os.path.isdir(git_dir):
+        return True
+    for *parts, mark in _OUR_MARKS:
+        try:
+            with open(os.path.join(git_dir, *parts), "rb") as handle:
+                if mark in handle.read(1 << 16):
+                    return False
+        except OSError:
+            continue
+    only_markdown = _tracks_only_markdown(root)
+    return not only_markdown if only_markdown is not None else _holds_other_files(root)
+
+
+def _holds_other_files(root: str) -> bool:
+    """A regular file at the top of ``root`` that is neither Markdown nor a dot-file."""
+    try:
+        with os.scandir(root) as entries:
+            return any(
+                not e.name.endswith(".md") and e.name[0] != "." and e.is_file(follow_symlinks=False)
+                for e in entries
+            )
+    except OSError:
+        return False
+
+
+def _tracks_only_markdown(root: str) -> bool | None:
+    """Whether HEAD holds only ``*.md`` files (read once, before init marks the repository);
+    None when there is no commit yet."""
+    from dulwich.errors import NotGitRepository
+    from dulwich.objects import Commit
+    from dulwich.repo import Repo
+
+    try:
+        with Repo(root) as repo:
+            try:
+                head = repo[b"HEAD"]
+            except KeyError:
+                return None
+            if not isinstance(head, Commit):
+                return False
+            entries = repo.object_store.iter_tree_contents(head.tree)
+            return all(entry.path.endswith(b".md") for entry in entries if entry.path)
+    except (KeyError, NotGitRepository, OSError, ValueError):
+        return False  # unreadable: not known to be a memory repository
 
 
 def _refuse_links(paths: list[str]) -> None:
@@ -142,6 +194,7 @@ def _visit(
     stack: list[tuple[str, str]],
     found: list[Found],
     max_bytes: int,
+    nested_index: bool = False,
 ) -> None:
     name = entry.name
     if entry.is_symlink():
@@ -150,7 +203,7 @@ def _visit(
         if name[0] != ".":
             stack.append((prefix + name + "/", entry.path))
         return
-    if not name.endswith(".md") or name == INDEX_NAME:
+    if not name.endswith(".md") or (name == INDEX_NAME and not nested_index):
         return
     try:
         info = entry.stat(follow_symlinks=False)

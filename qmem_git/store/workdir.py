@@ -29,9 +29,14 @@ class _SharedScan:
     """A writer's scan of one root (rel -> (mtime_ns, size, ...)) and the documents it parsed."""
 
     def __init__(
-        self, root: str, files: dict[str, tuple[int, ...]], cuts: Mapping[int, int]
+        self,
+        root: str,
+        files: dict[str, tuple[int, ...]],
+        cuts: Mapping[int, int],
+        changed: set[str] | None = None,
     ) -> None:
         self.root = os.path.abspath(root)
+        self.changed = changed  # paths whose stat differed from the git index
         self.files = files
         self.docs: dict[tuple[str, int, int], Document | None] = {}
         self.cuts = dict(cuts)  # scan-order prefix length -> its mtime_ns cut
@@ -44,7 +49,10 @@ _shared: list[_SharedScan] = []
 
 @contextlib.contextmanager
 def shared_scan(
-    root: str, files: dict[str, tuple[int, ...]], cuts: Mapping[int, int] | None = None
+    root: str,
+    files: dict[str, tuple[int, ...]],
+    cuts: Mapping[int, int] | None = None,
+    changed: set[str] | None = None,
 ) -> Iterator[None]:
     """Within the block, :func:`scan_documents` of ``root`` uses ``files`` instead of walking.
 
@@ -55,7 +63,7 @@ def shared_scan(
     stat of those ``files`` knew is kept current. ``cuts``: mtime cuts of ``files`` already
     known (see :func:`_scan_order`; the survey ranks the newest while the writer imports).
     """
-    scope = _SharedScan(root, files, cuts or {})
+    scope = _SharedScan(root, files, cuts or {}, changed)
     _shared.append(scope)
     try:
         yield
@@ -78,7 +86,7 @@ def _keep_documents(scope: _SharedScan) -> None:
 
 def _note_rewritten(path: str, mtime_ns: int | None, size: int) -> None:
     """A file was rewritten: parse it again even if its mtime and size look the same, and
-    keep the stat of a file the scan knew (HEAD's version put back over a quarantined one)."""
+    keep the stat of a file the scan knew."""
     if _shared:
         path = os.path.abspath(path)
         for scope in _shared:
@@ -87,6 +95,12 @@ def _note_rewritten(path: str, mtime_ns: int | None, size: int) -> None:
             if rel in scope.files:
                 when = os.lstat(path).st_mtime_ns if mtime_ns is None else mtime_ns
                 scope.files[rel] = (when, size)
+
+
+def changed_in_scan(root: str) -> set[str] | None:
+    """The paths the enclosing :func:`shared_scan` of ``root`` found changed, or None."""
+    scope = _shared_for(root)
+    return scope.changed if scope is not None else None
 
 
 def _shared_for(root: str) -> _SharedScan | None:
@@ -302,8 +316,8 @@ def _load_newest(
 ) -> list[Document]:
     docs: list[Document] = []
     for rel, mtime_ns, size in keyed:
-        if not is_indexable_path(rel):
-            continue
+        if not is_indexable_path(rel) or rel.endswith("/" + INDEX_NAME):
+            continue  # a MEMORY.md below the root is versioned, never listed (as Qwen)
         doc = load(rel, mtime_ns, size)
         if doc is not None:
             docs.append(doc)

@@ -80,6 +80,7 @@ def run_writer(
     problem_of: Validator | None = None,
     recover_worktree: bool = True,
     started: WriterStart | None = None,
+    quiet_seconds: float = 0.0,
 ) -> WriteResult:
     """Lock, recover, plan under the lock, apply.
 
@@ -89,12 +90,14 @@ def run_writer(
     costs ~15 ms).
     ``started``: the caller's entered :class:`WriterStart` for ``layout`` (then ``lock_timeout``
     and whether the survey runs in a forked child were its business), still held when this
-    returns.
+    returns. ``quiet_seconds``: files changed more recently are held back as still being
+    written (``store.recovery``).
     """
+    rules = (problem_of, quiet_seconds)
     if started is not None:
-        return _write(layout, plan, identity, host, now, problem_of, recover_worktree, started)
+        return _write(layout, plan, identity, host, now, rules, recover_worktree, started)
     with WriterStart(layout, lock_timeout, overlap=False) as begun:
-        return _write(layout, plan, identity, host, now, problem_of, recover_worktree, begun)
+        return _write(layout, plan, identity, host, now, rules, recover_worktree, begun)
 
 
 def _write(
@@ -103,11 +106,12 @@ def _write(
     identity: Identity | Callable[[], Identity],
     host: str,
     now: datetime,
-    problem_of: Validator | None,
+    rules: tuple[Validator | None, float],
     recover_worktree: bool,
     started: WriterStart,
 ) -> WriteResult:
     import contextlib
+    from dataclasses import replace
 
     from qmem_git.store import recovery
     from qmem_git.store.repo import apply_changeset, rebuild_only
@@ -119,14 +123,19 @@ def _write(
         identity=who,
         host=host,
         now=now,
-        problem_of=problem_of,
+        problem_of=rules[0],
         commit_changes=recover_worktree,
         pending=started.pending,
+        quiet_seconds=rules[1],
     )
     files = state.files
-    scope = shared_scan(layout.memory_root, files, state.cuts) if files is not None else None
+    scope = None
+    if files is not None:
+        scope = shared_scan(layout.memory_root, files, state.cuts, state.changed)
     with scope or contextlib.nullcontext():
         changeset = plan()
+        if report.held and report.commit is None and recover_worktree:
+            changeset = replace(changeset, held={**dict(report.held), **changeset.held})
         applied = apply_changeset(layout, changeset, identity=who, host=host, now=now, state=state)
     if applied.commit is not None:
         changeset = rebuild_only(changeset)  # what was committed, as its message says

@@ -16,6 +16,7 @@ from qmem_git.core.names import (
     fold_name,
     is_allowed_memory_path,
     is_ignorable,
+    is_pinned,
     new_name_collisions,
     path_prefixes,
 )
@@ -94,14 +95,33 @@ def test_unsafe(rel: str, expected: str) -> None:
 
 
 LAYOUT = [
-    ("notes.md", "live under"),
-    ("misc/x.md", "live under"),
-    ("User/x.md", "live under"),
     ("user/x.txt", "end in .md"),
     ("user/x.MD", "end in .md"),
-    ("user/MEMORY.md", "only allowed at the memory root"),
-    ("user", "live under"),
+    ("user", "end in .md"),
 ]
+
+
+@pytest.mark.parametrize(
+    "rel", ["notes.md", "misc/x.md", "User/x.md", "Pinned/x.md", "logs/a/b/c.md", "user/MEMORY.md"]
+)
+def test_any_md_file_at_any_depth_has_a_memory_place(rel: str) -> None:
+    """Qwen Code 0.24 scans every *.md below the root (issue 18)."""
+    assert check_memory_layout(rel) == [] and is_allowed_memory_path(rel)
+
+
+@pytest.mark.parametrize(
+    ("rel", "pinned"),
+    [
+        ("pinned/a.md", True),
+        ("Pinned/x/y.md", True),
+        ("PINNED/a.md", True),
+        ("pinned", False),
+        ("user/pinned/a.md", False),
+        ("pinnedx/a.md", False),
+    ],
+)
+def test_pinned_is_the_top_folder_in_any_letter_case(rel: str, pinned: bool) -> None:
+    assert is_pinned(rel) is pinned
 
 
 @pytest.mark.parametrize(("rel", "expected"), LAYOUT)

@@ -17,7 +17,9 @@ from qmem_git.core.index import IndexResult, build_index
 from qmem_git.core.model import Document
 from qmem_git.core.validate import (
     RULES,
+    SAFETY_RULES,
     Finding,
+    check_document,
     check_index,
     check_memory_file,
     format_findings,
@@ -72,7 +74,7 @@ def test_legacy_topic_file_with_title_is_accepted() -> None:
     )
     assert check_memory_file("project.md", legacy.encode()) == []
     empty = legacy.split("# Project")[0] + "# Project Memory\n\n_No entries yet._\n"
-    assert rules(check_memory_file("project.md", empty.encode()), "warning") == ["body-empty"]
+    assert check_memory_file("project.md", empty.encode()) == []  # Qwen lists it
 
 
 # (name, bytes, expected rule, expected line) -- each must give an error with that rule id
@@ -92,13 +94,6 @@ BAD = [
     ("duplicate key", doc(**{"type: user": "type: user\ntype: project"}), "frontmatter-yaml", 5),
     ("not a mapping", b"---\n- a\n- b\n---\nbody\n", "frontmatter-yaml", 2),
     ("fence with text", doc(**{"---\n\nUser": "---x\n\nUser"}), "frontmatter-yaml", 5),
-    ("name missing", doc(**{"name: Terse responses\n": ""}), "frontmatter-field", 1),
-    (
-        "description empty",
-        doc(**{"description: User prefers terse responses.": "description:"}),
-        "frontmatter-field",
-        3,
-    ),
     ("name is a list", doc(**{"name: Terse responses": "name: [a, b]"}), "frontmatter-field", 2),
     ("type missing", doc(**{"type: user\n": ""}), "frontmatter-field", 1),
     ("type misc", doc(**{"type: user": "type: misc"}), "type-invalid", 4),
@@ -109,18 +104,6 @@ BAD = [
         b"---\n{name: x, description: y, type: user}\n---\nA fact\n",
         "frontmatter-reader",
         1,
-    ),
-    (
-        "empty body",
-        doc(**{BODY + "\n": ""}),
-        "body-empty",
-        6,
-    ),
-    (
-        "placeholder body",
-        doc(**{BODY: "_No entries yet._"}),
-        "body-empty",
-        6,
     ),
     ("secret", with_line("token ghp_" + "a" * 36), "secret", 12),
     ("conflict start", with_line("<<<<<<< HEAD"), "conflict-marker", 12),
@@ -133,11 +116,30 @@ BAD = [
 
 @pytest.mark.parametrize(("name", "data", "rule", "line"), BAD, ids=[case[0] for case in BAD])
 def test_bad_input(name: str, data: bytes, rule: str, line: int) -> None:
+    """Safety findings are errors; style is advice (a warning), and a file without
+    frontmatter is no memory at all (info): the agent accepts those files (issue 18)."""
     findings = check_memory_file("user/x.md", data)
     finding = next(f for f in findings if f.rule == rule)
-    assert finding.severity == "error"
+    advice = "info" if rule == "frontmatter-missing" else "warning"
+    assert finding.severity == ("error" if rule in SAFETY_RULES else advice)
     assert finding.line == line
     assert finding.path == "user/x.md"
+
+
+QWEN_READS = {
+    "no name": doc(**{"name: Terse responses\n": ""}),
+    "title instead of name": doc(**{"name: Terse responses": "title: Terse responses"}),
+    "empty description": doc(**{"description: User prefers terse responses.": "description:"}),
+    "empty body": doc(**{BODY + "\n": ""}),
+    "placeholder body": doc(**{BODY: "_No entries yet._"}),
+    "setext underline": doc(**{BODY: "Terse\n====="}),
+    "extra keys": doc(**{"type: user": "type: user\nupdated: 2026-01-01\ntags: x"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QWEN_READS))
+def test_what_qwen_code_reads_as_a_memory_is_no_finding(name: str) -> None:
+    assert check_memory_file("user/x.md", QWEN_READS[name]) == []
 
 
 def test_secret_position_points_at_the_token_and_hides_its_value() -> None:
@@ -179,7 +181,7 @@ def test_alias_bomb_rejected_fast() -> None:
 def test_merge_keys_are_refused_but_a_lone_alias_is_only_a_syntax_problem() -> None:
     data = doc(**{"name: Terse responses": "base: &b {x: 1}\nname: Terse\n<<: *b"})
     assert rules(check_memory_file("user/x.md", data)) == ["frontmatter-yaml"]
-    assert has_errors(check_memory_file("user/x.md", data))
+    assert not has_errors(check_memory_file("user/x.md", data))  # refused as advice only
     data = doc(**{"name: Terse responses": "name: *Always* run the tests"})
     finding = only(check_memory_file("user/x.md", data), "frontmatter-yaml")
     assert finding.severity == "warning" and "Qwen Code reads it" in finding.message
@@ -209,7 +211,8 @@ def test_fields_are_still_checked_when_yaml_cannot_load_the_frontmatter() -> Non
             "description: User prefers terse responses.": "description:",
         }
     )
-    assert "frontmatter-field" in rules(check_memory_file("user/x.md", data))
+    # what qmem-git itself writes is checked strictly (core.codec.frontmatter_value)
+    assert "frontmatter-field" in rules(check_document("user/x.md", data.decode()))
 
 
 def test_ten_megabytes_rejected_quickly_with_bounded_memory() -> None:
@@ -301,7 +304,8 @@ def test_findings_per_rule_are_capped() -> None:
 def test_path_findings() -> None:
     assert rules(check_memory_file("con.md", GOOD.encode())) == ["path-unsafe"]
     assert rules(check_memory_file(".GIT/x.md", GOOD.encode())) == ["path-unsafe"]
-    assert rules(check_memory_file("notes.md", GOOD.encode())) == ["path-layout"]
+    assert check_memory_file("notes.md", GOOD.encode()) == []  # any *.md is a memory place
+    assert rules(check_memory_file("notes.txt", GOOD.encode())) == ["path-layout"]
 
 
 def test_memory_md_gets_text_checks_only() -> None:

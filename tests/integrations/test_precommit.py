@@ -57,13 +57,16 @@ def test_validate_main_good_and_bad(repo: Path, capsys: pytest.CaptureFixture[st
     assert precommit.validate_main([good, ".qwen/memory/project/freeze.md"]) == 0
     assert capsys.readouterr().out == ""
     bad = repo / ".qwen/memory/user/bad.md"
-    bad.write_text(memory().replace("type: user", "type: misc"))
+    bad.write_text(memory(body=f"see {TOKEN}"))
     assert precommit.validate_main([good, ".qwen/memory/user/bad.md"]) == 1
     out = capsys.readouterr().out
     assert out == (
-        ".qwen/memory/user/bad.md:4:1: error: frontmatter type 'misc' is not one of "
-        "user, feedback, project, reference [type-invalid]\n"
+        ".qwen/memory/user/bad.md:7:5: error: possible secret: GitHub PAT (github-pat); "
+        "remove it, memory files are committed and shared [secret]\n"
     )
+    bad.write_text(memory().replace("type: user", "type: misc"))  # style: advice only
+    assert precommit.validate_main([good, ".qwen/memory/user/bad.md"]) == 0
+    assert "warning: frontmatter type 'misc'" in capsys.readouterr().out
 
 
 def test_validate_main_ignores_markdown_outside_memory(
@@ -79,12 +82,12 @@ def test_validate_main_ignores_markdown_outside_memory(
 def test_validate_main_explicit_root(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = repo / "mem"
     make_memory(root)
-    (root / "notes.md").write_text("loose notes")
+    (root / "notes.md").write_text(f"loose notes {TOKEN}")  # a root-level note is fine...
     names = ["mem/notes.md", "mem/user/terse.md", "README.md"]
     assert precommit.validate_main(["--memory-root", "mem", *names]) == 1
     out = capsys.readouterr().out
-    assert "mem/notes.md:1:1: error:" in out and "[path-layout]" in out
-    assert "README.md" not in out
+    assert "mem/notes.md:1:13: error:" in out and "[secret]" in out  # ...a credential is not
+    assert "[path-layout]" not in out and "README.md" not in out
 
 
 def test_find_memory_root(repo: Path) -> None:
@@ -285,7 +288,7 @@ def test_framework_bad_files_fail_with_the_right_message(hook_env: HookEnv, tmp_
     )
     code, out = run_hook(hook_env, repo, "qmem-validate", bad, *GOOD_FILES)
     assert code == 1, out
-    assert f"{bad}:4:1: error: frontmatter type 'misc' is not one of" in out
+    assert f"{bad}:4:1: warning: frontmatter type 'misc' is not one of" in out
     assert "[type-invalid]" in out and "[secret]" in out and "[conflict-marker]" in out
     code, out = run_hook(hook_env, repo, "qmem-secrets", bad)
     assert code == 1 and f"{bad}:9:1: error: possible secret: GitHub PAT" in out
@@ -316,16 +319,17 @@ def test_try_repo(hook_env: HookEnv, tmp_path: Path) -> None:
     expected = index.read_text()
     index.write_text("stale")
     bad = ".qwen/memory/user/bad.md"
-    (repo / bad).write_text(memory().replace("type: user", "type: misc"))
+    (repo / bad).write_text(f"see {TOKEN}\n")  # no memory (not listed)
     args = ["try-repo", str(hook_env.source), "--files", bad, *GOOD_FILES]
     result = pre_commit(repo, hook_env.env, *args)
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
-    assert f"{bad}:4:1: error: frontmatter type 'misc'" in out
+    assert f"{bad}:1:5: error: possible secret: GitHub PAT" in out
     assert "Fixing .qwen/memory/MEMORY.md" in out
     assert index.read_text() == expected
-    for name in ("qmem detect secrets", "qmem no conflict markers"):
-        assert any(name in line and "Passed" in line for line in out.splitlines()), out
+    lines = out.splitlines()
+    assert any("qmem no conflict markers" in line and "Passed" in line for line in lines), out
+    assert any("qmem detect secrets" in line and "Failed" in line for line in lines), out
 
 
 # --- the documented snippet, in the three places memory lives in a repository ---------------
@@ -380,11 +384,11 @@ def test_snippet_checks_local_mode_memory_committed_with_the_project(
     expected = index.read_text()
     index.write_text("stale\n")
     bad = ".qwen/memory/user/bad.md"
-    (repo / bad).write_text(memory().replace("type: user", "type: misc"))
+    (repo / bad).write_text(f"see {TOKEN}\n")  # no memory (not listed)
     _git(repo, hook_env.env, "add", "-A")
     code, out = run_all(hook_env, repo)  # what a `git commit` would check: the staged files
     assert code == 1, out
-    assert f"{bad}:4:1: error: frontmatter type 'misc'" in out
+    assert f"{bad}:1:5: error: possible secret: GitHub PAT" in out
     assert "Fixing .qwen/memory/MEMORY.md" in out and index.read_text() == expected
     (repo / bad).unlink()
     _git(repo, hook_env.env, "add", "-A")
@@ -450,15 +454,15 @@ def test_snippet_in_a_local_mode_qmem_git_store(hook_env: HookEnv, tmp_path: Pat
     assert code == 0, out
     assert passed(out, "qmem validate memory files") and passed(out, "qmem rebuild MEMORY.md")
     bad = store / "user" / "i-prefer-terse-responses.md"
-    bad.write_text(bad.read_text().replace("type: user", "type: misc"))
+    bad.write_text(bad.read_text() + f"\nsee {TOKEN}\n")
     _git(store, in_store, "add", "-A")
     _git(repo, env, "add", "-A")
     assert _git(repo, env, "ls-files", ".qwen") == ""  # init hid the store from the project
     code, out = run_all(hook_env, repo, "--all-files")
-    assert code == 0 and "misc" not in out, out
+    assert code == 0 and "[secret]" not in out, out
     code, out = run_in_store(*config)
     assert code == 1, out
-    assert "user/i-prefer-terse-responses.md:4:1: error: frontmatter type 'misc'" in out
+    assert "user/i-prefer-terse-responses.md:" in out and "error: possible secret" in out
     assert (
         _git(store, in_store, "status", "--porcelain", "--ignored", ".pre-commit-config.yaml") == ""
     )
@@ -475,7 +479,7 @@ def test_team_folder_index_is_left_alone_by_the_main_functions(
     assert precommit.index_main([]) == 0
     assert (team / "MEMORY.md").read_text() == TEAM_INDEX
     assert "team-memory/MEMORY.md is a team index; skipped" in capsys.readouterr().out
-    (team / "user" / "terse.md").write_text(memory().replace("type: user", "type: misc"))
+    (team / "user" / "terse.md").write_text(memory(body=f"see {TOKEN}"))
     assert precommit.validate_main(names) == 1
-    assert "[type-invalid]" in capsys.readouterr().out
+    assert "[secret]" in capsys.readouterr().out
     assert precommit.is_team_root(str(team)) and not precommit.is_team_root(str(repo / "team"))

@@ -150,6 +150,7 @@ def test_problem_matcher_parses_real_validate_output(tmp_path: Path) -> None:
     (root / "user" / "bad.md").write_text("---\nname: Bad\ntype: misc\n---\n\nbody\n")
     (root / "project").mkdir()
     (root / "project" / "nofm.md").write_text("just text\n")
+    (root / "project" / "key.md").write_text("token ghp_" + "Q" * 36 + "\n")  # an error
     done = subprocess.run(
         [str(QMEM_GIT), "--memory-dir", str(root), "validate", "--format", "gcc"],
         capture_output=True,
@@ -177,7 +178,8 @@ def test_problem_matcher_parses_real_validate_output(tmp_path: Path) -> None:
     # run from outside the memory folder, so paths are absolute and VS Code can open them
     files = {item[0] for item in parsed}
     assert {str(root / "user/bad.md"), str(root / "project/nofm.md")} <= files
-    assert (str(root / "user/bad.md"), 3, "error") in parsed  # the type line
+    assert (str(root / "user/bad.md"), 3, "warning") in parsed  # the type line: advice
+    assert (str(root / "project/key.md"), 1, "error") in parsed  # a credential
 
 
 def test_regex_keeps_windows_drive_letters() -> None:

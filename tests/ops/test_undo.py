@@ -181,10 +181,9 @@ def test_undo_leaves_non_memory_paths_alone(repo: GitRepo) -> None:
     }
     repo.plain("tool commit", added)
     cs = plan_undo(repo.path)
-    assert cs.deletes == ("user/x.md",) and not cs.writes
+    assert cs.deletes == ("user/MEMORY.md", "user/x.md") and not cs.writes
     assert cs.notes == tuple(
-        f"left {p} alone: not a memory file (undo it with git)"
-        for p in (".cfg/y.md", "notes.txt", "user/MEMORY.md")
+        f"left {p} alone: not a memory file (undo it with git)" for p in (".cfg/y.md", "notes.txt")
     )
 
 
@@ -266,9 +265,10 @@ def test_hand_edit_of_an_undone_file_blocks_unless_forced(repo: GitRepo) -> None
     assert forced.removed == 3
 
 
-def test_invalid_hand_edit_is_not_counted(repo: GitRepo) -> None:
-    """Recovery quarantines an invalid file and puts HEAD's back, so undo plans against HEAD."""
-    repo.write("project/ci.md", "no frontmatter\n")
+def test_held_back_hand_edit_is_not_counted(repo: GitRepo) -> None:
+    """Recovery holds back a file it must not commit (a credential in it), so HEAD keeps its
+    version and undo plans against HEAD."""
+    repo.write("project/ci.md", "token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8\n")
     cs = plan_undo(repo.path)
     assert cs.deletes == ("project/ci.md",) and dict(cs.writes) == {"user/pnpm.md": PNPM}
 

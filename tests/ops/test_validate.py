@@ -18,6 +18,10 @@ def memory(kind: str = "user", name: str = "Terse", body: str = "User prefers te
     return f"---\nname: {name}\ndescription: {name} memory\ntype: {kind}\n---\n\n{body}\n"
 
 
+SECRET = "token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+BAD = memory(body=SECRET)  # a credential: the kind of finding that is an error (safety)
+
+
 def make_root(base: Path, files: dict[str, str | bytes] | None = None) -> Path:
     root = base / "memory"
     for folder in ("user", "feedback", "project", "reference"):
@@ -65,28 +69,19 @@ def test_good_tree_passes(tmp_path: Path) -> None:
 
 
 def test_findings_are_relative_to_the_root_and_sorted(tmp_path: Path) -> None:
-    root = make_root(tmp_path, {"user/bad.md": memory().replace("type: user", "type: misc")})
+    root = make_root(tmp_path, {"user/bad.md": BAD})
     report = validate_tree(root)
-    assert rules(report) == {("user/bad.md", "type-invalid")}
+    assert rules(report) == {("user/bad.md", "secret")}
     assert report.exit_code == 1
     assert [f.path for f in report.findings] == sorted(f.path for f in report.findings)
 
 
 BAD_FILES: list[tuple[str, str | bytes, str]] = [
-    ("user/trunc.md", "---\nname: x\ndesc", "frontmatter-missing"),
     ("user/latin1.md", b"---\nname: caf\xe9\n---\n", "utf8"),
     ("user/nul.md", b"---\n\0\n---\n", "nul-byte"),
-    ("user/brace.md", '{"name": "x"}\n', "frontmatter-missing"),
-    (
-        "user/pwn.md",
-        '---\nname: !!python/object/apply:os.system ["true"]\n---\nx\n',
-        "frontmatter-yaml",
-    ),
-    ("user/notes.txt", "hello", "path-layout"),
-    ("misc/x.md", memory(), "path-layout"),
     ("user/con.md", memory(), "path-unsafe"),
     ("user/.hidden.md", memory(), "path-unsafe"),
-    ("user/MEMORY.md", memory(), "path-layout"),
+    ("user/key.md", BAD, "secret"),
 ]
 
 
@@ -97,6 +92,34 @@ def test_bad_file_in_tree(tmp_path: Path, rel: str, content: str | bytes, rule: 
     report = validate_tree(root)
     assert (rel, rule) in rules(report)
     assert snapshot(root) == before
+
+
+ADVICE: list[tuple[str, str | bytes, str | None]] = [
+    ("user/trunc.md", "---\nname: x\ndesc", "frontmatter-missing"),
+    ("user/brace.md", '{"name": "x"}\n', "frontmatter-missing"),
+    (
+        "user/pwn.md",
+        '---\nname: !!python/object/apply:os.system ["true"]\n---\nx\n',
+        "frontmatter-yaml",
+    ),
+    ("user/notes.txt", "hello", None),
+    ("misc/x.md", memory(), None),
+    ("Pinned/x.md", memory(), None),
+    ("user/MEMORY.md", memory(), None),
+]
+
+
+@pytest.mark.parametrize(("rel", "content", "rule"), ADVICE, ids=[c[0] for c in ADVICE])
+def test_what_the_agent_accepts_is_advice_at_most(
+    tmp_path: Path, rel: str, content: str | bytes, rule: str | None
+) -> None:
+    """Style and place are advice (Qwen Code reads such files): never an error (issue 18)."""
+    root = make_root(tmp_path, {rel: content})
+    (root / "MEMORY.md").write_text(render_index(str(root)).text, encoding="utf-8")
+    report = validate_tree(root)
+    assert report.exit_code == 0, report.findings
+    found = {f.rule for f in report.findings if f.path == rel}
+    assert found == ({rule} if rule else set())
 
 
 def test_git_lookalike_folders_are_reported_and_dot_git_is_skipped(tmp_path: Path) -> None:
@@ -137,7 +160,7 @@ def test_symlink_inside_pointing_outside(tmp_path: Path) -> None:
     before = snapshot(root)
     report = validate_tree(root)
     found = {f.path: f for f in report.findings if f.rule == "symlink"}
-    assert set(found) == {"user/link.md", "project/inner.md", "reference/dir"}
+    assert set(found) == {"user/link.md", "project/inner.md"}  # a folder link is not a memory
     assert "outside the memory root" in found["user/link.md"].message
     assert "outside" not in found["project/inner.md"].message
     assert snapshot(root) == before
@@ -233,21 +256,21 @@ def test_explicit_symlinked_component(tmp_path: Path) -> None:
 
 
 def test_explicit_paths_keep_the_callers_spelling(tmp_path: Path) -> None:
-    root = make_root(tmp_path, {"user/bad.md": memory().replace("type: user", "type: misc")})
+    root = make_root(tmp_path, {"user/bad.md": BAD})
     report = validate_paths(root, ["memory/user/bad.md", "memory/user/terse.md"], base=tmp_path)
-    assert rules(report) == {("memory/user/bad.md", "type-invalid")}
+    assert rules(report) == {("memory/user/bad.md", "secret")}
     assert report.files_checked == 2
     absolute = str(root / "user" / "bad.md")
-    assert rules(validate_paths(root, [absolute])) == {(absolute, "type-invalid")}
+    assert rules(validate_paths(root, [absolute])) == {(absolute, "secret")}
 
 
 def test_explicit_directory_and_root(tmp_path: Path) -> None:
-    root = make_root(tmp_path, {"user/bad.md": memory().replace("type: user", "type: misc")})
-    assert rules(validate_paths(root, ["user"])) == {("user/bad.md", "type-invalid")}
+    root = make_root(tmp_path, {"user/bad.md": BAD})
+    assert rules(validate_paths(root, ["user"])) == {("user/bad.md", "secret")}
     (root / "MEMORY.md").write_text("stale")
     report = validate_paths(root, ["memory"], base=tmp_path)
     assert rules(report) == {
-        ("memory/user/bad.md", "type-invalid"),
+        ("memory/user/bad.md", "secret"),
         ("memory/MEMORY.md", "index-stale"),
     }
 
@@ -281,13 +304,13 @@ def test_staged_nothing_to_check_but_the_index(tmp_path: Path) -> None:
 def test_staged_content_is_checked_not_the_work_tree(tmp_path: Path) -> None:
     repo = committed_store(tmp_path)
     bad = repo.root / "user" / "bad.md"
-    bad.write_text("no frontmatter here\n")
+    bad.write_text(BAD)
     repo.git("add", "user/bad.md")
     bad.write_text(memory("user", "Fixed", "Fixed in the work tree only."))
-    assert ("user/bad.md", "frontmatter-missing") in rules(validate_staged(repo.root))
-    assert ("user/bad.md", "frontmatter-missing") not in rules(validate_tree(repo.root))
+    assert ("user/bad.md", "secret") in rules(validate_staged(repo.root))
+    assert ("user/bad.md", "secret") not in rules(validate_tree(repo.root))
     repo.git("add", "user/bad.md")  # staging the fix is what clears the commit
-    assert ("user/bad.md", "frontmatter-missing") not in rules(validate_staged(repo.root))
+    assert ("user/bad.md", "secret") not in rules(validate_staged(repo.root))
 
 
 def test_a_valid_staged_file_passes_though_the_work_tree_is_broken(tmp_path: Path) -> None:
@@ -295,17 +318,17 @@ def test_a_valid_staged_file_passes_though_the_work_tree_is_broken(tmp_path: Pat
     path = repo.root / "user" / "terse.md"
     path.write_text(memory("user", "Terse", "User prefers very terse answers."))
     repo.git("add", "user/terse.md")
-    path.write_text("broken after staging\n")
-    assert ("user/terse.md", "frontmatter-missing") not in rules(validate_staged(repo.root))
+    path.write_text(BAD)
+    assert ("user/terse.md", "secret") not in rules(validate_staged(repo.root))
 
 
 def test_identical_staged_files_are_each_checked_under_their_own_path(tmp_path: Path) -> None:
     repo = committed_store(tmp_path)
     for rel in ("user/one.md", "user/two.md"):
-        (repo.root / rel).write_text("same bad content\n")
+        (repo.root / rel).write_text(BAD)
     repo.git("add", "user")
     found = rules(validate_staged(repo.root))
-    assert {("user/one.md", "frontmatter-missing"), ("user/two.md", "frontmatter-missing")} <= found
+    assert {("user/one.md", "secret"), ("user/two.md", "secret")} <= found
 
 
 def test_staged_symlinks_big_files_and_bad_names_are_refused_unread(tmp_path: Path) -> None:
@@ -320,7 +343,7 @@ def test_staged_symlinks_big_files_and_bad_names_are_refused_unread(tmp_path: Pa
     assert ("user/link.md", "symlink") in found
     assert ("user/huge.md", "size-limit") in found
     assert {("user", "path-collision"), ("user/terse.md", "path-collision")} <= found
-    assert ("notes.txt", "path-layout") in found
+    assert ("notes.txt", "path-layout") not in found  # not a memory: the person's to commit
 
 
 def test_memory_index_as_staged_is_checked(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 from clihelpers import assert_clean_repo, git, qmem
@@ -47,3 +48,47 @@ def test_index_check_accepts_what_qwen_wrote(qwen: Bridge, tmp_path: Path) -> No
     assert qmem(memory, "snapshot").code in (0, 1)
     assert git(memory, "rev-parse", "HEAD") == head  # nothing to commit: no rewrite
     assert_clean_repo(memory)
+
+
+def test_index_check_and_the_pre_commit_hook_accept_qwens_index_of_an_agents_folder(
+    qwen: Bridge, tmp_path: Path
+) -> None:
+    """pinned/, root-level notes, deep folders, lint findings Qwen reads anyway: the index
+    Qwen wrote passes ``index --check`` and the memory repository's own pre-commit hook (a
+    plain ``git commit``); a credential is still refused by the hook."""
+    from qwen.test_index_differential import AGENT_FOLDER
+
+    project = tmp_path / "proj"
+    memory = project / ".qwen" / "memory"
+    assert qmem(memory, "init").code == 0
+    for n, (rel, text) in enumerate(AGENT_FOLDER):
+        path = memory / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode("utf-8"))
+        os.utime(path, ns=(MTIME_NS + n % 3, MTIME_NS + n % 3))
+    (result,) = qwen(
+        [{"op": "index", "project": str(project), "env": {"QWEN_CODE_MEMORY_LOCAL": "1"}}]
+    )
+    assert isinstance(result, str) and "(Pinned/deploy.md)" in result
+    assert qmem(memory, "index", "--check").code == 0
+    env = {**os.environ, "QMEM_HOOK_REQUIRED": "1"}  # the hook must run, or the commit fails
+    git(memory, "add", "-A")
+    done = subprocess.run(
+        ["git", "-C", str(memory), "commit", "-q", "-m", "by hand"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Pinned/deploy.md" in git(memory, "ls-files")
+    (memory / "user" / "key.md").write_text(
+        FILES["user/b.md"] + "token ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8\n", encoding="utf-8"
+    )
+    git(memory, "add", "user/key.md")
+    refused = subprocess.run(
+        ["git", "-C", str(memory), "commit", "-q", "-m", "a secret"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert refused.returncode != 0 and "secret" in refused.stdout + refused.stderr

@@ -7,6 +7,8 @@ renders each folder's index, then one node process runs Qwen's ``rebuildManagedA
 ``QWEN_CODE_MEMORY_BASE_DIR``) on every folder, and the MEMORY.md bytes Qwen wrote are compared
 with ours. The folders stay within what qmem-git's scan reads today: no dot-folders, symlinks,
 files over 256 KiB, undecodable bytes or control characters in file names (see the report).
+Folders hold what an agent's folder holds (issue 18): pinned/ in any letter case, root-level
+notes, logs/ and deep folders, nested files named MEMORY.md, files that are not Markdown.
 """
 
 from __future__ import annotations
@@ -57,8 +59,23 @@ NAME_PART = st.one_of(
 )  # fmt: skip
 NAME = st.lists(NAME_PART, min_size=1, max_size=3).map("".join)
 DIR = st.sampled_from(
-    ["", "user/", "feedback/", "project/", "reference/", "pinned/", "notes/deep/"]
-)
+    ["", "", "user/", "feedback/", "project/", "reference/", "pinned/", "Pinned/", "PINNED/",
+     "notes/deep/", "logs/", "notes/a/b/"]
+)  # fmt: skip
+BODIES = [
+    "Body.\n",
+    "",
+    "**Why:** x\n**How to apply:** y\n",
+    "Title\n=====\n\nSetext heading above.\n",
+    "\n\n",
+]
+# values as YAML writes them and Qwen's line reader reads them (quotes kept, folds not joined)
+ODD_VALUES = ['"quoted"', "'single'", ">\n  folded line", "|-\n  literal", '"a: b"', "''"]
+NOT_MEMORIES = {  # files a memory folder holds beside memories: never listed
+    "logs/run.log": "2026-01-01 started\n",
+    "notes/x.md.bak": "---\nname: Backup\ndescription: d\ntype: user\n---\n",
+    "image.png": "\x89PNG\n",
+}
 
 
 @st.composite
@@ -70,15 +87,20 @@ def memory_file(draw: st.DrawFn) -> tuple[str, str, int]:
     if draw(st.booleans()) or kind:
         fields.append(f"type: {kind}")
     for key in ("name", "title", "description"):
-        choice = draw(st.integers(0, 4))
+        choice = draw(st.integers(0, 5))
         if choice == 0:
+            continue
+        if choice == 5:
+            fields.append(f"{key}: {draw(st.sampled_from(ODD_VALUES))}")
             continue
         value = "" if choice == 1 else ("  " if choice == 2 else draw(FIELD_TEXT))
         fields.append(f"{key}:{'' if choice == 1 else ' '}{value}")
     fields = draw(st.permutations(fields))
     if draw(st.booleans()):
         fields.append("extra: kept")
-    body = draw(st.sampled_from(["Body.\n", "", "**Why:** x\n**How to apply:** y\n"]))
+    body = draw(st.sampled_from(BODIES))
+    if draw(st.integers(0, 9)) == 0 and "/" in rel:  # a nested file named like the index
+        rel = rel.rsplit("/", 1)[0] + "/MEMORY.md"
     text = "---\n" + "\n".join(fields) + "\n---\n" + body
     if draw(st.integers(0, 5)) == 0:
         text = text.replace("\n", "\r\n")
@@ -105,7 +127,8 @@ def _folders(count: int) -> list[list[tuple[str, str, int]]]:
 
 def _write(root: Path, files: list[tuple[str, str, int]]) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    for rel, text, mtime_ns in files:
+    others = [(rel, text, BASE_NS) for rel, text in NOT_MEMORIES.items()]
+    for rel, text, mtime_ns in [*files, *others]:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(text.encode("utf-8"))
@@ -176,3 +199,33 @@ def test_limits_give_qwens_index_byte_for_byte(qwen: Bridge, tmp_path: Path) -> 
     ]
     problems = _compare(qwen, tmp_path, folders)
     assert not problems, "\n".join(problems[:3])
+
+
+AGENT_FOLDER = [  # every case of issue 18, one file each
+    ("Pinned/deploy.md", "---\nname: Deploy\ndescription: by hand\ntype: project\n---\nx\n"),
+    ("Pinned/lower.md", "---\nname: Lower\ndescription: d\ntype: user\n---\nx\n"),
+    ("root-note.md", "---\nname: Root\ndescription: at the root\ntype: reference\n---\n"),
+    ("logs/session.md", "---\nname: Log\ndescription: in logs\ntype: project\n---\nx\n"),
+    ("notes/a/b/deep.md", "---\nname: Deep\ndescription: deep\ntype: user\n---\nx\n"),
+    ("notes/MEMORY.md", "---\nname: Nested index\ndescription: skipped\ntype: user\n---\n"),
+    ("user/empty-desc.md", "---\nname: Empty description\ndescription:\ntype: user\n---\nx\n"),
+    ("user/title.md", "---\ntitle: Title not name\ndescription: t\ntype: feedback\n---\nx\n"),
+    ("user/no-name.md", "---\ndescription: no name at all\ntype: user\n---\nx\n"),
+    ("user/empty-body.md", "---\nname: Empty body\ndescription: e\ntype: user\n---\n"),
+    ("user/setext.md", "---\nname: Setext\ndescription: s\ntype: user\n---\nT\n=====\n"),
+    ("user/crlf.md", "---\r\nname: CRLF\r\ndescription: c\r\ntype: user\r\n---\r\nx\r\n"),
+    ("user/quoted.md", "---\nname: \"Quoted\"\ndescription: 'single'\ntype: user\n---\nx\n"),
+    ("user/folded.md", "---\nname: Folded\ndescription: >\n  folded\ntype: user\n---\nx\n"),
+    ("user/extra.md", "---\nname: Extra\ndescription: e\ntype: user\nupdated: 1\n---\nx\n"),
+    ("user/not-memory.md", "# Just notes\n"),
+    ("user/bad-type.md", "---\nname: Bad type\ndescription: b\ntype: misc\n---\nx\n"),
+]
+
+
+def test_an_agents_folder_gives_qwens_index_byte_for_byte(qwen: Bridge, tmp_path: Path) -> None:
+    folder = [(rel, text, BASE_NS + n % 3) for n, (rel, text) in enumerate(AGENT_FOLDER)]
+    problems = _compare(qwen, tmp_path, [folder, folder])  # project tier, then user tier
+    assert not problems, "\n".join(problems)
+    listed = (tmp_path / "c0" / "proj" / ".qwen" / "memory" / "MEMORY.md").read_text()
+    assert "(Pinned/deploy.md)" in listed and "(notes/a/b/deep.md)" in listed
+    assert "notes/MEMORY.md" not in listed and "not-memory" not in listed

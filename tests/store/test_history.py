@@ -336,7 +336,7 @@ def test_worktree_changes_compares_blobs(repo: GitRepo, tmp_path: Path) -> None:
 
 
 def test_worktree_changes_use_the_store_file_rule(repo: GitRepo) -> None:
-    """Dot-files and oversized files count; nested MEMORY.md and dot-dirs never do."""
+    """Dot-files, oversized files and a MEMORY.md below the root count; dot-dirs never do."""
     repo.plain(
         "other tool",
         {"user/.old.md": CI, "user/MEMORY.md": "nested\n", ".cfg/x.md": "x"},
@@ -354,11 +354,13 @@ def test_worktree_changes_use_the_store_file_rule(repo: GitRepo) -> None:
         changes = history.worktree_changes()
     assert [(c.status, c.path) for c in changes] == [
         ("A", ".top.md"),
+        ("A", "project/MEMORY.md"),
         ("A", "project/big.md"),
         ("A", "user/.dot.md"),
         ("D", "user/.old.md"),
+        ("M", "user/MEMORY.md"),
     ]
-    assert changes[1].data == big.encode() and changes[3].old_data == CI.encode()
+    assert changes[2].data == big.encode() and changes[4].old_data == CI.encode()
 
 
 def test_worktree_changes_tolerate_a_file_vanishing(

@@ -124,7 +124,7 @@ def test_local_mode_excludes_memory_in_the_project(tmp_path: Path) -> None:
     assert git(project, "status", "--porcelain") == ""
     lines = (project / ".git" / "info" / "exclude").read_text().splitlines()
     assert len(lines) == len(set(lines))
-    assert ".qwen/quarantine/" in lines and ".qwen/telemetry.jsonl" in lines
+    assert ".qwen/cache/" in lines and ".qwen/telemetry.jsonl" in lines
 
 
 def test_local_mode_without_project_repo_is_fine(tmp_path: Path) -> None:

@@ -56,11 +56,11 @@ def test_edits_new_files_and_temp_files_are_found(repo: GitRepo) -> None:
     repo.write("user/nested/MEMORY.md", memory_text("user", "nested", "only the root one"))
     (repo.root / "user" / "link.md").symlink_to(repo.root / "user" / "m2.md")
     result = survey.survey(repo.path)
-    assert result.dirty == {"user/m0.md", "project/new.md"}
+    assert result.dirty == {"user/m0.md", "project/new.md", "user/nested/MEMORY.md"}
     assert result.temp_files == [str(repo.root / "user" / f".m1.md{TEMP_MARKER}abc")]
     assert ".hidden/skipped.md" not in result.files and "user/link.md" not in result.files
     assert result.links == ["user/link.md"]  # named like a memory, never followed
-    assert "user/nested/MEMORY.md" not in result.files
+    assert "user/nested/MEMORY.md" in result.files  # versioned as a plain file (issue 18)
 
 
 def test_an_unreadable_index_makes_every_file_dirty(repo: GitRepo) -> None:
@@ -196,7 +196,7 @@ def test_the_child_names_the_tracked_files_that_are_gone(repo: GitRepo) -> None:
 
 
 def test_files_over_the_size_limit_are_named_for_recovery(repo: GitRepo) -> None:
-    """MEMORY.md is built without them (recovery quarantines them); the child lists them so
+    """MEMORY.md is built without them (recovery holds them back); the child lists them so
     the writer's copy of 10,000 file stamps needs no comprehension."""
     from qmem_git.core.limits import MAX_FILE_BYTES
     from qmem_git.store.recovery import _render_files

@@ -274,13 +274,8 @@ HOSTILE = {
     "case-collision": ("user/a.md", "collides with user/A.md"),
     "big-blob": ("user/big.md", "the limit is 262,144"),
     "executable": ("user/run.md", "executable"),
-    "outside-type-folders": ("notes/", "only the folders"),
     "conflict-markers": ("user/merged.md", "conflict marker"),
-    "not-a-document": ("user/plain.md", "frontmatter-missing"),
-    "yaml-alias": ("user/alias.md", "frontmatter-yaml"),
-    "yaml-python-tag": ("user/tag.md", "frontmatter-yaml"),
     "secret": ("user/key.md", "secret"),
-    "body-empty": ("user/empty.md", "body-empty"),
 }
 
 
@@ -333,6 +328,24 @@ TEXTS = {
 }
 
 
+# what the agent accepts (Qwen Code 0.24 lists or keeps them): style, never a reason to refuse
+ACCEPTED = ("outside-type-folders", "not-a-document", "yaml-alias", "yaml-python-tag", "body-empty")
+
+
+@pytest.mark.parametrize("case", ACCEPTED)
+def test_style_in_the_remotes_history_is_fetched_and_never_blocks_a_push(
+    case: str, tmp_path: Path, remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """Fetch and push gate safety only (issue 18): a lint finding in history never wedges a
+    sync, in either direction."""
+    _, b = pair
+    _craft(case, _evil_clone(tmp_path, remote))
+    b.sync()
+    b.remember("The staging cluster deploys from branch release-7")
+    assert b.sync().action == "pushed"
+    assert git_in(remote, "rev-parse", "main") == git_in(b.root, "rev-parse", "HEAD")
+
+
 def _snapshot(machine: Machine) -> tuple[str, dict[str, str], list[str], list[str], str]:
     git_dir = gitdir(machine.root)
     packs = sorted(os.listdir(git_dir / "objects" / "pack"))
@@ -360,7 +373,6 @@ def test_hostile_history_is_refused_naming_the_path_and_nothing_changes(
     ("rel", "text", "problem"),
     [
         (".obsidian/x.md", DOC.format(n="Kept in a dot folder"), "dot-file or dot-folder"),
-        ("notes/x.md", DOC.format(n="Kept outside the type folders"), "it holds notes"),
         ("user/key.md", DOC.format(n="Deploy key AKIAIOSFODNN7EXAMPLE for the bucket"), "secret"),
     ],
 )
@@ -382,10 +394,7 @@ def test_a_hand_made_commit_other_machines_would_refuse_is_not_pushed(
         a.sync()
     message = caught.value.message
     named = rel if rel.startswith("user/") else rel.split("/")[0] + "/"  # folders: the folder
-    if rel.startswith("notes/"):  # a folder beside the type folders: not a memory folder at all
-        assert message == f"{a.root} is not a memory folder: {problem}"
-    else:
-        assert message.startswith(f"refusing to push: {named}: ") and problem in message
+    assert message.startswith(f"refusing to push: {named}: ") and problem in message
     assert caught.value.hint
     assert git_in(remote, "rev-parse", "main") == remote_before
     assert a.head() == before  # refused before merging: nothing changed here
@@ -940,12 +949,11 @@ def test_a_merge_base_another_base_reaches_is_dropped(tmp_path: Path) -> None:
         assert _independent(objects, [shas[1]]) == [shas[1]]
 
 
-def test_the_remotes_root_tree_moved_into_a_type_folder_is_not_pushed(
+def test_the_remotes_root_tree_moved_into_a_type_folder_is_pushed(
     remote: Path, pair: tuple[Machine, Machine]
 ) -> None:
-    """A tree the remote has is not walked again inside a type folder, where the rules are the
-    same at any depth; but its root tree there brings user/MEMORY.md, which every fresh clone
-    refuses."""
+    """A tree the remote has, moved inside a type folder, brings user/MEMORY.md: a plain file
+    below the root (issue 18: any *.md at any depth is the agent's), so it is pushed."""
     a, _ = pair
     root_tree = git_in(a.root, "rev-parse", "HEAD^{tree}").strip()
     others = [
@@ -958,11 +966,8 @@ def test_the_remotes_root_tree_moved_into_a_type_folder_is_not_pushed(
     commit = git_in(a.root, "commit-tree", tree, "-p", "HEAD", stdin="relocate\n").strip()
     git_in(a.root, "update-ref", "refs/heads/main", commit)
     git_in(a.root, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "-f", "main")
-    before = git_in(remote, "rev-parse", "main")
-    with pytest.raises(UnsafePath) as caught:
-        a.sync()
-    assert caught.value.message.startswith("refusing to push: user/MEMORY.md: ")
-    assert git_in(remote, "rev-parse", "main") == before
+    assert a.sync().pushed
+    assert "user/MEMORY.md" in git_in(remote, "ls-tree", "-r", "--name-only", "main").split()
 
 
 def test_the_push_check_scans_only_the_blobs_the_remote_lacks(

@@ -2,43 +2,60 @@
 
 from __future__ import annotations
 
-import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from qmem_git.core.paths import Layout
 from qmem_git.errors import UsageError
-from qmem_git.store.walk import check_memory_folder, check_store, foreign_entries
+from qmem_git.store.walk import check_memory_folder, check_store, is_foreign_repository
 
 
-def test_a_memory_folder_holds_nothing_foreign(tmp_path: Path) -> None:
-    for kind in ("user", "feedback", "project", "reference"):
-        (tmp_path / kind / "deeper").mkdir(parents=True)
-        (tmp_path / kind / "deeper" / "x.md").write_text("x")
-        (tmp_path / f"{kind}.md").write_text("legacy topic file")
-    (tmp_path / "MEMORY.md").write_text("")
-    (tmp_path / ".git").mkdir()
-    (tmp_path / ".notes").mkdir()
-    (tmp_path / ".draft.md").write_text("dot-entries are never scanned")
-    assert foreign_entries(str(tmp_path)) == []
-    check_memory_folder(str(tmp_path))
-    assert foreign_entries(str(tmp_path / "missing")) == []
-
-
-def test_anything_else_at_the_top_is_foreign(tmp_path: Path) -> None:
-    """A flat project (main.py, Makefile) is no memory folder either."""
-    (tmp_path / "user").mkdir()
-    for name in ("src", "docs", "quarantine", "User"):
-        (tmp_path / name).mkdir()
-    for name in ("README.md", "notes.md", "main.py", "Makefile"):
+def test_whatever_the_agent_keeps_beside_memories_never_refuses_the_folder(
+    tmp_path: Path,
+) -> None:
+    """pinned/, root-level notes, logs/, code, any folder: all the agent's (issue 18)."""
+    for name in ("user", "Pinned", "logs", "notes/a/b", "src", "quarantine"):
+        (tmp_path / name).mkdir(parents=True)
+    for name in ("README.md", "notes.md", "main.py", "logs/run.txt", "notes/a/b/MEMORY.md"):
         (tmp_path / name).write_text("x")
-    expected = ["Makefile", "README.md", "User", "docs", "main.py", "notes.md", "quarantine", "src"]
-    assert foreign_entries(str(tmp_path)) == expected
-    shown = "it holds Makefile, README.md, User, docs, main.py and 3 more (hint"
-    with pytest.raises(UsageError, match=re.escape(shown)) as caught:
-        check_memory_folder(str(tmp_path))
-    assert caught.value.exit_code == 2
+    check_memory_folder(str(tmp_path))
+    assert not is_foreign_repository(str(tmp_path))
+    check_memory_folder(str(tmp_path / "missing"))
+
+
+def test_another_projects_repository_is_refused_ours_is_not(tmp_path: Path) -> None:
+    """A .git qmem-git did not make (a project's, or a worktree's .git file) would put the
+    memory commits in that project's history."""
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    assert not is_foreign_repository(str(project))  # nothing yet but git: may become memory
+    (project / "package.json").write_text("{}")
+    with pytest.raises(UsageError, match="another project's git repository") as caught:
+        check_memory_folder(str(project))
+    assert caught.value.exit_code == 2 and "folder of its own" in caught.value.hint
+    worktree = tmp_path / "worktree"
+    worktree.mkdir()
+    (worktree / ".git").write_text("gitdir: /elsewhere\n")
+    assert is_foreign_repository(str(worktree))
+    (project / ".git" / "info").mkdir(exist_ok=True)
+    with open(project / ".git" / "info" / "exclude", "a") as handle:
+        handle.write("*.qmem-tmp-*\n")  # what `qmem-git init` writes into its repositories
+    assert not is_foreign_repository(str(project))
+    by_hand = tmp_path / "by-hand"  # a memory folder someone versioned with plain git
+    (by_hand / "user").mkdir(parents=True)
+    (by_hand / "user" / "a.md").write_text("x")
+    git = ["git", "-C", str(by_hand), "-c", "user.name=t", "-c", "user.email=t@e"]
+    subprocess.run(["git", "init", "-q", str(by_hand)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    assert not is_foreign_repository(str(by_hand))
+    (by_hand / "main.py").write_text("print()")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "code"], check=True)
+    assert is_foreign_repository(str(by_hand))  # a project that tracks code
 
 
 def test_a_symlinked_memory_folder_or_repository_is_refused(tmp_path: Path) -> None:
@@ -72,10 +89,10 @@ def test_a_symlinked_state_folder_is_refused(tmp_path: Path) -> None:
     check_store(Layout(str(home / "memory"), str(home), "explicit", ""))
 
 
-@pytest.mark.parametrize("name", ["quarantine", "cache", "hooks"])
+@pytest.mark.parametrize("name", ["cache", "hooks"])
 def test_a_symlinked_state_subfolder_is_refused(tmp_path: Path, name: str) -> None:
-    """A cloned project's .qwen/quarantine -> a published folder would publish what writers
-    quarantine (secrets among it)."""
+    """A cloned project's .qwen/cache -> a published folder would publish what writers keep
+    there (parsed memories among it)."""
     state = tmp_path / "state"
     (state / "memory").mkdir(parents=True)
     (tmp_path / "public").mkdir()

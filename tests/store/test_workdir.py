@@ -191,13 +191,14 @@ def test_iter_skips_what_is_not_a_memory_file(tmp_path: Path) -> None:
 
 
 def test_memory_paths_is_the_writers_rule_everywhere(tmp_path: Path) -> None:
-    """walk.memory_paths / is_memory_path agree with the survey, recovery and ChangeSet rules.
+    """walk.memory_paths / is_versioned_path agree with the survey, recovery and ChangeSet rules.
 
-    Writers see oversized files too (they quarantine them); everything else is iter's rule.
+    Writers see oversized files too (they hold them back) and a MEMORY.md below the root (a
+    plain file to history); what MEMORY.md lists is iter's rule (is_memory_path).
     """
     from qmem_git.store import recovery, survey
     from qmem_git.store.repo import UnsafePath, check_memory_path
-    from qmem_git.store.walk import is_memory_path, memory_paths
+    from qmem_git.store.walk import is_memory_path, is_versioned_path, memory_paths
 
     root = tmp_path / "memory"
     write_doc(root, "user/a.md")
@@ -211,14 +212,15 @@ def test_memory_paths_is_the_writers_rule_everywhere(tmp_path: Path) -> None:
     (root / "user" / "big.md").write_bytes(b"x" * (MAX_FILE_BYTES + 1))
     os.symlink(root / "user" / "a.md", root / "user" / "link.md")
     os.mkfifo(root / "user" / "fifo.md")
-    expected = [".dot.md", "user/.dotfile.md", "user/a.md", "user/big.md"]
+    expected = [".dot.md", "sub/MEMORY.md", "user/.dotfile.md", "user/a.md", "user/big.md"]
     assert memory_paths(str(root)) == expected
     assert memory_paths(str(tmp_path / "missing")) == []
-    assert rel_paths(root) == [p for p in expected if p != "user/big.md"]
+    assert rel_paths(root) == [p for p in expected if p not in ("user/big.md", "sub/MEMORY.md")]
     assert sorted(set(survey.survey(str(root)).files) - {"MEMORY.md"}) == expected
-    candidates = [*expected, "MEMORY.md", "sub/MEMORY.md", ".hidden-dir/c.md", "user/.h/d.md"]
+    candidates = [*expected, "MEMORY.md", ".hidden-dir/c.md", "user/.h/d.md"]
     for rel in candidates:
-        assert is_memory_path(rel) == (rel in expected) == recovery.is_memory_path(rel), rel
+        assert is_versioned_path(rel) == (rel in expected) == recovery.is_versioned_path(rel), rel
+        assert is_memory_path(rel) == (rel in expected and rel != "sub/MEMORY.md"), rel
         try:
             accepted = check_memory_path(rel) == rel
         except UnsafePath:
