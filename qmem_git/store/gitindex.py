@@ -229,16 +229,29 @@ class GitIndex:
         self.stamps = {path: None if path in dirty else files.get(path) for path in self.paths()}
         self.recorded = None  # recorded anew, folder by folder
 
-    def set(self, path: str, st: os.stat_result, sha: str, mode: int = FILE_MODE) -> None:
+    def set(
+        self,
+        path: str,
+        st: os.stat_result,
+        sha: str,
+        mode: int = FILE_MODE,
+        *,
+        settled: bool = True,
+    ) -> None:
         """Record ``path`` as clean with content ``sha`` and the given ``lstat`` result; its
         conflict stages go, as ``git add`` resolves a conflict (an index with both is one
-        C git refuses)."""
+        C git refuses). ``settled=False``: the file changed after ``sha`` was read from it, so
+        its entry gets mtime 0 and no stamp (as git smudges a racily clean entry) and the next
+        writer reads it again instead of taking the new stat for ``sha``."""
         name = path.encode("utf-8", "surrogateescape")
         raw = _encode(name, st, bytes.fromhex(sha), mode)
+        if not settled:
+            raw = raw[:8] + bytes(8) + raw[16:]  # mtime seconds and nanoseconds
         self._drop_stages(path)
         self.changed = True
         if self.stamps is not None and "\0" not in path:
-            self.stamps[path] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+            self.stamps[path] = stamp if settled else None
             self.restamped.add(path)
         if self._entries is None:
             self._overlay[path] = raw

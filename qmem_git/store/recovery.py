@@ -184,6 +184,7 @@ def _recover(
     commit_changes: bool,
     pending: survey.Pending | None,
 ) -> tuple[RecoveryReport, WorkState]:
+    started = time.time_ns()  # files are read from here on (WorkState.since_ns)
     _, head = repo.head()
     head_tree = repo.tree_of(head)
     if head_tree is not None:
@@ -209,7 +210,7 @@ def _recover(
         if rel.endswith(".md"):
             found.held.setdefault(rel, SYMLINK)
     cuts = {} if seen.cut is None else {survey.NEWEST: seen.cut}
-    state = WorkState(_render_files(seen.files, seen.oversized), index, cuts, candidates)
+    state = WorkState(_render_files(seen.files, seen.oversized), index, cuts, candidates, started)
     warnings = []
     if undone is not None:
         op, paths = undone

@@ -148,7 +148,9 @@ class WorkState:
 
     ``files``: memory file -> (mtime_ns, size, ...), the input MEMORY.md is rendered from;
     ``cuts``: their scan-order cuts the survey found (``store.workdir.shared_scan``);
-    ``changed``: the paths whose stat differed from the git index (a snapshot reads those).
+    ``changed``: the paths whose stat differed from the git index (a snapshot reads those);
+    ``since_ns``: when the writer began reading files (default: now); a file modified since
+    then may hold other bytes than the ones committed, so its git-index entry is not settled.
     """
 
     def __init__(
@@ -157,11 +159,13 @@ class WorkState:
         index: GitIndex | None = None,
         cuts: dict[int, int] | None = None,
         changed: set[str] | None = None,
+        since_ns: int | None = None,
     ) -> None:
         self.files = files
         self.index = index
         self.cuts = cuts or {}
         self.changed = changed
+        self.since_ns = time.time_ns() if since_ns is None else since_ns
 
 
 # --- identity -------------------------------------------------------------------------------
@@ -1171,7 +1175,9 @@ def update_index(
                 index.remove(rel)
             else:
                 path = os.path.join(repo.root, rel)
-                index.set(rel, without_exec_bits(path, os.lstat(path)), sha, gitindex.FILE_MODE)
+                st = without_exec_bits(path, os.lstat(path))
+                settled = st.st_mtime_ns < state.since_ns  # else the agent wrote it meanwhile
+                index.set(rel, st, sha, gitindex.FILE_MODE, settled=settled)
         if index.changed or index.head != head:
             index.head = head
             gitindex.write_index(repo.git_dir, index)

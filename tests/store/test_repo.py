@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -438,6 +439,41 @@ def test_update_index_refreshes_touched_entries_and_head(layout: Layout) -> None
         assert repo.update_index(rp, {"user/a.md": sha}, commit)
     entry = gitindex.read_index(layout.git_dir).get("user/a.md")
     assert entry is not None and entry.mtime_ns == 1
+    assert_clean(layout.memory_root)
+
+
+def test_a_file_rewritten_after_it_was_read_is_read_again_by_the_next_snapshot(
+    layout: Layout,
+) -> None:
+    """The agent rewrote the file (same size) between a writer's read and its git-index
+    refresh: the entry must not pair the new stat with the old blob, or the next snapshot
+    would take the new bytes as committed and leave them out."""
+    commit = apply(layout, writes={"user/a.md": doc("a")}).commit
+    assert commit
+    path = Path(layout.memory_root, "user", "a.md")
+    with Repository(layout.memory_root) as rp:
+        stale = rp.lookup(rp.tree_of(commit), "user/a.md")
+        assert stale is not None
+        state = repo.WorkState(since_ns=time.time_ns())
+        path.write_text(doc("b"))  # same length as doc("a")
+        assert repo.update_index(rp, {"user/a.md": stale}, commit, state)
+    entry = gitindex.read_index(layout.git_dir).get("user/a.md")
+    assert entry is not None and entry.mtime_ns == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "qmem_git", "--memory-dir", layout.memory_root, "snapshot"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "QMEM_QUIET_SECONDS": "0"},
+    )
+    assert done.returncode == 0, done.stderr
+    shown = subprocess.run(
+        [*git_argv(layout.memory_root), "show", "HEAD:user/a.md"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout == doc("b")
     assert_clean(layout.memory_root)
 
 
