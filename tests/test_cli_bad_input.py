@@ -252,7 +252,7 @@ def test_whatever_the_agent_adds_to_the_folder_never_refuses_a_writer(memory: Pa
         result = qmem(memory, *args)
         assert result.code == 0, (args, result.err)
     tree = subprocess.run(
-        ["git", "-C", str(memory), "ls-tree", "-r", "--name-only", "HEAD"],
+        [*git_argv(memory), "ls-tree", "-r", "--name-only", "HEAD"],
         capture_output=True,
         text=True,
     ).stdout.split()

@@ -129,8 +129,8 @@ def is_foreign_repository(root: str) -> bool:
     the store's repository is made beside the folder). Once that repository exists, nothing in
     the folder counts: a ``.git`` written there later is the agent's, never read."""
     git_dir = legacy_git_dir(root)
-    if not os.path.lexists(git_dir) or os.path.isdir(git_dir_of(root)):
-        return False
+    if os.path.islink(git_dir) or not os.path.lexists(git_dir) or os.path.isdir(git_dir_of(root)):
+        return False  # a link is never followed: whatever it points at stays unread
     if is_legacy_repo(root, os.path.exists):
         return False  # an earlier version's store, moved out by the next writer
     if not os.path.isdir(git_dir):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -294,7 +295,7 @@ def test_a_credential_in_a_held_back_description_never_reaches_history(tmp_path:
     memory = tmp_path / "memory"
     bare = tmp_path / "remote.git"
     assert qmem(memory, "init").code == 0
-    assert git(memory, "init", "-q", "--bare", str(bare)) is not None
+    assert subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True).returncode == 0
     key = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     (memory / "user").mkdir(exist_ok=True)
     (memory / "user" / "key.md").write_text(

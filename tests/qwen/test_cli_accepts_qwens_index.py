@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from clihelpers import assert_clean_repo, git, qmem
+from helpers_git import git_argv
 
 from qwen.conftest import Bridge
 
@@ -74,7 +75,7 @@ def test_index_check_and_the_pre_commit_hook_accept_qwens_index_of_an_agents_fol
     env = {**os.environ, "QMEM_HOOK_REQUIRED": "1"}  # the hook must run, or the commit fails
     git(memory, "add", "-A")
     done = subprocess.run(
-        ["git", "-C", str(memory), "commit", "-q", "-m", "by hand"],
+        [*git_argv(memory), "commit", "-q", "-m", "by hand"],
         capture_output=True,
         text=True,
         env=env,
@@ -86,7 +87,7 @@ def test_index_check_and_the_pre_commit_hook_accept_qwens_index_of_an_agents_fol
     )
     git(memory, "add", "user/key.md")
     refused = subprocess.run(
-        ["git", "-C", str(memory), "commit", "-q", "-m", "a secret"],
+        [*git_argv(memory), "commit", "-q", "-m", "a secret"],
         capture_output=True,
         text=True,
         env=env,
