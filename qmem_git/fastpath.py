@@ -381,7 +381,10 @@ def fast_sync(opts: dict[str, object]) -> int | None:
         from qmem_git.settings import build_settings
 
         project, memory_dir = _str(opts.get("project")), _str(opts.get("memory_dir"))
-        settings = build_settings(os.environ, project=project, memory_dir=memory_dir)
+        # no model config read: a sync never calls one
+        settings = build_settings(
+            os.environ, project=project, memory_dir=memory_dir, with_model=False
+        )
         outcome = run_sync(
             settings,
             datetime.now(timezone.utc),

@@ -61,7 +61,6 @@ from qmem_git.core.changes import (
     parse_commit_message,
     render_commit_message,
 )
-from qmem_git.core.merge import MergeResult, Reconciled, merge_trees
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, MEMORY_TYPES
 from qmem_git.core.names import (
     LEGACY_TOPIC_FILES,
@@ -105,6 +104,7 @@ if TYPE_CHECKING:
     from dulwich.pack import Pack, UnpackedObject
     from dulwich.repo import ParentsProvider
 
+    from qmem_git.core.merge import MergeResult, Reconciled
     from qmem_git.store.packscan import SizeChecks
     from qmem_git.store.recovery import RecoveryReport
 
@@ -1380,6 +1380,8 @@ class MergePlan:
 
 def plan_merge(objects: Objects, ours: str, theirs: str, base: str | None) -> MergePlan:
     """Three-way merge of the two trees; only paths that differ between the sides are read."""
+    from qmem_git.core.merge import merge_trees  # only a diverged sync merges
+
     ours_files = memory_files(objects.files(ours))
     theirs_files = memory_files(objects.files(theirs))
     base_files = memory_files(objects.files(base))
