@@ -843,6 +843,36 @@ def check_incoming(
     """
     if _oid(tip) in known:
         return 0  # and so is everything it holds: it passed when it arrived, or was made here
+    with _no_cycle_collector():
+        return _check_new_history(objects, known, tip, refuse, settled, meter, compare)
+
+
+@contextlib.contextmanager
+def _no_cycle_collector() -> Iterator[None]:
+    """The cycle collector off while history is checked: the walk allocates millions of small
+    tuples, sets and parsed objects (none in cycles; reference counting frees them) and keeps
+    bounded caches of them, which the collector's passes scanned again and again (~8% of a
+    5,000-commit clone)."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _check_new_history(
+    objects: Objects,
+    known: Known,
+    tip: str,
+    refuse: Refusal | None,
+    settled: Settled | None,
+    meter: Meter | None,
+    compare: bool,
+) -> int:
     check = _IncomingCheck(objects, known, refuse or _refuse, settled, tip)
     stack, seen, count = [tip], set(), 0
     children: dict[str, list[str]] = {}  # with ``compare``: trees of the children walked
