@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from clihelpers import qmem
-from hostile import HostileServer
 from helpers_git import gitdir
+from hostile import HostileServer
 from servers import fsck_strict, git_in
 
 BOUND = 3.0
