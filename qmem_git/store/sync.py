@@ -339,7 +339,7 @@ class Objects:
             return
         before = self.entries(old) if old is not None else {}
         after = self.entries(new) if new is not None else {}
-        for name in {entry[0] for entry in set(before.values()) ^ set(after.values())}:
+        for name in {key for key, _ in before.items() ^ after.items()}:
             a, b = before.get(name), after.get(name)
             path = prefix + name.decode("utf-8", "surrogateescape")
             a_dir = a is not None and stat.S_ISDIR(a[1])
