@@ -1479,6 +1479,10 @@ def sync(opts: Options, remote_name: str | None, dry_run: bool, no_push: bool, f
         progress=sync_progress(opts),
     )
     if outcome.recovery is not None:
+        from qmem_git.core.holdback import held_lines
+
+        for line in held_lines(dict(outcome.recovery.held)):
+            warn(line)
         for line in outcome.recovery.messages():
             note(opts, line)
     emit(opts, sync_summary(outcome.result), outcome.as_dict())

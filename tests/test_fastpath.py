@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from clihelpers import assert_clean_repo, git, qmem, trailers
+from clihelpers import assert_clean_repo, git, qmem, qmem_on_tty, trailers
 
 from qmem_git import fastpath
 from qmem_git.core.limits import TYPE_NAMES
@@ -253,3 +253,103 @@ def test_remember_reads_no_model_config_and_no_pack_code(tmp_path: Path) -> None
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
     assert "remember:" in git(root, "log", "-1", "--format=%s")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["sync"], {"remote": None}),
+        (
+            ["-q", "sync", "backup", "--no-push"],
+            {"quiet": True, "remote": "backup", "no_push": True},
+        ),
+        (["sync", "--force", "--dry-run"], {"remote": None, "force": True, "dry_run": True}),
+    ],
+)
+def test_plain_sync_calls_are_parsed_here(args: list[str], expected: dict[str, object]) -> None:
+    parsed = fastpath.parse_sync(args)
+    assert parsed is not None
+    assert {key: parsed.get(key) for key in expected} == expected
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sync", "--help"],
+        ["sync", "-q"],
+        ["sync", "a", "b"],
+        ["sync", "--push"],
+        ["--no-pager", "sync"],
+    ],
+)
+def test_other_sync_shapes_are_left_to_click(args: list[str]) -> None:
+    assert fastpath.parse_sync(args) is None
+
+
+def synced_store(tmp_path: Path) -> Path:
+    """A store with one memory and an empty bare remote ``origin``."""
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    root = store(tmp_path, "s")
+    assert qmem(root, "remote", "add", "origin", str(bare)).code == 0
+    assert qmem(root, "remember", TEXT).code == 0
+    return root
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sync"],
+        ["--json", "sync"],
+        ["-q", "sync"],
+        ["sync", "--dry-run"],
+        ["sync", "--no-push"],
+        ["sync", "nowhere"],
+        ["-v", "sync", "origin", "--force"],
+    ],
+)
+def test_sync_prints_and_pushes_what_click_would(tmp_path: Path, args: list[str]) -> None:
+    fast_root, click_root = synced_store(tmp_path / "a"), synced_store(tmp_path / "b")
+    fast = qmem(fast_root, *args)
+    slow = click_path(click_root, *args)
+    assert fast.code == slow.returncode, (fast.err, slow.stderr)
+
+    def same(text: str, root: Path) -> str:
+        head = git(root, "rev-parse", "HEAD").strip()
+        return text.replace(head, "C").replace(head[:12], "C").replace(str(root.parent.parent), "T")
+
+    assert same(fast.out, fast_root) == same(slow.stdout, click_root)
+    assert same(fast.err, fast_root) == same(slow.stderr, click_root)
+    pushed = slow.returncode == 0 and not {"--dry-run", "--no-push"} & set(args)
+    for root in (fast_root, click_root):
+        remote = git(root.parent.parent / "remote.git", "for-each-ref")
+        assert ("refs/heads/main" in remote) == pushed
+        assert_clean_repo(root)
+
+
+def test_sync_on_a_terminal_goes_through_click_for_its_progress_lines(tmp_path: Path) -> None:
+    root = synced_store(tmp_path)
+    result = qmem_on_tty(root, "sync")
+    assert result.code == 0, result.out
+    assert "qmem-git: fetching from origin" in result.out
+
+
+@pytest.mark.parametrize("args", [["sync"], ["-q", "sync"]])
+def test_sync_warns_of_a_held_back_file_as_click_does(tmp_path: Path, args: list[str]) -> None:
+    """A file the sync's recovery leaves uncommitted (here a credential) is named on stderr
+    even under -q, by both paths."""
+    roots = synced_store(tmp_path / "a"), synced_store(tmp_path / "b")
+    for root in roots:
+        (root / "project").mkdir(exist_ok=True)
+        (root / "project" / "key.md").write_text(
+            "---\nname: key\ndescription: d\ntype: project\n---\n\n"
+            "token ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8\n"
+        )
+    fast, slow = qmem(roots[0], *args), click_path(roots[1], *args)
+    assert fast.code == slow.returncode == 0, (fast.err, slow.stderr)
+    line = next(text for text in fast.err.splitlines() if "project/key.md" in text)
+    assert line.startswith("warning: project/key.md: ") and line.endswith("; not committed")
+    assert line in slow.stderr.splitlines()
+    for root in roots:
+        assert "project/key.md" not in git(root, "ls-files")
+        assert (root / "project" / "key.md").exists()

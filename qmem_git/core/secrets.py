@@ -186,9 +186,10 @@ def _visible(text: str) -> tuple[str, list[int]] | None:
     the text without them."""
     if text.isascii():
         return None
-    kept = [index for index, char in enumerate(text) if not is_ignorable(char)]
-    if len(kept) == len(text):
+    hidden = {char for char in set(text) if not char.isascii() and is_ignorable(char)}
+    if not hidden:  # each distinct character tested once, not each of a long text's characters
         return None
+    kept = [index for index, char in enumerate(text) if char not in hidden]
     return "".join(text[index] for index in kept), kept
 
 

@@ -15,11 +15,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
-
-import frontmatter
-import yaml
-from frontmatter.default_handlers import YAMLHandler
+from typing import TYPE_CHECKING, Any, Literal
 
 from qmem_git.core.codec import FENCE, frontmatter_field, parse_document
 from qmem_git.core.entries import parse_entries
@@ -36,6 +32,9 @@ from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES, MEMORY_TYPES
 from qmem_git.core.names import LEGACY_TOPIC_FILES, check_memory_layout, check_path_safety
 from qmem_git.core.secrets import scan_for_secrets
 from qmem_git.core.text import CONFLICT_LINE
+
+if TYPE_CHECKING:
+    from frontmatter.default_handlers import YAMLHandler
 
 Severity = Literal["error", "warning", "info"]
 Format = Literal["text", "gcc", "json"]
@@ -376,63 +375,6 @@ def _closing_fence(rel_path: str, text: str, end: int) -> list[Finding]:
     return [_error(rel_path, line, 1, message, "frontmatter-yaml")]
 
 
-class _Refused(yaml.YAMLError):
-    """YAML that a memory file must not contain; ``line`` is 0-based inside the frontmatter."""
-
-    def __init__(self, message: str, line: int) -> None:
-        super().__init__(message)
-        self.message = message
-        self.line = line
-
-
-_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _StrictLoader(_BaseLoader):  # type: ignore[misc]
-    """Safe loader that refuses duplicate keys (Qwen's reader takes the first, YAML the last)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[str] = set()
-        for key_node, _value in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                if key_node.value in seen:
-                    raise _Refused(f"duplicate key '{key_node.value}'", key_node.start_mark.line)
-                seen.add(key_node.value)
-        result: dict[Any, Any] = super().construct_mapping(node, deep)
-        return result
-
-
-# Tags construct objects and anchors make alias bombs; without an anchor an alias is only an
-# undefined name (a syntax problem, e.g. ``description: *Always* run tests``).
-_REFUSED_TOKENS: tuple[tuple[type[yaml.Token], str], ...] = (
-    (yaml.AnchorToken, "YAML anchors (&) are not allowed"),
-    (yaml.TagToken, "YAML tags (!, !!) are not allowed"),
-)
-
-
-def _refuse_unsafe_tokens(fm: str) -> None:
-    """Stop at the first anchor, alias or tag token, before any structure is built."""
-    for token in yaml.scan(fm, Loader=_BaseLoader):
-        for kind, message in _REFUSED_TOKENS:
-            if isinstance(token, kind):
-                raise _Refused(message, token.start_mark.line)
-
-
-class StrictYAMLHandler(YAMLHandler):
-    """python-frontmatter handler: safe loader, no tags, no anchors/aliases, a mapping or bust.
-
-    Always passed explicitly, so python-frontmatter never sniffs the format (a file starting
-    with ``{`` would otherwise be parsed as JSON).
-    """
-
-    def load(self, fm: str, **kwargs: object) -> dict[Any, Any]:
-        _refuse_unsafe_tokens(fm)
-        data = yaml.load(fm, Loader=_StrictLoader)  # a SafeLoader subclass
-        if not isinstance(data, dict):
-            raise _Refused("frontmatter must be a mapping of 'key: value' lines", 1)
-        return data
-
-
 _FRONTMATTER_FIRST_LINE = 2  # the line after the opening '---'
 
 
@@ -446,11 +388,16 @@ def load_frontmatter(rel_path: str, text: str) -> tuple[dict[str, Any] | None, l
     ``frontmatter.parse`` returns plain data, unlike ``frontmatter.loads`` whose ``Post`` takes
     ``content`` and ``handler`` as arguments and breaks on frontmatter keys of those names.
     """
+    import frontmatter
+    import yaml
+
+    from qmem_git.core.yamlfront import Refused, StrictYAMLHandler
+
     handler = StrictYAMLHandler()
     first_line = _yaml_first_line(handler, text)
     try:
         meta, _content = frontmatter.parse(text, handler=handler)
-    except _Refused as exc:
+    except Refused as exc:
         return None, [_yaml_error(rel_path, exc.message, first_line + exc.line)]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -471,7 +418,7 @@ def _syntax_error(rel_path: str, text: str, message: str, line: int) -> Finding:
     return replace(finding, severity="warning", message=message)
 
 
-def _yaml_first_line(handler: StrictYAMLHandler, text: str) -> int:
+def _yaml_first_line(handler: YAMLHandler, text: str) -> int:
     """File line where the YAML text python-frontmatter hands to the loader begins."""
     opening = handler.FM_BOUNDARY.match(text)
     return text.count("\n", 0, opening.end() if opening else 0) + 1

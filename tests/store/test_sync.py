@@ -461,6 +461,27 @@ def test_malformed_object_is_refused_like_fsck(
     assert _snapshot(b) == before
 
 
+def test_a_commit_with_its_headers_out_of_order_is_refused_like_fsck(
+    tmp_path: Path, remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """Committer before author parses, but git fsck calls it missingAuthor: the commit rules
+    still run on commits parsed once."""
+    _, b = pair
+    work = _evil_clone(tmp_path, remote)
+    tree = git_in(work, "rev-parse", "HEAD^{tree}").strip()
+    parent = git_in(work, "rev-parse", "HEAD").strip()
+    who = "Evil <evil@example.org> 1700000000 +0000"
+    raw = f"tree {tree}\nparent {parent}\ncommitter {who}\nauthor {who}\n\nswapped\n"
+    commit = git_in(
+        work, "hash-object", "-t", "commit", "-w", "--literally", "--stdin", stdin=raw
+    ).strip()
+    git_in(work, "push", "-q", "--no-verify", "origin", f"{commit}:refs/heads/main")
+    before = _snapshot(b)
+    with pytest.raises(UnsafePath, match=f"object {commit} is malformed"):
+        b.sync()
+    assert _snapshot(b) == before
+
+
 # --- rewound remote ---------------------------------------------------------------------------
 
 
