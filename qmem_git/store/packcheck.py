@@ -30,7 +30,11 @@ def damaged_packs(git_dir: str, *, remember: bool = True) -> list[str]:
     writer lock; a read-only check such as ``doctor`` passes False)."""
     pack_dir = os.path.join(git_dir, "objects", "pack")
     try:
-        names = sorted(name for name in os.listdir(pack_dir) if name.endswith(".pack"))
+        names = sorted(
+            name
+            for name in os.listdir(pack_dir)
+            if name.startswith("pack-") and name.endswith(".pack")
+        )
     except OSError:
         return []
     if not names:

@@ -48,6 +48,7 @@ INDEX_REWRITTEN = (
     "(edit those files instead)"
 )
 TEMP_OBJECT_PREFIX = "tmp_obj_qmem_"  # temp objects of qmem-git versions before dulwich wrote them
+TEMP_PACK_PREFIX = "tmp_pack_qmem_"  # a pack a sync was writing under the lock when killed
 
 
 class RecoveryReport(NamedTuple):
@@ -262,9 +263,13 @@ def _remove_temp_files(repo: Repository, temp_files: list[str]) -> list[str]:
     """Our temp files are only ever created by lock holders, so under the lock they are stale."""
     objects = repo.objects_dir
     paths = list(temp_files)
-    with contextlib.suppress(OSError):
-        names = [n for n in os.listdir(objects) if n.startswith(TEMP_OBJECT_PREFIX)]
-        paths += [os.path.join(objects, n) for n in names]
+    for folder, prefix in (
+        (objects, TEMP_OBJECT_PREFIX),
+        (os.path.join(objects, "pack"), TEMP_PACK_PREFIX),
+    ):
+        with contextlib.suppress(OSError):
+            names = [n for n in os.listdir(folder) if n.startswith(prefix)]
+            paths += [os.path.join(folder, n) for n in names]
     removed: list[str] = []
     for path in paths:
         with contextlib.suppress(FileNotFoundError):

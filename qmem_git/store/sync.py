@@ -2171,8 +2171,9 @@ def _pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
     digest = hashlib.sha1(b"".join(sorted(obj.sha().digest() for obj in found))).hexdigest()
     final = os.path.join(pack_dir, "pack-" + digest)
     if not os.path.exists(final + ".idx"):
-        # git's prefix for a pack being written: its gc removes one a kill left behind
-        temp = os.path.join(pack_dir, "tmp_pack_qmem_" + os.urandom(6).hex())
+        from qmem_git.store.recovery import TEMP_PACK_PREFIX  # the next writer removes one left
+
+        temp = os.path.join(pack_dir, TEMP_PACK_PREFIX + os.urandom(6).hex())
         try:
             write_pack(temp, found, store.object_format)
             for suffix in (".pack", ".idx"):

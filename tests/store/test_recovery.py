@@ -271,9 +271,13 @@ def test_temp_files_and_temp_objects_are_removed(layout: Layout) -> None:
     temp.write_text("half")
     tmp_obj = gitdir(root) / "objects" / "tmp_obj_qmem_1_deadbeef"
     tmp_obj.write_bytes(b"x")
+    (gitdir(root) / "objects" / "pack").mkdir(exist_ok=True)
+    tmp_pack = gitdir(root) / "objects" / "pack" / "tmp_pack_qmem_0123456789ab.pack"
+    tmp_pack.write_bytes(b"PACK")  # a sync killed while it packed loose objects
     report = run_recover(layout)
-    assert set(report.removed_temp_files) == {str(temp), str(tmp_obj)}
-    assert not temp.exists() and not tmp_obj.exists() and report.commit is None
+    assert set(report.removed_temp_files) == {str(temp), str(tmp_obj), str(tmp_pack)}
+    assert not temp.exists() and not tmp_obj.exists() and not tmp_pack.exists()
+    assert report.commit is None
 
 
 def test_stale_git_locks_are_removed(layout: Layout) -> None:
