@@ -40,13 +40,14 @@ def move_repository(memory_root: str) -> bool:
     if os.path.lexists(new) or not os.path.isdir(legacy) or os.path.islink(legacy):
         return False
     from qmem_git.store.repo import default_hook_command, install_hook, update_config
+    from qmem_git.store.workdir import fsync_dir
 
     disable_hooks(legacy)
     confine_config(legacy)
     install_hook(legacy, default_hook_command())
     os.rename(legacy, new)
     for folder in (os.path.dirname(new), memory_root):
-        _fsync_dir(folder)
+        fsync_dir(folder)
     update_config(new, memory_root)
     return True
 
@@ -157,11 +158,3 @@ def _is_ours(path: str) -> bool:
             return HOOK_MARKER in handle.read(4096)
     except OSError:
         return False
-
-
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
