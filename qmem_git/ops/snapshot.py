@@ -16,11 +16,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from qmem_git.core.changes import ChangeSet
+from qmem_git.core.entries import entry_delta, memory_type, topics_of
 from qmem_git.core.holdback import BEING_WRITTEN, SYMLINK, hold_reason
 from qmem_git.core.statefile import dumps_state, parse_iso
-from qmem_git.ops.history import entry_delta, memory_type, topics_of
-from qmem_git.store.history import WorkChange, open_history
-from qmem_git.store.recovery import case_collisions
+from qmem_git.store.recovery import WorkChange, case_collisions
 from qmem_git.store.repo import blocked_by
 from qmem_git.store.state import load_meta, read_json_object
 from qmem_git.store.walk import memory_paths
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
 
     from qmem_git.ops.runner import Outcome
     from qmem_git.settings import Settings
+    from qmem_git.store.writer import WriterStart
 
 SNAPSHOT_META = "snapshot-meta.json"
 RECORD_VERSION = 1
@@ -88,12 +88,10 @@ def plan_snapshot(
     ``op`` overrides the inference (``snapshot --op OP``). ``quiet_seconds``: files changed
     more recently are held back as still being written.
     """
-    from qmem_git.store.recovery import changed_paths
+    from qmem_git.store.recovery import changed_paths, worktree_changes
 
     meta = load_meta(state_dir)
-    candidates = changed_paths(memory_root)
-    with open_history(memory_root) as repo:
-        changes = repo.worktree_changes(candidates)
+    changes = worktree_changes(memory_root, changed_paths(memory_root))
     writes: dict[str, str] = {}
     deletes: list[str] = []
     held: dict[str, str] = {}
@@ -235,15 +233,24 @@ class SnapshotOutcome:
 
 
 def run_snapshot(
-    settings: Settings, now: datetime, *, op: str | None = None, dry_run: bool = False
+    settings: Settings,
+    now: datetime,
+    *,
+    op: str | None = None,
+    dry_run: bool = False,
+    started: WriterStart | None = None,
 ) -> SnapshotOutcome:
     """Commit what another tool (Qwen Code's own memory) changed, op inferred (companion mode).
 
-    Files that must not be committed stay where they are and are reported (``held``)."""
-    from qmem_git.ops.lifecycle import ensure_repository
+    Files that must not be committed stay where they are and are reported (``held``).
+    ``started``: the writer lock the fast path took on a store already set up, with the
+    survey forked (``store.writer``)."""
     from qmem_git.ops.runner import plan_and_execute
 
-    ensure_repository(settings, now, dry_run=dry_run)
+    if started is None:
+        from qmem_git.ops.lifecycle import ensure_repository
+
+        ensure_repository(settings, now, dry_run=dry_run)
     layout = settings.layout
 
     def plan() -> SnapshotPlan:
@@ -265,6 +272,7 @@ def run_snapshot(
         now,
         dry_run=dry_run,
         recover_worktree=False,
+        started=started,
     )
     if not dry_run:
         save_snapshot_meta(layout.state_dir, snap.meta)
