@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ from qmem_git.store.recovery import WorkChange, case_collisions
 from qmem_git.store.repo import blocked_by
 from qmem_git.store.state import load_meta, read_json_object
 from qmem_git.store.walk import memory_paths
-from qmem_git.store.workdir import atomic_write
+from qmem_git.store.workdir import atomic_write, files_in_scan
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -105,7 +105,7 @@ def plan_snapshot(
         else:
             writes[change.path] = change.data.decode("utf-8")
     new = [c.path for c in changes if c.status == "A" and c.path in writes]
-    clashes = case_collisions(new, memory_paths(memory_root)) if new else {}
+    clashes = case_collisions(new, _memory_files(memory_root)) if new else {}
     for rel, problem in clashes.items():
         del writes[rel]
         held[rel] = problem
@@ -118,6 +118,12 @@ def plan_snapshot(
     changeset = _changeset(chosen, kept, writes, deletes, meta)
     changeset = replace(changeset, mtimes=_file_times(memory_root, writes), held=held)
     return SnapshotPlan(changeset, held, snapshot, statuses)
+
+
+def _memory_files(memory_root: str) -> Collection[str]:
+    """The memory files on disk: the writer's own scan when there is one, else a walk."""
+    scanned = files_in_scan(memory_root)
+    return memory_paths(memory_root) if scanned is None else scanned
 
 
 def _held(memory_root: str, change: WorkChange, problem_of: Validator, quiet_ns: int) -> str | None:
