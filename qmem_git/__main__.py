@@ -1,6 +1,6 @@
-"""Entry point. ``hook``, ``recall`` and plain ``remember`` and ``sync`` calls are served
-without click (``hookentry``, ``fastpath``); anything those do not understand (``--help``, odd
-flags) falls through to the full click CLI, which implements the same commands.
+"""Entry point. ``hook``, ``recall`` and plain ``remember``, ``snapshot`` and ``sync`` calls are
+served without click (``hookentry``, ``fastpath``); anything those do not understand (``--help``,
+odd flags) falls through to the full click CLI, which implements the same commands.
 """
 
 from __future__ import annotations
@@ -32,6 +32,11 @@ def _main(argv: list[str] | None) -> int:
     remember = fastpath.parse_remember(args)
     if remember is not None and fastpath.plain_globals(remember):
         code = fastpath.fast_remember(remember)
+        if code is not None:
+            return code
+    snapshot = fastpath.parse_snapshot(args)
+    if snapshot is not None and fastpath.plain_globals(snapshot):
+        code = fastpath.fast_snapshot(snapshot)
         if code is not None:
             return code
     sync = fastpath.parse_sync(args)

@@ -20,7 +20,7 @@ import click
 from qmem_git import __version__
 from qmem_git.core.limits import TYPE_NAMES
 from qmem_git.errors import QmemError, UsageError
-from qmem_git.fastpath import colour_on, error_line, failure, for_terminal
+from qmem_git.fastpath import SNAPSHOT_OPS, colour_on, error_line, failure, for_terminal
 from qmem_git.settings import Settings, build_settings
 
 if TYPE_CHECKING:
@@ -1021,9 +1021,6 @@ def restore(
     report_outcome(
         opts, result.outcome, dry_run, {"candidates": [c.as_dict() for c in result.candidates]}
     )
-
-
-SNAPSHOT_OPS = ("extract", "dream", "forget", "edit", "remember", "snapshot")
 
 
 @main.command()

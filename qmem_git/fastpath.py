@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from qmem_git.core.recall import RecallResult
     from qmem_git.modelconfig import ModelConfig
     from qmem_git.ops.runner import Outcome
+    from qmem_git.ops.snapshot import SnapshotOutcome
     from qmem_git.store.writer import WriterStart
 
 _GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir"}
@@ -310,13 +311,20 @@ def fast_remember(opts: dict[str, object]) -> int | None:
             traceback.print_exception(exc)
         sys.stderr.write(error_line(sys.stderr, message))
         return code
-    text, data = describe_outcome(outcome, False, {})
-    notes = held_warnings(outcome)  # shown even with -q: the hook worker logs them
+    _report(opts, outcome, False, {})
+    return 0
+
+
+def _report(opts: dict[str, object], outcome: Outcome, dry_run: bool, held: dict[str, str]) -> None:
+    """As ``cli.report_outcome``: held-back files (even with ``-q``: the hook worker logs
+    them), then recovery's notes, then the commit or the plan."""
+    extra: dict[str, object] = {"held": {**held_of(outcome), **held}} if held else {}
+    text, data = describe_outcome(outcome, dry_run, extra)
+    notes = held_warnings(outcome, held)
     if not opts.get("quiet"):
         notes += outcome_notes(outcome, bool(opts.get("verbose")))
     sys.stderr.write(for_terminal(sys.stderr, "".join(f"{line}\n" for line in notes)))
     _emit(opts, text, data)
-    return 0
 
 
 def _remember(
@@ -356,6 +364,95 @@ def held_warnings(outcome: Outcome, more: dict[str, str] | None = None) -> list[
 
     held = {**held_of(outcome), **(more or {})}
     return held_lines(held) if held else []
+
+
+# --------------------------------------------------------------------------- snapshot
+
+SNAPSHOT_OPS = ("extract", "dream", "forget", "edit", "remember", "snapshot")
+
+
+def parse_snapshot(args: list[str]) -> dict[str, object] | None:
+    """Parse ``[globals] snapshot [--op OP] [--dry-run]``; None = click."""
+    opts: dict[str, object] = {"op": None}
+    rest = take_globals(args, opts)
+    if not rest or rest[0] != "snapshot":
+        return None
+    i = 1
+    while i < len(rest):
+        if rest[i] == "--dry-run":
+            opts["dry_run"] = True
+            i += 1
+        elif rest[i] == "--op" and i + 1 < len(rest) and rest[i + 1] in SNAPSHOT_OPS:
+            opts["op"] = rest[i + 1]  # click: the last one wins
+            i += 2
+        else:
+            return None  # --help, an unknown op, a stray argument: click explains
+    return opts
+
+
+def fast_snapshot(opts: dict[str, object]) -> int | None:
+    """``snapshot`` without click, the lock taken and the survey forked before the imports
+    (as ``remember``); None when stderr is a terminal (click colours the warnings) or the
+    store is not set up yet (click's path creates it)."""
+    import gc
+    import os
+
+    if getattr(sys.stderr, "isatty", lambda: True)():
+        return None
+    gc.disable()  # as in remember: a short process that frees by reference counting
+    from qmem_git.envvalues import current_dir
+    from qmem_git.errors import QmemError
+    from qmem_git.store.qwensettings import qwen_layout
+
+    env = os.environ
+    home = env.get("HOME") or os.path.expanduser("~")
+    project, memory_dir = _str(opts.get("project")), _str(opts.get("memory_dir"))
+    try:
+        layout = qwen_layout(project, memory_dir, env, home, current_dir())
+    except (QmemError, OSError):
+        return None  # click's path reports it
+    needed = [layout.git_dir, os.path.join(layout.memory_root, INDEX_NAME)]
+    needed += [layout.state_file(name) for name in (META_NAME, CURSOR_NAME)]
+    if not all(os.path.exists(path) for path in needed):
+        return None  # first use, or scaffold files missing: click's path (re)creates them
+    dry_run = bool(opts.get("dry_run"))
+    try:
+        from qmem_git.envvalues import lock_timeout
+        from qmem_git.store.writer import WriterStart
+
+        if dry_run:  # no lock, no survey: the plan alone
+            result = _snapshot(opts, project, memory_dir, None)
+        else:
+            with WriterStart(layout, lock_timeout(env)) as started:
+                result = _snapshot(opts, project, memory_dir, started)
+    except (Exception, KeyboardInterrupt) as exc:  # every failure becomes one Error: line
+        message, code, unexpected = failure(exc)
+        if opts.get("verbose") and unexpected:
+            import traceback
+
+            traceback.print_exception(exc)
+        sys.stderr.write(error_line(sys.stderr, message))
+        return code
+    _report(opts, result.outcome, dry_run, result.held)
+    return 0
+
+
+def _snapshot(
+    opts: dict[str, object],
+    project: str | None,
+    memory_dir: str | None,
+    started: WriterStart | None,
+) -> SnapshotOutcome:
+    import os
+    from datetime import datetime, timezone
+
+    from qmem_git.ops.snapshot import run_snapshot
+    from qmem_git.settings import build_settings
+
+    settings = build_settings(os.environ, project=project, memory_dir=memory_dir, with_model=False)
+    moment = datetime.now(timezone.utc)
+    op, dry_run = _str(opts.get("op")), bool(opts.get("dry_run"))
+    return run_snapshot(settings, moment, op=op, dry_run=dry_run, started=started)
 
 
 # --------------------------------------------------------------------------- sync

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from clihelpers import assert_clean_repo, git, qmem, qmem_on_tty, trailers
+from clihelpers import assert_clean_repo, git, git_argv, qmem, qmem_on_tty, trailers
 
 from qmem_git import fastpath
 from qmem_git.core.limits import TYPE_NAMES
@@ -353,3 +353,133 @@ def test_sync_warns_of_a_held_back_file_as_click_does(tmp_path: Path, args: list
     for root in roots:
         assert "project/key.md" not in git(root, "ls-files")
         assert (root / "project" / "key.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["snapshot"], {"op": None}),
+        (["-q", "snapshot", "--dry-run"], {"op": None, "quiet": True, "dry_run": True}),
+        (["snapshot", "--op", "edit", "--op", "dream"], {"op": "dream"}),
+    ],
+)
+def test_plain_snapshot_calls_are_parsed_here(args: list[str], expected: dict[str, object]) -> None:
+    assert fastpath.parse_snapshot(args) == expected
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["snapshot", "--help"],
+        ["snapshot", "--op", "nonsense"],
+        ["snapshot", "--op"],
+        ["snapshot", "--op=edit"],
+        ["snapshot", "extra"],
+        ["snapshot", "-q"],
+        ["--no-pager", "snapshot"],
+    ],
+)
+def test_other_snapshot_shapes_are_left_to_click(args: list[str]) -> None:
+    assert fastpath.parse_snapshot(args) is None
+
+
+def agent_wrote(root: Path, secret: bool = False, settled: float = 0.0) -> None:
+    """What an agent leaves for a snapshot: one memory edited, one added (a credential in it
+    with ``secret``), each settled 10 s ago (newer files are held back as being written), or
+    at ``settled``."""
+    import os
+    import time
+
+    project = root / "project"
+    project.mkdir(exist_ok=True)
+    body = "token ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8\n" if secret else "Deploys on Fridays.\n"
+    files = {
+        project / "deploys.md": "---\nname: deploys\ndescription: d\ntype: project\n---\n\n" + body,
+        project / "the-staging-cluster-deploys-from-branch-release-7.md": None,
+    }
+    settled = settled or time.time() - 10
+    for path, text in files.items():
+        if text is None:
+            text = path.read_text().replace("release-7", "release-8")
+        path.write_text(text)
+        os.utime(path, (settled, settled))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["snapshot"],
+        ["--json", "snapshot"],
+        ["-q", "snapshot"],
+        ["-v", "snapshot", "--op", "extract"],
+        ["snapshot", "--dry-run"],
+        ["--json", "snapshot", "--dry-run"],
+    ],
+)
+@pytest.mark.parametrize("secret", [False, True])
+def test_snapshot_prints_and_commits_what_click_would(
+    tmp_path: Path, args: list[str], secret: bool
+) -> None:
+    """Both paths print the same lines (a held-back file's warning even under -q) and make
+    the same commit; a second snapshot finds nothing to change."""
+    import time
+
+    roots = store(tmp_path, "fast"), store(tmp_path, "click")
+    settled = time.time() - 10
+    for root in roots:
+        assert qmem(root, "remember", TEXT).code == 0
+        agent_wrote(root, secret, settled)
+    fast, slow = qmem(roots[0], *args), click_path(roots[1], *args)
+    assert fast.code == slow.returncode == 0, (fast.err, slow.stderr)
+    heads = [git(root, "rev-parse", "HEAD").strip() for root in roots]
+
+    def same(text: str, head: str) -> str:
+        return text.replace(head, "C").replace(head[:12], "C")
+
+    assert same(fast.out, heads[0]) == same(slow.stdout, heads[1])
+    assert same(fast.err, heads[0]) == same(slow.stderr, heads[1])
+    warned = [line for line in fast.err.splitlines() if "project/deploys.md" in line]
+    assert len(warned) == int(secret)
+    assert all(line.endswith("; not committed") for line in warned)
+    assert git(roots[0], "ls-files", "-s") == git(roots[1], "ls-files", "-s")
+    assert ("deploys.md" in git(roots[0], "ls-files")) == (not secret and "--dry-run" not in args)
+    if "--dry-run" not in args:
+        assert trailers(roots[0]) == trailers(roots[1])
+        again = qmem(roots[0], "snapshot")
+        assert again.out == "Nothing to change.\n", again.err
+    left = {"?? project/deploys.md"} if secret or "--dry-run" in args else set()
+    if "--dry-run" in args:
+        left.add(" M project/the-staging-cluster-deploys-from-branch-release-7.md")
+    for root in roots:
+        assert set(git(root, "status", "--porcelain").splitlines()) == left
+        subprocess.run([*git_argv(str(root)), "fsck", "--strict"], check=True, capture_output=True)
+
+
+def test_snapshot_on_a_store_not_set_up_yet_goes_through_click(tmp_path: Path) -> None:
+    root = tmp_path / "state" / "memory"
+    (root / "user").mkdir(parents=True)
+    (root / "user" / "a.md").write_text("---\nname: a\ndescription: d\ntype: user\n---\n\nA.\n")
+    result = qmem(root, "snapshot")
+    assert result.code == 0, result.err
+    assert "user/a.md" in git(root, "ls-files")
+    assert_clean_repo(root)
+
+
+def test_snapshot_loads_neither_click_nor_the_history_reader_nor_pack_code(
+    tmp_path: Path,
+) -> None:
+    """A snapshot reads HEAD's loose objects with ``store.repo``, as a commit does: dulwich's
+    object store and pack modules, the log reader and click are not worth their imports."""
+    root = store(tmp_path, "fast")
+    assert qmem(root, "remember", TEXT).code == 0
+    agent_wrote(root)
+    code = (
+        "import sys\n"
+        "from qmem_git.__main__ import main\n"
+        f"code = main(['--memory-dir', {str(root)!r}, 'snapshot'])\n"
+        "costly = ('click', 'dulwich.object_store', 'dulwich.pack', 'qmem_git.store.history')\n"
+        "print(code, sorted(name for name in costly if name in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "0 []"
+    assert "(snapshot)" in git(root, "log", "-1", "--format=%s")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-from qmem_git.core.model import Entry
+from qmem_git.core.codec import parse_document
+from qmem_git.core.model import MEMORY_TYPES, Entry
 from qmem_git.core.text import normalize_space
 
 EMPTY_BODY = "_No entries yet._"
@@ -83,3 +85,40 @@ def body_heading(body: str) -> str:
         if line.strip().startswith("# "):
             return line.strip()
     return "# Memory"
+
+
+# -- entry accounting shared by undo, restore and snapshot -----------------------------------
+
+
+def entries_of(path: str, text: str | None) -> list[Entry] | None:
+    """Entries of a memory file's text; None when absent or not a memory document."""
+    if text is None:
+        return None
+    doc = parse_document(text, path, 0)
+    return None if doc is None else parse_entries(doc.body)
+
+
+def entry_delta(path: str, before: str | None, after: str | None) -> tuple[int, int]:
+    """(added, removed) entries between two versions of one file, keyed by summary."""
+    old = {e.summary.lower() for e in entries_of(path, before) or []}
+    new = {e.summary.lower() for e in entries_of(path, after) or []}
+    return len(new - old), len(old - new)
+
+
+def memory_type(path: str, *texts: str | None) -> str | None:
+    """The file's frontmatter type, else its top folder when that names a memory type."""
+    for text in texts:
+        doc = parse_document(text, path, 0) if text is not None else None
+        if doc is not None:
+            return doc.type
+    top = path.split("/", 1)[0]
+    return top if "/" in path and top in MEMORY_TYPES else None
+
+
+def topics_of(types: Iterable[str | None]) -> tuple[str, ...]:
+    """Distinct memory types in first-seen order (the ``Qmem-Topics`` trailer)."""
+    seen: list[str] = []
+    for kind in types:
+        if kind and kind not in seen:
+            seen.append(kind)
+    return tuple(seen)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 
 from qmem_git.core.model import MEMORY_TYPES
 
@@ -162,10 +162,20 @@ def new_name_collisions(new: Iterable[str], paths: Collection[str]) -> dict[str,
     are refused; when every spelling in a clash is new, all of them are refused.
     """
     fresh = set(new)
-    groups = find_case_collisions(paths) if fresh else []
-    if not groups:
+    if not fresh:
         return {}
-    established = {prefix for rel in paths if rel not in fresh for prefix in path_prefixes(rel)}
+    wanted = {fold_name(prefix) for rel in fresh for prefix in path_prefixes(rel)}
+    spellings: dict[str, set[str]] = defaultdict(set)
+    established: set[str] = set()
+    for rel in paths:  # only the spellings a new path's folders or name may clash with
+        for prefix in _prefixes(rel):
+            folded = fold_name(prefix)
+            if folded not in wanted:
+                break  # a folder folds on its own: nothing below it can clash either
+            spellings[folded].add(prefix)
+            if rel not in fresh:
+                established.add(prefix)
+    groups = sorted(sorted(names) for names in spellings.values() if len(names) > 1)
     refused: dict[str, tuple[str, str]] = {}
     for group in groups:
         kept = [name for name in group if name in established]
@@ -184,6 +194,15 @@ def path_prefixes(path: str) -> list[str]:
     """``a``, ``a/b``, ``a/b/c.md`` for ``a/b/c.md``: the folders and the file itself."""
     segments = path.split("/")
     return ["/".join(segments[:depth]) for depth in range(1, len(segments) + 1)]
+
+
+def _prefixes(path: str) -> Iterator[str]:
+    """:func:`path_prefixes`, one at a time (most callers stop at the first folder)."""
+    cut = path.find("/")
+    while cut != -1:
+        yield path[:cut]
+        cut = path.find("/", cut + 1)
+    yield path
 
 
 def _has_surrogates(text: str) -> bool:

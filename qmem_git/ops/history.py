@@ -1,4 +1,4 @@
-"""Review operations (log, show, diff, history) and entry accounting for undo, restore, snapshot.
+"""Review operations: log, show, diff, history.
 
 The CLI calls these; they validate arguments and delegate to :mod:`qmem_git.store.history`,
 so the CLI never needs to know how history is read.
@@ -11,9 +11,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from qmem_git.core.changes import OPS
-from qmem_git.core.codec import parse_document
-from qmem_git.core.entries import parse_entries
-from qmem_git.core.model import MEMORY_TYPES, Entry
 from qmem_git.core.unidiff import split_lines
 from qmem_git.errors import UsageError
 from qmem_git.store.history import (
@@ -88,40 +85,3 @@ def file_stat(diff_: FileDiff) -> FileStat:
 def _common_lines(old: list[str], new: list[str]) -> int:
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
     return sum(block.size for block in matcher.get_matching_blocks())
-
-
-# -- entry accounting shared by undo, restore and snapshot ---------------------------------
-
-
-def entries_of(path: str, text: str | None) -> list[Entry] | None:
-    """Entries of a memory file's text; None when absent or not a memory document."""
-    if text is None:
-        return None
-    doc = parse_document(text, path, 0)
-    return None if doc is None else parse_entries(doc.body)
-
-
-def entry_delta(path: str, before: str | None, after: str | None) -> tuple[int, int]:
-    """(added, removed) entries between two versions of one file, keyed by summary."""
-    old = {e.summary.lower() for e in entries_of(path, before) or []}
-    new = {e.summary.lower() for e in entries_of(path, after) or []}
-    return len(new - old), len(old - new)
-
-
-def memory_type(path: str, *texts: str | None) -> str | None:
-    """The file's frontmatter type, else its top folder when that names a memory type."""
-    for text in texts:
-        doc = parse_document(text, path, 0) if text is not None else None
-        if doc is not None:
-            return doc.type
-    top = path.split("/", 1)[0]
-    return top if "/" in path and top in MEMORY_TYPES else None
-
-
-def topics_of(types: Iterable[str | None]) -> tuple[str, ...]:
-    """Distinct memory types in first-seen order (the ``Qmem-Topics`` trailer)."""
-    seen: list[str] = []
-    for kind in types:
-        if kind and kind not in seen:
-            seen.append(kind)
-    return tuple(seen)

@@ -15,13 +15,19 @@ from typing import NamedTuple
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.codec import parse_document, replace_body
-from qmem_git.core.entries import entry_search_text, parse_entries, render_entries
+from qmem_git.core.entries import (
+    entries_of,
+    entry_search_text,
+    memory_type,
+    parse_entries,
+    render_entries,
+    topics_of,
+)
 from qmem_git.core.forget import list_candidates
 from qmem_git.core.model import INDEX_NAME, Entry
 from qmem_git.core.names import fold_name
 from qmem_git.core.text import clip, normalize_space
 from qmem_git.errors import NothingToDo, UsageError
-from qmem_git.ops.history import entries_of, memory_type, topics_of
 from qmem_git.store.history import History, LogEntry, open_history
 from qmem_git.store.workdir import TakenPaths, iter_memory_files, load_document, read_text
 

@@ -83,6 +83,7 @@ def plan_and_execute(
     *,
     dry_run: bool = False,
     recover_worktree: bool = True,
+    started: WriterStart | None = None,
 ) -> tuple[P, Outcome]:
     """:func:`execute` for operations whose plan carries more than its ChangeSet.
 
@@ -94,5 +95,12 @@ def plan_and_execute(
         planned.append(plan())
         return changeset_of(planned[-1])
 
-    outcome = execute(settings, changeset, now, dry_run=dry_run, recover_worktree=recover_worktree)
+    outcome = execute(
+        settings,
+        changeset,
+        now,
+        dry_run=dry_run,
+        recover_worktree=recover_worktree,
+        started=started,
+    )
     return planned[-1], outcome

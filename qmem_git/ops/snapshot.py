@@ -11,26 +11,26 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from qmem_git.core.changes import ChangeSet
+from qmem_git.core.entries import entry_delta, memory_type, topics_of
 from qmem_git.core.holdback import BEING_WRITTEN, SYMLINK, hold_reason
 from qmem_git.core.statefile import dumps_state, parse_iso
-from qmem_git.ops.history import entry_delta, memory_type, topics_of
-from qmem_git.store.history import WorkChange, open_history
-from qmem_git.store.recovery import case_collisions
+from qmem_git.store.recovery import WorkChange, case_collisions
 from qmem_git.store.repo import blocked_by
 from qmem_git.store.state import load_meta, read_json_object
 from qmem_git.store.walk import memory_paths
-from qmem_git.store.workdir import atomic_write
+from qmem_git.store.workdir import atomic_write, files_in_scan
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from qmem_git.ops.runner import Outcome
     from qmem_git.settings import Settings
+    from qmem_git.store.writer import WriterStart
 
 SNAPSHOT_META = "snapshot-meta.json"
 RECORD_VERSION = 1
@@ -88,12 +88,10 @@ def plan_snapshot(
     ``op`` overrides the inference (``snapshot --op OP``). ``quiet_seconds``: files changed
     more recently are held back as still being written.
     """
-    from qmem_git.store.recovery import changed_paths
+    from qmem_git.store.recovery import changed_paths, worktree_changes
 
     meta = load_meta(state_dir)
-    candidates = changed_paths(memory_root)
-    with open_history(memory_root) as repo:
-        changes = repo.worktree_changes(candidates)
+    changes = worktree_changes(memory_root, changed_paths(memory_root))
     writes: dict[str, str] = {}
     deletes: list[str] = []
     held: dict[str, str] = {}
@@ -107,7 +105,7 @@ def plan_snapshot(
         else:
             writes[change.path] = change.data.decode("utf-8")
     new = [c.path for c in changes if c.status == "A" and c.path in writes]
-    clashes = case_collisions(new, memory_paths(memory_root)) if new else {}
+    clashes = case_collisions(new, _memory_files(memory_root)) if new else {}
     for rel, problem in clashes.items():
         del writes[rel]
         held[rel] = problem
@@ -120,6 +118,12 @@ def plan_snapshot(
     changeset = _changeset(chosen, kept, writes, deletes, meta)
     changeset = replace(changeset, mtimes=_file_times(memory_root, writes), held=held)
     return SnapshotPlan(changeset, held, snapshot, statuses)
+
+
+def _memory_files(memory_root: str) -> Collection[str]:
+    """The memory files on disk: the writer's own scan when there is one, else a walk."""
+    scanned = files_in_scan(memory_root)
+    return memory_paths(memory_root) if scanned is None else scanned
 
 
 def _held(memory_root: str, change: WorkChange, problem_of: Validator, quiet_ns: int) -> str | None:
@@ -235,15 +239,24 @@ class SnapshotOutcome:
 
 
 def run_snapshot(
-    settings: Settings, now: datetime, *, op: str | None = None, dry_run: bool = False
+    settings: Settings,
+    now: datetime,
+    *,
+    op: str | None = None,
+    dry_run: bool = False,
+    started: WriterStart | None = None,
 ) -> SnapshotOutcome:
     """Commit what another tool (Qwen Code's own memory) changed, op inferred (companion mode).
 
-    Files that must not be committed stay where they are and are reported (``held``)."""
-    from qmem_git.ops.lifecycle import ensure_repository
+    Files that must not be committed stay where they are and are reported (``held``).
+    ``started``: the writer lock the fast path took on a store already set up, with the
+    survey forked (``store.writer``)."""
     from qmem_git.ops.runner import plan_and_execute
 
-    ensure_repository(settings, now, dry_run=dry_run)
+    if started is None:
+        from qmem_git.ops.lifecycle import ensure_repository
+
+        ensure_repository(settings, now, dry_run=dry_run)
     layout = settings.layout
 
     def plan() -> SnapshotPlan:
@@ -265,6 +278,7 @@ def run_snapshot(
         now,
         dry_run=dry_run,
         recover_worktree=False,
+        started=started,
     )
     if not dry_run:
         save_snapshot_meta(layout.state_dir, snap.meta)

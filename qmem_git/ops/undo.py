@@ -11,10 +11,10 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from qmem_git.core.changes import ChangeSet
+from qmem_git.core.entries import entry_delta, memory_type, topics_of
 from qmem_git.core.holdback import hold_reason
 from qmem_git.core.model import INDEX_NAME
 from qmem_git.errors import NothingToDo, QmemError, UnsafePath
-from qmem_git.ops.history import entry_delta, memory_type, topics_of
 from qmem_git.store.history import History, LogEntry, is_commit_id, open_history
 from qmem_git.store.repo import check_memory_path
 from qmem_git.store.walk import is_versioned_path

@@ -14,12 +14,11 @@ listed too) and commits come out newest committer date first.
 
 from __future__ import annotations
 
-import errno
 import heapq
 import os
 import re
 import stat
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from types import TracebackType
@@ -34,8 +33,8 @@ from qmem_git.core.changes import CommitInfo, FileChange, parse_commit_message
 from qmem_git.core.unidiff import colorize, render_file_diff
 from qmem_git.errors import QmemError, RepoCorrupt, UsageError
 from qmem_git.store.relocate import repository
-from qmem_git.store.repo import blob_id, close_store
-from qmem_git.store.walk import is_versioned_path, memory_paths
+from qmem_git.store.repo import close_store
+from qmem_git.store.walk import read_if_regular
 
 __all__ = [
     "DiffResult",
@@ -43,7 +42,6 @@ __all__ = [
     "History",
     "LogEntry",
     "ShowResult",
-    "WorkChange",
     "colorize",
     "diff_revs",
     "file_history",
@@ -161,16 +159,6 @@ class ShowResult:
     diff_text: str
     files: list[FileDiff] = field(default_factory=list)
     message: str = ""
-
-
-@dataclass(frozen=True)
-class WorkChange:
-    """A memory file whose work-tree content differs from HEAD (``data`` None = deleted)."""
-
-    status: str  # "A", "M" or "D"
-    path: str
-    data: bytes | None
-    old_data: bytes | None
 
 
 def is_commit_id(text: str) -> bool:
@@ -417,20 +405,6 @@ class History:
             if entry.mode is not None and entry.mode != _GITLINK and entry.path and entry.sha
         }
 
-    def _only(self, head: str | None, paths: list[str]) -> tuple[dict[str, str], dict[str, bytes]]:
-        """(path -> blob id at ``head``, path -> content on disk) of ``paths``."""
-        tree = self._tree_of(head)
-        committed = {}
-        on_disk = {}
-        for rel in paths:
-            found = self._tree_entry(tree, rel)
-            if found is not None:
-                committed[rel] = found[1].decode("ascii")
-            data = None if _behind_link(self.root, rel) else _read_regular(self.root + "/" + rel)
-            if data is not None:
-                on_disk[rel] = data
-        return committed, on_disk
-
     # -- log ------------------------------------------------------------------------------
 
     def entry(self, rev: str) -> LogEntry:
@@ -637,38 +611,7 @@ class History:
     def worktree_file(self, path: str) -> bytes | None:
         """Content of one work-tree file; None when absent, a symlink or not a regular file
         (the store's crash recovery counts all of those as deleted)."""
-        return _read_regular(os.path.join(self.root, path))
-
-    def worktree_changes(self, paths: Collection[str] | None = None) -> list[WorkChange]:
-        """Memory files that differ from HEAD, listed by the store's one rule (``store.walk``).
-
-        Any-size ``*.md`` files (oversized ones are the caller's to hold back) and dot-files
-        count; dot-directories, symlinks and every ``MEMORY.md`` (the top-level one is the
-        generated index) do not. Every file is hashed rather than trusting the git index's
-        stat data: the writers keep the index current, but it can be stale or unreadable
-        (another program rewrote it, an update failed) and a snapshot must not miss an edit.
-        ``paths``: look at these only (``store.recovery.changed_paths``: the files whose stat
-        differs from the git index, as ``git status`` finds them), not at every file.
-        """
-        head = self.head()
-        # the candidates never hold a file a sparse checkout left out (recovery skips those)
-        sparse = _left_out_by_sparse_checkout(self.root) if paths is None else set()
-        if paths is None:
-            committed = self.tree_files(head)
-            on_disk = _read_worktree(self.root)
-        else:
-            committed, on_disk = self._only(head, [p for p in paths if is_versioned_path(p)])
-        committed = {p: s for p, s in committed.items() if is_versioned_path(p) and p not in sparse}
-        changes: list[WorkChange] = []
-        for path in sorted(set(committed) | set(on_disk)):
-            data = on_disk.get(path)
-            old_id = committed.get(path)
-            if data is not None and old_id == blob_id(data):
-                continue
-            old_data = self._blob_data(old_id.encode("ascii")) if old_id else None
-            status = "A" if old_id is None else "D" if data is None else "M"
-            changes.append(WorkChange(status, path, data, old_data))
-        return changes
+        return read_if_regular(os.path.join(self.root, path))
 
 
 # -- module-level API (each opens and closes the repository) ---------------------------------
@@ -794,62 +737,6 @@ def _ref_candidates(name: str) -> list[bytes]:
 
 def _is_file(mode: int | None) -> bool:
     return mode is not None and (stat.S_ISREG(mode) or stat.S_ISLNK(mode))
-
-
-def _behind_link(root: str, rel: str) -> bool:
-    """True when a folder on ``rel``'s path is a symlink: what lies behind it is not read (a
-    full walk never descends there either)."""
-    parts = rel.split("/")[:-1]
-    return any(
-        os.path.islink(os.path.join(root, *parts[:depth])) for depth in range(1, len(parts) + 1)
-    )
-
-
-def _left_out_by_sparse_checkout(root: str) -> set[str]:
-    """Paths the git index marks skip-worktree: missing from disk on purpose, not deleted."""
-    from qmem_git.store import gitindex
-
-    try:
-        index = gitindex.read_index(repository(root))
-    except gitindex.IndexUnreadable:
-        return set()
-    return {p for p in index.paths() if index.skips_worktree(p)}
-
-
-def _read_worktree(root: str) -> dict[str, bytes]:
-    """Relative path -> content of every memory file on disk.
-
-    A file removed, or replaced by a symlink, since the walk listed it counts as absent.
-    """
-    files: dict[str, bytes] = {}
-    for rel in memory_paths(root):
-        data = _read_regular(os.path.join(root, rel))
-        if data is not None:
-            files[rel] = data
-    return files
-
-
-def _read_regular(path: str) -> bytes | None:
-    """A regular file's bytes, never following a symlink; None when there is no such file.
-
-    ``O_NONBLOCK``: opening a FIFO someone left at a memory path must not hang the command.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            return None
-        raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with open(fd, "rb", closefd=False) as handle:
-            return handle.read()
-    finally:
-        os.close(fd)
 
 
 def _trusted(commit: Commit, info: CommitInfo) -> bool:

@@ -39,7 +39,7 @@ from qmem_git.store.repo import (
     undo_interrupted,
     update_config,
 )
-from qmem_git.store.walk import is_versioned_path
+from qmem_git.store.walk import behind_link, is_versioned_path, memory_paths, read_if_regular
 from qmem_git.store.workdir import without_exec_bits
 
 Validator = Callable[[str, bytes], "str | None"]  # why a file may not be committed, or None
@@ -294,6 +294,63 @@ def changed_paths(root: str) -> set[str]:
         index = GitIndex() if seen.index is None else seen.index
         fresh = seen.index is not None and index.head == head
         return _candidates(seen, index, None if fresh else repo.flatten(repo.tree_of(head)))
+
+
+class WorkChange(NamedTuple):
+    """A memory file whose work-tree content differs from HEAD (``data`` None = deleted)."""
+
+    status: str  # "A", "M" or "D"
+    path: str
+    data: bytes | None
+    old_data: bytes | None
+
+
+def worktree_changes(root: str, paths: Collection[str] | None = None) -> list[WorkChange]:
+    """Memory files that differ from HEAD, listed by the store's one rule (``store.walk``).
+
+    Any-size ``*.md`` files (oversized ones are the caller's to hold back) and dot-files
+    count; dot-directories, symlinks and every ``MEMORY.md`` (the top-level one is the
+    generated index) do not. Every file read is hashed rather than trusting the git index's
+    stat data: it can be stale or unreadable, and a snapshot must not miss an edit.
+    ``paths``: look at these only (:func:`changed_paths`), not at every file. Read with
+    ``store.repo`` (loose objects without dulwich's pack code), on the branch a commit moves.
+    """
+    with Repository(root) as repo:
+        tree = repo.tree_of(repo.head()[1])
+        committed: dict[str, str] | None = None
+        if paths is None:  # every file: HEAD's, bar what a sparse checkout left out, and disk's
+            sparse = _left_out_by_sparse_checkout(repo.git_dir)
+            entries = repo.flatten_entries(tree).items()
+            committed = {p: sha for p, (mode, sha) in entries if _is_file(mode) and p not in sparse}
+            paths = {*committed, *memory_paths(root)}
+        changes: list[WorkChange] = []
+        for rel in sorted(p for p in paths if is_versioned_path(p)):
+            old_id = committed.get(rel) if committed is not None else _file_id(repo, tree, rel)
+            data = None if behind_link(root, rel) else read_if_regular(os.path.join(root, rel))
+            if (data is None and old_id is None) or (data is not None and old_id == blob_id(data)):
+                continue
+            old_data = repo.read_blob(old_id) if old_id else None
+            status = "A" if old_id is None else "D" if data is None else "M"
+            changes.append(WorkChange(status, rel, data, old_data))
+    return changes
+
+
+def _file_id(repo: Repository, tree: str | None, rel: str) -> str | None:
+    found = repo.lookup_entry(tree, rel)
+    return found[1] if found is not None and _is_file(found[0]) else None
+
+
+def _is_file(mode: int) -> bool:
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
+
+
+def _left_out_by_sparse_checkout(git_dir: str) -> set[str]:
+    """Paths the git index marks skip-worktree: missing from disk on purpose, not deleted."""
+    try:
+        index = gitindex.read_index(git_dir)
+    except gitindex.IndexUnreadable:
+        return set()
+    return {p for p in index.paths() if index.skips_worktree(p)}
 
 
 def _candidates(seen: survey.Survey, index: GitIndex, head_map: dict[str, str] | None) -> set[str]:

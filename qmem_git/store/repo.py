@@ -557,7 +557,12 @@ class Repository:
 
     def lookup(self, tree: str | None, path: str) -> str | None:
         """Blob id of ``path`` in ``tree``, None when absent."""
-        sha = tree
+        found = self.lookup_entry(tree, path)
+        return found[1] if found is not None else None
+
+    def lookup_entry(self, tree: str | None, path: str) -> tuple[int, str] | None:
+        """(mode, id) of the non-folder ``path`` in ``tree``, None when absent."""
+        sha, mode = tree, 0
         parts = path.encode("utf-8", "surrogateescape").split(b"/")
         for depth, part in enumerate(parts):
             if sha is None:
@@ -565,8 +570,8 @@ class Repository:
             entry = _entry(self.load_tree(sha), part)
             if entry is None or stat.S_ISDIR(entry[0]) == (depth == len(parts) - 1):
                 return None
-            sha = entry[1].decode("ascii")
-        return sha
+            mode, sha = entry[0], entry[1].decode("ascii")
+        return None if sha is None else (mode, sha)
 
     def flatten_entries(self, tree: str | None, prefix: bytes = b"") -> dict[str, tuple[int, str]]:
         """Every non-tree path in ``tree`` -> (mode, object id) (slow path: reads all trees)."""

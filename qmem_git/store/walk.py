@@ -9,6 +9,7 @@ the same rule for a path taken from a git tree. Only ``os`` and ``stat`` are imp
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -222,3 +223,35 @@ def read_text(path: str) -> str | None:
             return handle.read().decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+
+
+def behind_link(root: str, rel: str) -> bool:
+    """True when a folder on ``rel``'s path is a symlink: what lies behind it is not read (a
+    full walk never descends there either)."""
+    parts = rel.split("/")[:-1]
+    return any(
+        os.path.islink(os.path.join(root, *parts[:depth])) for depth in range(1, len(parts) + 1)
+    )
+
+
+def read_if_regular(path: str) -> bytes | None:
+    """A regular file's bytes, never following a symlink; None when there is no such file.
+
+    ``O_NONBLOCK``: opening a FIFO someone left at a memory path must not hang the command.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with open(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)

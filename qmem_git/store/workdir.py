@@ -6,7 +6,7 @@ import contextlib
 import heapq
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -101,6 +101,12 @@ def changed_in_scan(root: str) -> set[str] | None:
     """The paths the enclosing :func:`shared_scan` of ``root`` found changed, or None."""
     scope = _shared_for(root)
     return scope.changed if scope is not None else None
+
+
+def files_in_scan(root: str) -> Collection[str] | None:
+    """The memory files the enclosing :func:`shared_scan` of ``root`` found, or None."""
+    scope = _shared_for(root)
+    return scope.files.keys() if scope is not None else None
 
 
 def _shared_for(root: str) -> _SharedScan | None:

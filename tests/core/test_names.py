@@ -192,6 +192,14 @@ def test_new_name_collisions_keep_the_spelling_already_in_use() -> None:
     assert path_prefixes("a/b/c.md") == ["a", "a/b", "a/b/c.md"]
 
 
+def test_new_name_collisions_look_only_below_the_new_paths_folders() -> None:
+    """Only spellings that fold like one of a new path's folders can clash; a deeper clash
+    of a folder the disk folds alike (accents, case) is still found."""
+    paths = ["user/Caf\u00e9/a.md", "user/cafe\u0301/b.md", "project/Caf\u00e9/c.md", "user/x.md"]
+    refused = new_name_collisions(["user/cafe\u0301/b.md", "user/x.md"], paths)
+    assert refused == {"user/cafe\u0301/b.md": ("user/cafe\u0301", "user/Caf\u00e9")}
+
+
 def test_a_path_nested_deeper_than_32_folders_is_unsafe() -> None:
     from qmem_git.core.names import MAX_PATH_DEPTH, check_path_safety
 

@@ -17,6 +17,7 @@ from qmem_git.core.model import MAX_FILE_BYTES
 from qmem_git.core.unidiff import colorize, render_file_diff
 from qmem_git.errors import RepoCorrupt, UsageError
 from qmem_git.store import history as store_history
+from qmem_git.store import recovery
 from qmem_git.store.history import (
     History,
     diff_revs,
@@ -26,6 +27,7 @@ from qmem_git.store.history import (
     resolve_rev,
     show_commit,
 )
+from qmem_git.store.recovery import worktree_changes
 
 PNPM = memory_text("user", "pnpm", "Use pnpm for installs")
 PNPM_2 = memory_text("user", "pnpm", "Use pnpm for installs", "Run pnpm -r for workspaces")
@@ -325,8 +327,7 @@ def test_worktree_changes_compares_blobs(repo: GitRepo, tmp_path: Path) -> None:
     repo.write(".hidden/x.md", "ignored")
     repo.write("notes.txt", "ignored")
     (repo.root / "user" / "link.md").symlink_to(repo.root / "project" / "ci.md")
-    with open_history(repo.path) as history:
-        changes = history.worktree_changes()
+    changes = worktree_changes(repo.path)
     assert [(c.status, c.path) for c in changes] == [
         ("M", "project/ci.md"),
         ("D", "reference/docs.md"),
@@ -350,8 +351,7 @@ def test_worktree_changes_use_the_store_file_rule(repo: GitRepo) -> None:
     repo.delete("user/.old.md")
     big = "x" * (MAX_FILE_BYTES + 1)
     repo.write("project/big.md", big)
-    with open_history(repo.path) as history:
-        changes = history.worktree_changes()
+    changes = worktree_changes(repo.path)
     assert [(c.status, c.path) for c in changes] == [
         ("A", ".top.md"),
         ("A", "project/MEMORY.md"),
@@ -368,16 +368,15 @@ def test_worktree_changes_tolerate_a_file_vanishing(
 ) -> None:
     repo.write("user/gone.md", PNPM)
     repo.write("user/kept.md", PNPM)
-    real = store_history.memory_paths
+    real = recovery.memory_paths
 
     def listed_then_deleted(root: str) -> list[str]:
         paths = real(root)
         repo.delete("user/gone.md")
         return paths
 
-    monkeypatch.setattr(store_history, "memory_paths", listed_then_deleted)
-    with open_history(repo.path) as history:
-        changes = history.worktree_changes()
+    monkeypatch.setattr(recovery, "memory_paths", listed_then_deleted)
+    changes = worktree_changes(repo.path)
     assert [(c.status, c.path) for c in changes] == [("A", "user/kept.md")]
 
 
@@ -412,7 +411,7 @@ def test_commit_stats_count_lines_like_git_numstat(repo: GitRepo) -> None:
 
 
 def test_entry_accounting_helpers() -> None:
-    from qmem_git.ops.history import entry_delta, memory_type, topics_of
+    from qmem_git.core.entries import entry_delta, memory_type, topics_of
 
     assert entry_delta("user/pnpm.md", PNPM, PNPM_2) == (1, 0)
     assert entry_delta("user/pnpm.md", PNPM_2, None) == (0, 2)
