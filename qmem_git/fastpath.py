@@ -304,13 +304,7 @@ def fast_remember(opts: dict[str, object]) -> int | None:
         with WriterStart(layout, lock_timeout(env)) as started:
             outcome = _remember(opts, root, project, memory_dir, started)
     except (Exception, KeyboardInterrupt) as exc:  # every failure becomes one Error: line
-        message, code, unexpected = failure(exc)
-        if opts.get("verbose") and unexpected:
-            import traceback
-
-            traceback.print_exception(exc)
-        sys.stderr.write(error_line(sys.stderr, message))
-        return code
+        return report_failure(opts, exc)
     _report(opts, outcome, False, {})
     return 0
 
@@ -426,13 +420,7 @@ def fast_snapshot(opts: dict[str, object]) -> int | None:
             with WriterStart(layout, lock_timeout(env)) as started:
                 result = _snapshot(opts, project, memory_dir, started)
     except (Exception, KeyboardInterrupt) as exc:  # every failure becomes one Error: line
-        message, code, unexpected = failure(exc)
-        if opts.get("verbose") and unexpected:
-            import traceback
-
-            traceback.print_exception(exc)
-        sys.stderr.write(error_line(sys.stderr, message))
-        return code
+        return report_failure(opts, exc)
     _report(opts, result.outcome, dry_run, result.held)
     return 0
 
@@ -506,13 +494,7 @@ def fast_sync(opts: dict[str, object]) -> int | None:
             force=bool(opts.get("force")),
         )
     except (Exception, KeyboardInterrupt) as exc:  # every failure becomes one Error: line
-        message, code, unexpected = failure(exc)
-        if opts.get("verbose") and unexpected:
-            import traceback
-
-            traceback.print_exception(exc)
-        sys.stderr.write(error_line(sys.stderr, message))
-        return code
+        return report_failure(opts, exc)
     if outcome.recovery is not None:
         from qmem_git.core.holdback import held_lines
 
@@ -560,6 +542,18 @@ def describe_outcome(
         short = outcome.commit[:12] if outcome.commit else "no commit"
         text = f"[{short}] {cs.op}: {cs.subject}"
     return text, data
+
+
+def report_failure(opts: dict[str, object], exc: BaseException) -> int:
+    """The ``Error:`` line (and, with ``-v``, the traceback of an unexpected error) a failed
+    command prints, as click's path does; returns its exit code."""
+    message, code, unexpected = failure(exc)
+    if opts.get("verbose") and unexpected:
+        import traceback
+
+        traceback.print_exception(exc)
+    sys.stderr.write(error_line(sys.stderr, message))
+    return code
 
 
 def failure(exc: BaseException) -> tuple[str, int, bool]:
