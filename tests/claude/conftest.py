@@ -11,25 +11,17 @@ a file. Without node, npm, unshare or ip these tests skip (and fail under ``CI``
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, require_tool
+from conftest import require_tool
+from real_clients import namespace_prefix, npm_cache, npm_install, run_or_fail
 
 CLAUDE_VERSION = "2.1.197"
 CLAUDE_PACKAGE = f"@anthropic-ai/claude-code@{CLAUDE_VERSION}"
 STUB_MAX_BYTES = 4096  # the placeholder bin/claude.exe is a short shell script
-# read at import: the autouse isolation fixture clears QMEM_* from each test's environment
-_CACHE_OVERRIDE = os.environ.get("QMEM_TEST_CLAUDE_DIR", "")
-
-
-def _cache_dir() -> Path:
-    if _CACHE_OVERRIDE:
-        return Path(_CACHE_OVERRIDE)
-    return REPO_ROOT / ".cache" / f"claude-code-{CLAUDE_VERSION}"
+_CACHE = npm_cache("QMEM_TEST_CLAUDE_DIR", f"claude-code-{CLAUDE_VERSION}")
 
 
 def _package_dir(cache: Path) -> Path:
@@ -47,46 +39,13 @@ def _installed(cache: Path) -> bool:
     return manifest.get("version") == CLAUDE_VERSION and binary.st_size > STUB_MAX_BYTES
 
 
-def namespace_prefix() -> list[str]:
-    """``unshare -n`` (root) or ``unshare -rn`` (a user namespace), checked by bringing lo up."""
-    require_tool(shutil.which("unshare") is not None, "unshare (util-linux)")
-    require_tool(shutil.which("ip") is not None, "ip (apt-get install iproute2)")
-    prefix = ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-rn"]
-    probe = subprocess.run([*prefix, "ip", "link", "set", "lo", "up"], capture_output=True)
-    what = f"a network namespace ({' '.join(prefix)}): {probe.stderr.decode(errors='replace')}"
-    require_tool(probe.returncode == 0, what)
-    return prefix
-
-
-def _run(command: list[str], what: str) -> None:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"{what} failed:\n{done.stdout[-1000:]}\n{done.stderr[-2000:]}")
-
-
-def _install(cache: Path, prefix: list[str]) -> None:
-    """``npm install`` and the postinstall into a scratch folder beside ``cache``, then move it.
-
-    The binary is hard-linked (or copied) by ``install.cjs`` within the scratch folder, so the
-    finished folder can be renamed into place as a whole.
-    """
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    scratch = cache.with_name(f"{cache.name}.installing-{os.getpid()}")
-    shutil.rmtree(scratch, ignore_errors=True)
-    try:
-        command = ["npm", "install", "--prefix", str(scratch), CLAUDE_PACKAGE]
-        command += ["--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
-        _run(command, f"npm install {CLAUDE_PACKAGE}")
-        postinstall = [*prefix, "node", str(_package_dir(scratch) / "install.cjs")]
-        _run(postinstall, f"{CLAUDE_PACKAGE}'s install.cjs (links the native binary)")
-        if not _installed(scratch):
-            pytest.fail(f"{CLAUDE_PACKAGE}: no native binary for this platform was installed")
-        shutil.rmtree(cache, ignore_errors=True)
-        scratch.rename(cache)
-    except OSError:  # another test process installed it first
-        pass
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+def _link_binary(prefix: list[str], scratch: Path) -> None:
+    """The package's postinstall, in ``prefix``'s namespace: it hard-links (or copies) the native
+    binary within the scratch folder, so the folder can be moved into place as a whole."""
+    postinstall = [*prefix, "node", str(_package_dir(scratch) / "install.cjs")]
+    run_or_fail(postinstall, f"{CLAUDE_PACKAGE}'s install.cjs (links the native binary)")
+    if not _installed(scratch):
+        pytest.fail(f"{CLAUDE_PACKAGE}: no native binary for this platform was installed")
 
 
 @pytest.fixture(scope="session")
@@ -98,8 +57,7 @@ def claude_exe() -> Path:
     require_tool(shutil.which("node") is not None, "node (apt-get install nodejs)")
     require_tool(shutil.which("npm") is not None, "npm (apt-get install npm)")
     prefix = namespace_prefix()
-    cache = _cache_dir()
-    if not _installed(cache):
-        _install(cache, prefix)
-    assert _installed(cache), f"{CLAUDE_PACKAGE} is not installed in {cache}"
-    return cache / "node_modules" / ".bin" / "claude"
+    if not _installed(_CACHE):
+        npm_install(_CACHE, CLAUDE_PACKAGE, lambda scratch: _link_binary(prefix, scratch))
+    assert _installed(_CACHE), f"{CLAUDE_PACKAGE} is not installed in {_CACHE}"
+    return _CACHE / "node_modules" / ".bin" / "claude"

@@ -17,21 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, require_tool
+from conftest import require_tool
+from real_clients import npm_cache, npm_install
 
 QWEN_VERSION = "0.24.4"
 QWEN_PACKAGE = f"@qwen-code/qwen-code@{QWEN_VERSION}"
 BRIDGE = Path(__file__).with_name("bridge.mjs")
-# read at import: the autouse isolation fixture clears QMEM_* from each test's environment
-_CACHE_OVERRIDE = os.environ.get("QMEM_TEST_QWEN_DIR", "")
+_CACHE = npm_cache("QMEM_TEST_QWEN_DIR", f"qwen-code-{QWEN_VERSION}")
 
 Bridge = Callable[[list[dict[str, Any]]], list[Any]]
-
-
-def _cache_dir() -> Path:
-    if _CACHE_OVERRIDE:
-        return Path(_CACHE_OVERRIDE)
-    return REPO_ROOT / ".cache" / f"qwen-code-{QWEN_VERSION}"
 
 
 def _package_dir(cache: Path) -> Path:
@@ -45,24 +39,6 @@ def _installed_version(cache: Path) -> str | None:
         return None
     version = manifest.get("version")
     return version if isinstance(version, str) else None
-
-
-def _install(cache: Path) -> None:
-    """``npm install`` into a scratch folder beside ``cache``, then move it into place."""
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    scratch = cache.with_name(f"{cache.name}.installing-{os.getpid()}")
-    shutil.rmtree(scratch, ignore_errors=True)
-    command = ["npm", "install", "--prefix", str(scratch), QWEN_PACKAGE]
-    command += ["--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode != 0:
-        shutil.rmtree(scratch, ignore_errors=True)
-        pytest.fail(f"npm install {QWEN_PACKAGE} failed:\n{done.stderr[-2000:]}")
-    shutil.rmtree(cache, ignore_errors=True)
-    try:
-        scratch.rename(cache)
-    except OSError:  # another test process installed it first
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _isolation_prefix() -> list[str]:
@@ -81,11 +57,10 @@ def qwen_package() -> Path:
     """The installed ``@qwen-code/qwen-code`` package folder (installed on first use)."""
     require_tool(shutil.which("node") is not None, "node (apt-get install nodejs)")
     require_tool(shutil.which("npm") is not None, "npm (apt-get install npm)")
-    cache = _cache_dir()
-    if _installed_version(cache) != QWEN_VERSION:
-        _install(cache)
-    assert _installed_version(cache) == QWEN_VERSION
-    return _package_dir(cache)
+    if _installed_version(_CACHE) != QWEN_VERSION:
+        npm_install(_CACHE, QWEN_PACKAGE)
+    assert _installed_version(_CACHE) == QWEN_VERSION
+    return _package_dir(_CACHE)
 
 
 @pytest.fixture(scope="session")

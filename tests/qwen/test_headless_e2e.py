@@ -18,43 +18,27 @@ Stop hooks have returned and awaits it before exiting.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require_tool
+from real_clients import ANSWER, RECALL_TOKEN, HeadlessRun, Rules, count
 
-DRIVER = Path(__file__).with_name("headless.py")
-RECALL_TOKEN = "quagga7"  # only in the remembered memory's body: once per recall of it
-REMEMBERED = "The zebra project builds with pnpm, never npm."
 EXTRACTION_MARKER = "Managed memory has TWO directories"  # Qwen's background extraction
 SELECTOR_TOOL = "respond_in_schema"  # Qwen's recall side query answers through this tool
-ANSWER = "Use pnpm."
 EXTRACTION_SECONDS = 3.0  # how long the model takes to answer Qwen's background extraction
-
-Rules = list[dict[str, Any]]
 
 
 def _frontmatter(name: str, kind: str, body: str) -> str:
     return f"---\nname: {name}\ndescription: {name}\ntype: {kind}\n---\n\n{body}\n"
 
 
-@dataclass
-class HeadlessRun:
-    """One finished ``qwen -p`` run: what the model received and where the memory lives."""
+class QwenRun(HeadlessRun):
+    """One finished ``qwen -p`` run."""
 
-    env: dict[str, str]
-    project: Path
-    memory_root: Path
-    state_dir: Path
-    where: dict[str, Any]
-    result: dict[str, Any]
+    client = "qwen"
+    driver = Path(__file__).with_name("headless.py")
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -71,113 +55,9 @@ class HeadlessRun:
         side = self.selector_requests() + self.extraction_requests()
         return [body for body in self.requests if body not in side]
 
-    def qmem(self, *args: str) -> str:
-        return _qmem(self.env, self.project, *args)
-
-    @property
-    def git_dir(self) -> Path:
-        """The memory repository's git dir: ``where`` may name it; else beside or in the root."""
-        named = self.where.get("git_dir")
-        candidates = [Path(named)] if named else []
-        root = self.memory_root
-        candidates += [root.parent / f"{root.name}.git", root / ".git"]
-        return next(path for path in candidates if path.is_dir())
-
-    def git(self, *args: str) -> bytes:
-        """C git on the memory repository."""
-        done = subprocess.run(
-            ["git", "--git-dir", str(self.git_dir), *args],
-            capture_output=True,
-            env=self.env,
-            timeout=60,
-            check=True,
-        )
-        return done.stdout
-
-    def operations(self) -> list[dict[str, Any]]:
-        return list(json.loads(self.qmem("log", "--json")))
-
-    def uncommitted(self) -> list[str]:
-        """Memory files (any ``*.md`` below the root) whose bytes differ from HEAD's."""
-        committed = set(self.git("ls-tree", "-r", "--name-only", "HEAD").decode().splitlines())
-        differ = []
-        for path in sorted(self.memory_root.rglob("*.md")):
-            name = path.relative_to(self.memory_root).as_posix()
-            if ".git" in path.relative_to(self.memory_root).parts:
-                continue
-            if name not in committed or self.git("show", f"HEAD:{name}") != path.read_bytes():
-                differ.append(name)
-        return differ
-
-    def hook_problems(self) -> list[str]:
-        """Lines of qmem-git's hook log that report a crash or a failed worker step."""
-        log = self.state_dir / "hook.log"
-        lines = log.read_text("utf-8", "replace").splitlines() if log.exists() else []
-        return [line for line in lines if "internal error" in line or " worker " in line]
-
-    def explain(self) -> str:
-        """What a failing assertion should show: qwen's output, the hook log, the stragglers."""
-        qwen = self.result["qwen"]
-        log = self.state_dir / "hook.log"
-        hook_log = log.read_text("utf-8", "replace") if log.exists() else "(no hook.log)"
-        return (
-            f"qwen exit {qwen['rc']} after {qwen['seconds']} s\nstdout: {qwen['stdout'][-800:]}\n"
-            f"stderr: {qwen['stderr'][-1500:]}\nhook.log: {hook_log[-1500:]}\n"
-            f"still running {self.result['settled_seconds']} s after exit: "
-            f"{self.result['still_running']}"
-        )
-
-
-def _qmem(env: dict[str, str], project: Path, *args: str) -> str:
-    """stdout of a qmem-git run that must succeed."""
-    done = subprocess.run(
-        [sys.executable, "-m", "qmem_git", "--project", str(project), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=project,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
 
 def _tool_names(body: dict[str, Any]) -> list[str]:
     return [tool.get("function", {}).get("name") for tool in body.get("tools") or []]
-
-
-def _namespace_prefix() -> list[str]:
-    """``unshare -n`` (root) or ``unshare -rn`` (a user namespace), checked by bringing lo up."""
-    require_tool(shutil.which("node") is not None, "node (apt-get install nodejs)")
-    require_tool(shutil.which("unshare") is not None, "unshare (util-linux)")
-    require_tool(shutil.which("ip") is not None, "ip (apt-get install iproute2)")
-    prefix = ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-rn"]
-    probe = subprocess.run([*prefix, "ip", "link", "set", "lo", "up"], capture_output=True)
-    what = f"a network namespace ({' '.join(prefix)}): {probe.stderr.decode(errors='replace')}"
-    require_tool(probe.returncode == 0, what)
-    return prefix
-
-
-def _env(home: Path) -> dict[str, str]:
-    """Only what the run needs: nothing of the caller's HOME, QWEN_*, QMEM_* or git config."""
-    venv_bin = os.path.dirname(sys.executable)
-    return {
-        "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "GIT_CONFIG_GLOBAL": str(home / ".gitconfig"),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "Test Author",
-        "GIT_AUTHOR_EMAIL": "author@example.com",
-        "GIT_COMMITTER_NAME": "Test Author",
-        "GIT_COMMITTER_EMAIL": "author@example.com",
-        "QMEM_TELEMETRY": "0",
-        "NO_COLOR": "1",
-        "OPENAI_API_KEY": "sk-loopback-test",
-        "OPENAI_MODEL": "loopback-model",
-    }
 
 
 def _qwen_settings(home: Path) -> None:
@@ -199,39 +79,15 @@ def run_headless(
     rules: Callable[[Path, Path], Rules],
     *,
     engine: bool,
-) -> HeadlessRun:
+) -> QwenRun:
     """Set up a project with one remembered memory and the hooks, run ``qwen -p`` once."""
-    prefix = _namespace_prefix()
-    home, project = tmp / "home", tmp / "proj"
-    home.mkdir()
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
-    env = _env(home)
-    _qwen_settings(home)
-    _qmem(env, project, "-q", "init")
-    _qmem(env, project, "-q", "remember", "--type", "project", REMEMBERED, "--why", RECALL_TOKEN)
-    _qmem(env, project, "-q", "install-hooks", "--agent", "qwen", *(["--engine"] * engine))
-    where = json.loads(_qmem(env, project, "where", "--json"))
-    memory_root = Path(where["memory_root"])
-    spec = {
-        "qwen": str(qwen_package.parents[1] / ".bin" / "qwen"),
-        "args": ["-p", prompt, "--approval-mode", "auto-edit"],
-        "cwd": str(project),
-        "env": env,
-        "rules": rules(memory_root, project),
-        "settle_timeout": 40,
-        "timeout": 90,
-        "out": str(tmp / "result.json"),
-    }
-    (tmp / "spec.json").write_text(json.dumps(spec), "utf-8")
-    command = [*prefix, sys.executable, str(DRIVER), str(tmp / "spec.json")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads((tmp / "result.json").read_text("utf-8"))
-    return HeadlessRun(env, project, memory_root, Path(where["state_dir"]), where, result)
-
-
-def _count(body: dict[str, Any], text: str) -> int:
-    return json.dumps(body, ensure_ascii=False).count(text)
+    openai = {"OPENAI_API_KEY": "sk-loopback-test", "OPENAI_MODEL": "loopback-model"}
+    hooks = ["--agent", "qwen", *(["--engine"] * engine)]
+    run = QwenRun.set_up(tmp, openai, _qwen_settings, *hooks)
+    qwen = qwen_package.parents[1] / ".bin" / "qwen"
+    args = ["-p", prompt, "--approval-mode", "auto-edit"]
+    run.result = run.drive(qwen, args, rules(run.memory_root, run.project), tmp)
+    return run
 
 
 # --------------------------------------------------------------------------- scenarios
@@ -293,34 +149,46 @@ def _extraction_rules(memory_root: Path, project: Path) -> Rules:
 
 
 @pytest.fixture(scope="module")
-def engine_run(qwen_package: Path, tmp_path_factory: pytest.TempPathFactory) -> HeadlessRun:
+def engine_run(qwen_package: Path, tmp_path_factory: pytest.TempPathFactory) -> QwenRun:
     tmp = tmp_path_factory.mktemp("engine")
     return run_headless(tmp, qwen_package, ENGINE_PROMPT, _engine_rules, engine=True)
 
 
 @pytest.fixture(scope="module")
-def engine_write_run(qwen_package: Path, tmp_path_factory: pytest.TempPathFactory) -> HeadlessRun:
+def engine_write_run(qwen_package: Path, tmp_path_factory: pytest.TempPathFactory) -> QwenRun:
     tmp = tmp_path_factory.mktemp("engine-write")
     rules = _engine_agent_write_rules
     return run_headless(tmp, qwen_package, AGENT_WRITE_PROMPT, rules, engine=True)
 
 
 @pytest.fixture(scope="module")
-def agent_write_run(qwen_package: Path, tmp_path_factory: pytest.TempPathFactory) -> HeadlessRun:
+def agent_write_run(qwen_package: Path, tmp_path_factory: pytest.TempPathFactory) -> QwenRun:
     tmp = tmp_path_factory.mktemp("companion-write")
     return run_headless(tmp, qwen_package, AGENT_WRITE_PROMPT, _agent_write_rules, engine=False)
 
 
 @pytest.fixture(scope="module")
-def extraction_run(qwen_package: Path, tmp_path_factory: pytest.TempPathFactory) -> HeadlessRun:
+def extraction_run(qwen_package: Path, tmp_path_factory: pytest.TempPathFactory) -> QwenRun:
     tmp = tmp_path_factory.mktemp("companion-extract")
     return run_headless(tmp, qwen_package, EXTRACTION_PROMPT, _extraction_rules, engine=False)
+
+
+def _assert_committed(run: QwenRun, name: str) -> None:
+    """The memory file ``name`` is there and committed as it is, after every process of the run
+    ended; nothing else is uncommitted, the hook log shows no crash, the repository is sound."""
+    written = run.memory_root / name
+    assert written.is_file(), run.explain()
+    assert run.result["still_running"] == [], run.explain()
+    assert run.git("show", f"HEAD:{name}") == written.read_bytes()
+    assert run.uncommitted() == [], run.explain()
+    assert run.hook_problems() == []
+    run.git("fsck", "--strict")
 
 
 # --------------------------------------------------------------------------- engine mode
 
 
-def test_engine_run_is_headless_offline_and_qwen_memory_off(engine_run: HeadlessRun) -> None:
+def test_engine_run_is_headless_offline_and_qwen_memory_off(engine_run: QwenRun) -> None:
     assert engine_run.result["interfaces"] == ["lo"]
     assert engine_run.result["qwen"]["rc"] == 0, engine_run.explain()
     assert ANSWER in engine_run.result["qwen"]["stdout"], engine_run.explain()
@@ -330,13 +198,13 @@ def test_engine_run_is_headless_offline_and_qwen_memory_off(engine_run: Headless
     assert engine_run.extraction_requests() == []
 
 
-def test_engine_recall_reaches_each_main_request_exactly_once(engine_run: HeadlessRun) -> None:
+def test_engine_recall_reaches_each_main_request_exactly_once(engine_run: QwenRun) -> None:
     main = engine_run.main_requests()
     assert len(main) == 2, engine_run.explain()  # the prompt, then the tool-result continuation
-    assert [_count(body, RECALL_TOKEN) for body in main] == [1, 1]
+    assert [count(body, RECALL_TOKEN) for body in main] == [1, 1]
 
 
-def test_engine_extraction_is_committed_after_qwen_exits(engine_run: HeadlessRun) -> None:
+def test_engine_extraction_is_committed_after_qwen_exits(engine_run: QwenRun) -> None:
     assert engine_run.result["still_running"] == [], engine_run.explain()
     extracts = [op for op in engine_run.operations() if op["op"] == "extract"]
     assert len(extracts) == 1, engine_run.explain()
@@ -348,18 +216,12 @@ def test_engine_extraction_is_committed_after_qwen_exits(engine_run: HeadlessRun
     engine_run.git("fsck", "--strict")
 
 
-def test_engine_memory_written_by_the_main_turn_is_committed(engine_write_run: HeadlessRun) -> None:
+def test_engine_memory_written_by_the_main_turn_is_committed(engine_write_run: QwenRun) -> None:
     run = engine_write_run
     main = run.main_requests()
     assert len(main) == 2, run.explain()
-    assert [_count(body, RECALL_TOKEN) for body in main] == [1, 1]
-    written = run.memory_root / "project" / "releases.md"
-    assert written.is_file(), run.explain()  # Qwen's write_file ran (auto-edit)
-    assert run.result["still_running"] == [], run.explain()
-    assert run.git("show", "HEAD:project/releases.md") == written.read_bytes()
-    assert run.uncommitted() == [], run.explain()
-    assert run.hook_problems() == []
-    run.git("fsck", "--strict")
+    assert [count(body, RECALL_TOKEN) for body in main] == [1, 1]
+    _assert_committed(run, "project/releases.md")  # Qwen's write_file ran (auto-edit)
 
 
 # --------------------------------------------------------------------------- companion mode
@@ -369,37 +231,25 @@ def test_engine_memory_written_by_the_main_turn_is_committed(engine_write_run: H
 def test_companion_recall_reaches_each_main_request_exactly_once(
     scenario: str, request: pytest.FixtureRequest
 ) -> None:
-    run: HeadlessRun = request.getfixturevalue(scenario)
+    run: QwenRun = request.getfixturevalue(scenario)
     assert run.result["interfaces"] == ["lo"]
     assert run.result["qwen"]["rc"] == 0, run.explain()
     assert len(run.selector_requests()) == 1, "Qwen recalls on its own in companion mode"
     main = run.main_requests()
     assert main, run.explain()
-    assert [_count(body, RECALL_TOKEN) for body in main] == [1] * len(main)
+    assert [count(body, RECALL_TOKEN) for body in main] == [1] * len(main)
 
 
 def test_companion_memory_written_by_the_main_turn_is_committed(
-    agent_write_run: HeadlessRun,
+    agent_write_run: QwenRun,
 ) -> None:
     run = agent_write_run
-    written = run.memory_root / "project" / "releases.md"
-    assert written.is_file(), run.explain()  # Qwen's write_file ran (auto-edit)
-    assert run.result["still_running"] == [], run.explain()
-    assert run.git("show", "HEAD:project/releases.md") == written.read_bytes()
-    assert run.uncommitted() == [], run.explain()
-    assert run.hook_problems() == []
-    run.git("fsck", "--strict")
+    _assert_committed(run, "project/releases.md")  # Qwen's write_file ran (auto-edit)
 
 
 def test_companion_memory_written_by_qwens_extraction_is_committed_after_exit(
-    extraction_run: HeadlessRun,
+    extraction_run: QwenRun,
 ) -> None:
     run = extraction_run
     assert len(run.extraction_requests()) == 2, run.explain()  # the write, then its result
-    written = run.memory_root / "project" / "staging-host.md"
-    assert written.is_file(), run.explain()
-    assert run.result["still_running"] == [], run.explain()
-    assert run.uncommitted() == [], run.explain()
-    assert run.git("show", "HEAD:project/staging-host.md") == written.read_bytes()
-    assert run.hook_problems() == []
-    run.git("fsck", "--strict")
+    _assert_committed(run, "project/staging-host.md")
