@@ -35,7 +35,7 @@ from qmem_git.ops.evaluate import (  # noqa: E402
 )
 
 EVAL = REPO / "tests" / "fixtures" / "eval"
-QWEN_FIXTURE = REPO.parent / "shared" / "eval" / "qwen-recall-eval.json"  # not in the repo
+QWEN_FIXTURE = REPO / "tests" / "fixtures" / "eval" / "qwen-recall-eval.json"
 QWEN_SILENT = {"no-result", "semantic-no-lexical"}
 BATCHES: tuple[str | None, ...] = ("tuned", "holdout", None)
 
@@ -91,10 +91,8 @@ def recall_table(rows: list[tuple[str, str | None, RecallScores]]) -> list[str]:
     return lines
 
 
-def qwen_set() -> dict[str, Any] | None:
-    """Qwen's recall fixture in this bench's shape, when ../shared has it."""
-    if not QWEN_FIXTURE.exists():
-        return None
+def qwen_set() -> dict[str, Any]:
+    """Qwen's recall fixture in this bench's shape."""
     data = json.loads(QWEN_FIXTURE.read_text(encoding="utf-8"))
     cases = []
     for case in data["cases"]:
@@ -138,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     rec_rows = [("heuristic", b, score_recall(recall_set, select_heuristic, b)) for b in BATCHES]
     config = None if options.no_model else load_model_config(os.environ, str(Path.home())).config
     qwen = qwen_set()
-    if qwen is not None:
-        rec_rows.append(("heuristic, Qwen's fixture", None, score_recall(qwen, select_heuristic)))
+    rec_rows.append(("heuristic, Qwen's fixture", None, score_recall(qwen, select_heuristic)))
     planner = None
     if config is not None:
         planner = ModelPlanner(config, documents(extract_set["existing"]))
@@ -164,12 +161,9 @@ def main(argv: list[str] | None = None) -> int:
                 for miss in s.misses:
                     print(f"- {path}: {miss}")
     missed = targets_met(ext_rows[2][2], rec_rows[2][2])
-    if qwen is not None:
-        qwen_scores = rec_rows[3][2]
-        if qwen_scores.top1 < 1.0 or qwen_scores.silence < 1.0:
-            missed.append(
-                "Qwen's fixture: an answerable case not first or a no-result case not silent"
-            )
+    qwen_scores = rec_rows[3][2]
+    if qwen_scores.top1 < 1.0 or qwen_scores.silence < 1.0:
+        missed.append("Qwen's fixture: an answerable case not first or a no-result case not silent")
     print()
     print("targets (whole set): " + ("all met" if not missed else "; ".join(missed)))
     return 1 if missed else 0

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = REPO_ROOT.parent / "shared"
 
 _GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",

@@ -1,6 +1,5 @@
-"""The shared recall evaluation fixture (spec §10.8, checklist 73).
-
-Loaded from ../shared (never copied into the project). Every doc gets the same mtime and the
+"""Qwen Code's recall evaluation fixture (spec §10.8, checklist 73), kept in
+tests/fixtures/eval so that every clone runs it. Every doc gets the same mtime and the
 path ``<id>.md``; the deterministic selector must rank each labelled doc first and stay silent
 on the no-result and semantic cases.
 """
@@ -9,30 +8,20 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SHARED, require_tool
 
 from qmem_git.core.model import Document
 from qmem_git.core.recall import TYPE_KEYWORDS, resolve_recall, select_heuristic
 
-FIXTURE = SHARED / "eval" / "qwen-recall-eval.json"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "eval" / "qwen-recall-eval.json"
 NOW = 1_800_000_000_000
 SILENT = {"no-result", "semantic-no-lexical"}
 
 
-def _load() -> dict[str, Any]:
-    if not FIXTURE.exists():
-        # a fresh clone has nothing beside it: the project's own cases are in
-        # tests/fixtures/eval (tests/ops/test_evaluate.py); CI has
-        # ../shared and must run these
-        require_tool(False, f"Qwen's recall fixture {FIXTURE}")
-    data: dict[str, Any] = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    return data
-
-
-DATA = _load()
+DATA: dict[str, Any] = json.loads(FIXTURE.read_text(encoding="utf-8"))
 DOCS = [
     Document(d["type"], f"{d['id']}.md", d["title"], d["description"], d["body"], NOW)
     for d in DATA["docs"]
