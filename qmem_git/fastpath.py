@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from qmem_git.core.changes import ChangeSet
+    from qmem_git.core.paths import Layout
     from qmem_git.core.recall import RecallResult
     from qmem_git.modelconfig import ModelConfig
     from qmem_git.ops.runner import Outcome
@@ -268,17 +269,11 @@ def parse_remember(args: list[str]) -> dict[str, object] | None:
     return opts
 
 
-def fast_remember(opts: dict[str, object]) -> int | None:
-    """Save one memory as one commit; None when the store needs click's path (not set up).
-
-    The cycle collector is off: this process lives ~150 ms and frees what it makes by
-    reference counting, and at 10,000 files the collector's full passes over the stamps it
-    loads cost up to ~15 ms.
-    """
-    import gc
+def set_up_layout(opts: dict[str, object]) -> Layout | None:
+    """The layout the global options name, when its store is set up (repository, MEMORY.md,
+    meta and cursor files); None sends the command to click's path, which reports a bad
+    option or creates what is missing."""
     import os
-
-    gc.disable()
 
     from qmem_git.envvalues import current_dir
     from qmem_git.errors import QmemError
@@ -290,12 +285,28 @@ def fast_remember(opts: dict[str, object]) -> int | None:
     try:
         layout = qwen_layout(project, memory_dir, env, home, current_dir())
     except (QmemError, OSError):
-        return None  # click's path reports it
-    root = layout.memory_root
-    needed = [layout.git_dir, os.path.join(root, INDEX_NAME)]
+        return None
+    needed = [layout.git_dir, os.path.join(layout.memory_root, INDEX_NAME)]
     needed += [layout.state_file(name) for name in (META_NAME, CURSOR_NAME)]
-    if not all(os.path.exists(path) for path in needed):
-        return None  # first use, or scaffold files missing: click's path (re)creates them
+    return layout if all(os.path.exists(path) for path in needed) else None
+
+
+def fast_remember(opts: dict[str, object]) -> int | None:
+    """Save one memory as one commit; None when the store needs click's path (not set up).
+
+    The cycle collector is off: this process lives ~150 ms and frees what it makes by
+    reference counting, and at 10,000 files the collector's full passes over the stamps it
+    loads cost up to ~15 ms.
+    """
+    import gc
+    import os
+
+    gc.disable()
+    layout = set_up_layout(opts)
+    if layout is None:
+        return None
+    project, memory_dir = _str(opts.get("project")), _str(opts.get("memory_dir"))
+    root, env = layout.memory_root, os.environ
     try:
         from qmem_git.envvalues import lock_timeout
         from qmem_git.store.writer import WriterStart
@@ -394,21 +405,11 @@ def fast_snapshot(opts: dict[str, object]) -> int | None:
     if getattr(sys.stderr, "isatty", lambda: True)():
         return None
     gc.disable()  # as in remember: a short process that frees by reference counting
-    from qmem_git.envvalues import current_dir
-    from qmem_git.errors import QmemError
-    from qmem_git.store.qwensettings import qwen_layout
-
-    env = os.environ
-    home = env.get("HOME") or os.path.expanduser("~")
+    layout = set_up_layout(opts)
+    if layout is None:
+        return None
     project, memory_dir = _str(opts.get("project")), _str(opts.get("memory_dir"))
-    try:
-        layout = qwen_layout(project, memory_dir, env, home, current_dir())
-    except (QmemError, OSError):
-        return None  # click's path reports it
-    needed = [layout.git_dir, os.path.join(layout.memory_root, INDEX_NAME)]
-    needed += [layout.state_file(name) for name in (META_NAME, CURSOR_NAME)]
-    if not all(os.path.exists(path) for path in needed):
-        return None  # first use, or scaffold files missing: click's path (re)creates them
+    env = os.environ
     dry_run = bool(opts.get("dry_run"))
     try:
         from qmem_git.envvalues import lock_timeout
