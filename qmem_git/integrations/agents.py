@@ -35,8 +35,9 @@ INDEX_INTRO = "Memories saved for this project (paths are relative to {root}):"
 # Claude writes its transcript asynchronously (agent-integration §3.5): let it land first.
 CLAUDE_FLUSH_DELAY_S = 1.0
 MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # an agent settings file is a few KB; never read 4 GB
-# What may stand between an agent and the hook it runs: Qwen Code starts hooks with `bash -c`
-# (a lone command is exec'd, a compound one is not), Claude Code with `/bin/sh -c`.
+# What may stand between an agent and the hook it runs: Claude Code 2.1 starts hooks with
+# `/bin/sh -c` (seen in tests/claude); Qwen Code 0.24's hook is the node process's own child
+# (seen in tests/qwen), unless the hook command is a compound one a shell runs.
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish"})
 
 
