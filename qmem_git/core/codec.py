@@ -37,8 +37,13 @@ def frontmatter_field(text: str, key: str) -> str | None:
 def parse_document(text: str, relative_path: str, mtime_ms: float) -> Document | None:
     """Parse a memory document, or None when the text is not one (spec §4.2)."""
     fields = frontmatter.parse_fields(text)
-    if fields is None:
-        return None
+    return None if fields is None else document_from_fields(fields, relative_path, mtime_ms)
+
+
+def document_from_fields(
+    fields: frontmatter.Fields, relative_path: str, mtime_ms: float
+) -> Document:
+    """The document of a file whose fields :func:`frontmatter.parse_fields` read."""
     kind, title, description, body, front = fields
     return Document(
         type=_as_type(kind),

@@ -19,12 +19,8 @@ STATE_DIR_NAMES = ("cache", "hooks", "extract-queue")
 # Files qmem-git keeps in a memory repository's .git: the record of the commit the git index was
 # written for (store.gitindex) and the writer lock (store.locks). Either marks a memory folder.
 INDEX_RECORD_NAME = "qmem-index"
-# The files' full lstat data as the git index was last written with it (store.gitindex).
-STAT_RECORD_NAME = "qmem-stat"
 # user.name / user.email from the git config, with the stat of its files (store.identity).
 IDENTITY_RECORD_NAME = "qmem-identity"
-# The documents the last writer parsed, with the stamps of their files (store.keptdocs).
-DOCS_RECORD_NAME = "qmem-docs"
 WRITER_LOCK_NAME = "qmem.lock"
 # a file whose mtime is this recent may still be being written (an agent truncates, then
 # writes): writers hold it back from their commit until a later one finds it quiet

@@ -1,4 +1,4 @@
-"""Our cache files in ``.git`` (``qmem-stat``, ``qmem-docs``, ``qmem-index``, ``qmem-identity``).
+"""Our cache files in the repository (``qmem-index``, ``qmem-identity``, the pack checks).
 
 Each is written to a temp file and put in place, never fsynced: a cache lost in a crash only
 means the slow path once. The checked ones are framed as a head (format, and what the content

@@ -131,8 +131,8 @@ def collect_documents(
         if len(docs) >= limit:
             break
         entry = old.get(rel)
-        if entry is None or not _fresh(entry, mtime_ns, size):
-            entry = _parse(os.path.join(root, rel), mtime_ns, size)
+        if entry is None or not fresh(entry, mtime_ns, size):
+            entry = parse_entry(os.path.join(root, rel), mtime_ns, size)
             parsed += 1
         new[rel] = entry
         fields = entry[2]
@@ -142,7 +142,7 @@ def collect_documents(
     return docs, new, parsed
 
 
-def _parse(path: str, mtime_ns: int, size: int) -> Entry:
+def parse_entry(path: str, mtime_ns: int, size: int) -> Entry:
     """A fresh cache entry: the parsed fields and, for a document, its search index."""
     fields = parse_fields(read_text(path))
     index = search_index(fields[1], fields[2], fields[3]) if fields else None
@@ -160,7 +160,7 @@ def load_cache(path: str, root: str) -> dict[str, Entry]:
     return data[2] if valid and type(data[2]) is dict else {}
 
 
-def _fresh(entry: object, mtime_ns: int, size: int) -> bool:
+def fresh(entry: object, mtime_ns: int, size: int) -> bool:
     """Key match plus a shape check, so a damaged entry only costs a re-parse, never a crash."""
     if type(entry) is not tuple or len(entry) != 4 or entry[:2] != (mtime_ns, size):
         return False

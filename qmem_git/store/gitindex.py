@@ -9,25 +9,16 @@ optional extensions. A side file ``.git/qmem-index`` records the commit the inde
 for together with the index's own SHA-1 trailer, so recovery can trust "index == HEAD" without
 walking every tree; any other program that rewrites the index changes the trailer, which voids
 the record. (An index extension would be neater, but C git prints "ignoring QMEM extension".)
-
-A second side file, ``.git/qmem-stat`` (``store.statrecord``), keeps what the index holds only
-in part: each file's full ``lstat`` data, as the index was last written with it, keyed by the
-same trailer. A writer's survey compares a scan with it instead of parsing 10,000 entries
-(``store.survey``).
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
 import os
-import stat
 import struct
 
 from qmem_git.core.limits import INDEX_RECORD_NAME
-from qmem_git.store import statrecord
 from qmem_git.store.cachefile import write_cache
-from qmem_git.store.statrecord import Folders, Record, Stamp
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,12 +83,6 @@ class GitIndex:
 
     ``entries`` is in git's order except for the paths in ``added`` (new since it was read).
     ``head``: the commit this index matches, when we wrote it for that commit.
-    ``stamps``: every stage-0 path -> the full lstat :data:`Stamp` its entry's (truncated)
-    stat fields were made from, or None where that is not known; ``stamps`` itself is None
-    when nothing is known (an index read without its stat record). :meth:`set` and
-    :meth:`remove` keep it current (and name the paths they changed in ``restamped``), and
-    :func:`write_index` records it: ``recorded`` is the record's folders ``stamps`` were read
-    with or last written as, of which only the folders of ``restamped`` paths are packed again.
 
     An index made by :meth:`from_base` keeps the file's bytes and its entry offsets instead
     (a writer's survey parsed them in another process): a lookup bisects the offsets, a change
@@ -122,9 +107,6 @@ class GitIndex:
         self.added: set[str] = set()
         self._base: _Base | None = None
         self._overlay: dict[str, bytes | None] = {}  # path -> new entry, None = removed
-        self.stamps: dict[str, Stamp | None] | None = {} if entries is None else None
-        self.recorded: Folders | None = None
-        self.restamped: set[str] = set()
 
     @classmethod
     def from_base(
@@ -140,14 +122,7 @@ class GitIndex:
         index = cls(version=version, mtime_ns=mtime_ns, checksum=checksum)
         index._entries = None
         index._base = _Base(data, offsets)
-        index.stamps = None
         return index
-
-    def know(self, record: Record) -> None:
-        """Take the stamps of ``record``, the stat record written with this index."""
-        self.stamps = statrecord.stamps_of(record)
-        self.recorded = record[0]
-        self.restamped = set()
 
     @property
     def entries(self) -> dict[str, bytes]:
@@ -158,8 +133,6 @@ class GitIndex:
     @entries.setter
     def entries(self, value: dict[str, bytes]) -> None:
         self._entries = value
-        self.stamps = None  # other paths, other entries: nothing known any more
-        self.recorded = None
 
     def _materialized(self) -> dict[str, bytes]:
         assert self._base is not None
@@ -224,11 +197,6 @@ class GitIndex:
                 dirty.add(path)
         return dirty
 
-    def adopt_stamps(self, files: dict[str, Stamp], dirty: set[str]) -> None:
-        """Know the stamps of the scanned ``files`` that :meth:`stat_dirty` found clean."""
-        self.stamps = {path: None if path in dirty else files.get(path) for path in self.paths()}
-        self.recorded = None  # recorded anew, folder by folder
-
     def set(
         self,
         path: str,
@@ -249,10 +217,6 @@ class GitIndex:
             raw = raw[:8] + bytes(8) + raw[16:]  # mtime seconds and nanoseconds
         self._drop_stages(path)
         self.changed = True
-        if self.stamps is not None and "\0" not in path:
-            stamp = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-            self.stamps[path] = stamp if settled else None
-            self.restamped.add(path)
         if self._entries is None:
             self._overlay[path] = raw
             return
@@ -263,8 +227,6 @@ class GitIndex:
     def remove(self, path: str) -> None:
         """Forget ``path``, its conflict stages too (``git rm``)."""
         self._drop_stages(path)
-        if self.stamps is not None and self.stamps.pop(path, False) is not False:
-            self.restamped.add(path)
         if self._entries is None:
             if self._raw(path) is not None:
                 self._overlay[path] = None
@@ -285,16 +247,14 @@ class GitIndex:
             else:
                 del self._entries[key]
 
-    def laid_out(self) -> tuple[list[Buffer], list[int]]:
-        """(raw entries in git's order (path bytes, then stage), several to an item when they
-        come from the file's bytes unchanged; where each starts in the file, then where they
-        end)."""
+    def laid_out(self) -> list[Buffer]:
+        """The raw entries in git's order (path bytes, then stage), several to an item when
+        they come from the file's bytes unchanged."""
         if self._entries is None:
             assert self._base is not None
             return self._base.spliced(self._overlay)
         self.sort()
-        raw: list[Buffer] = list(self._entries.values())
-        return raw, list(itertools.accumulate(map(len, raw), initial=_HEADER.size))
+        return list(self._entries.values())
 
     def count(self) -> int:
         """How many entries the index holds."""
@@ -345,38 +305,19 @@ class _Base:
         at, found = self._find(_sort_key(path))
         return self.data[self.offsets[at] : self.offsets[at + 1]] if found else None
 
-    def spliced(self, overlay: dict[str, bytes | None]) -> tuple[list[Buffer], list[int]]:
-        """(the entries with ``overlay`` applied, as views of the file's bytes and new entries;
-        where each entry starts in the new file, then where they end)."""
-        offsets = self.offsets
+    def spliced(self, overlay: dict[str, bytes | None]) -> list[Buffer]:
+        """The entries with ``overlay`` applied, as views of the file's bytes and new entries."""
+        offsets, view = self.offsets, memoryview(self.data)
         chunks: list[Buffer] = []
-        starts: list[int] = []
         done = 0  # entries before this one are in chunks
-        end = _HEADER.size  # where the next chunk starts in the new file
         for key, raw in sorted((_sort_key(path), raw) for path, raw in overlay.items()):
             at, found = self._find(key)
-            end = self._copy(done, at, end, chunks, starts)
+            chunks.append(view[offsets[done] : offsets[at]])  # no copy
             if raw is not None:
                 chunks.append(raw)
-                starts.append(end)
-                end += len(raw)
             done = at + 1 if found else at
-        end = self._copy(done, len(offsets) - 1, end, chunks, starts)
-        starts.append(end)
-        return chunks, starts
-
-    def _copy(
-        self, first: int, stop: int, end: int, chunks: list[Buffer], starts: list[int]
-    ) -> int:
-        """Append entries ``first`` to ``stop`` (excluded) unchanged, placed at ``end``."""
-        offsets = self.offsets
-        shift = end - offsets[first]
-        chunks.append(memoryview(self.data)[offsets[first] : offsets[stop]])  # no copy
-        if shift:
-            starts += [offset + shift for offset in offsets[first:stop]]
-        else:  # before the first entry added or removed, or after as many bytes came as went
-            starts += offsets[first:stop]
-        return end + offsets[stop] - offsets[first]
+        chunks.append(view[offsets[done] : offsets[-1]])
+        return chunks
 
     def count(self, overlay: dict[str, bytes | None]) -> int:
         total = len(self.offsets) - 1
@@ -398,56 +339,25 @@ def read_index(git_dir: str, path: str | None = None) -> GitIndex:
     ``path``: another index file of the repository (``GIT_INDEX_FILE``, as ``git commit -a``
     gives its hook); the head record never applies to it.
     """
-    return read_index_data(git_dir, None, path)[0]
-
-
-def read_index_data(
-    git_dir: str, offsets: list[int] | None, path: str | None = None
-) -> tuple[GitIndex, bytes]:
-    """:func:`read_index`, with the file's bytes (empty when there is none) and, in
-    ``offsets``, where its entries start and end (see :func:`parse_index`)."""
     own = os.path.join(git_dir, "index")
     try:
         with open(path or own, "rb") as handle:
             data = handle.read()
             mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
     except FileNotFoundError:
-        return GitIndex(head=None if path else _read_head_record(git_dir, b"")), b""
+        return GitIndex(head=None if path else _read_head_record(git_dir, b""))
     except IsADirectoryError as exc:
         raise IndexUnreadable(f"{path or own} is a folder") from exc
-    index = parse_index(data, mtime_ns, offsets)
+    index = parse_index(data, mtime_ns)
     if not path or os.path.realpath(path) == os.path.realpath(own):
         index.head = _read_head_record(git_dir, index.checksum)
-    return index, data
+    return index
 
 
-def index_tail(git_dir: str) -> tuple[bytes, int] | None:
-    """The index file's trailer and mtime_ns, read without the rest; None when it is missing,
-    not a file or too short to have one."""
-    try:
-        fd = os.open(os.path.join(git_dir, "index"), os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size < _HEADER.size + 20:
-            return None
-        return os.pread(fd, 20, st.st_size - 20), st.st_mtime_ns
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def read_recorded(git_dir: str, checksum: bytes, record: Record | None = None) -> GitIndex | None:
-    """The index as :func:`read_index` gives it, with its ``stamps``, when its trailer is still
-    ``checksum`` and a stat record was written with it (``record``: that record, already
-    read); None when not (or when the file is damaged): the caller then reads the index the
-    long way."""
-    if record is None:
-        record = statrecord.read(git_dir, checksum)
-    if record is None:
-        return None
+def read_unparsed(git_dir: str, checksum: bytes) -> GitIndex | None:
+    """The index as :func:`read_index` gives it, when its trailer is still ``checksum`` (a
+    survey parsed it in another process), with its entries found by bisecting the file's
+    bytes instead of parsed; None when it changed (or is damaged): read it the long way."""
     try:
         with open(os.path.join(git_dir, "index"), "rb") as handle:
             data = handle.read()
@@ -456,7 +366,7 @@ def read_recorded(git_dir: str, checksum: bytes, record: Record | None = None) -
         return None
     if data[-20:] != checksum or _sha1(data[:-20]) != checksum:
         return None
-    offsets = _kept_offsets(data, statrecord.offsets_of(record)) or entry_offsets(data)
+    offsets = entry_offsets(data)
     try:
         if offsets is None:
             index = parse_index(data, mtime_ns)
@@ -466,22 +376,8 @@ def read_recorded(git_dir: str, checksum: bytes, record: Record | None = None) -
             index = GitIndex.from_base(data, offsets, version, mtime_ns, checksum)
     except IndexUnreadable:
         return None
-    index.know(record)
     index.head = _read_head_record(git_dir, checksum)
     return index
-
-
-def _kept_offsets(data: bytes, offsets: Sequence[int] | None) -> Sequence[int] | None:
-    """The entry offsets the stat record kept for ``data`` when they fit it (the record is
-    the index's, as its trailer says: this only guards against a record made by hand)."""
-    if offsets is None or len(data) < _HEADER.size + 20:
-        return None
-    signature, version, count = _HEADER.unpack_from(data)
-    if signature != SIGNATURE or version not in (2, 3) or len(offsets) != count + 1:
-        return None
-    if offsets[0] != _HEADER.size or offsets[-1] > len(data) - 20:
-        return None
-    return offsets
 
 
 def entry_offsets(data: bytes) -> list[int] | None:
@@ -534,12 +430,8 @@ def _head_record(git_dir: str) -> tuple[str | None, str]:
     return (None if head in ("-", "") else head), recorded
 
 
-def parse_index(data: bytes, mtime_ns: int = 0, offsets: list[int] | None = None) -> GitIndex:
-    """Entries as raw slices; raises IndexUnreadable when damaged or unsupported.
-
-    ``offsets``: filled with where each entry starts, then where they end (version 2/3 only:
-    version 4 entries are no slices of the file; left empty for it).
-    """
+def parse_index(data: bytes, mtime_ns: int = 0) -> GitIndex:
+    """Entries as raw slices; raises IndexUnreadable when damaged or unsupported."""
     if len(data) < _HEADER.size + 20:
         raise IndexUnreadable("index file is truncated")
     signature, version, count = _HEADER.unpack_from(data)
@@ -552,20 +444,17 @@ def parse_index(data: bytes, mtime_ns: int = 0, offsets: list[int] | None = None
     if version == 4:  # kept as version 2/3 entries, and written back that way
         end, index.version = _read_entries_v4(data, count, index)
     else:
-        end = _read_entries(data, count, index, offsets)
+        end = _read_entries(data, count, index)
     _check_extensions(data, end)
     return index
 
 
-def _read_entries(data: bytes, count: int, index: GitIndex, offsets: list[int] | None) -> int:
+def _read_entries(data: bytes, count: int, index: GitIndex) -> int:
     offset = _HEADER.size
     entries = index.entries
     end = len(data) - 20
     fixed = _ENTRY.size
-    note = offsets.append if offsets is not None else None
     for _ in range(count):  # the hot loop of every writer's recovery: one pass, no struct call
-        if note is not None:
-            note(offset)
         if offset + fixed > end:
             raise IndexUnreadable("index entry runs past the end of the file")
         flags = (data[offset + 60] << 8) | data[offset + 61]
@@ -579,8 +468,6 @@ def _read_entries(data: bytes, count: int, index: GitIndex, offsets: list[int] |
             name = f"{name}\0{(flags & _STAGE_MASK) >> 12}"
         entries[name] = data[offset : offset + size]
         offset += size
-    if note is not None:
-        note(offset)
     return offset
 
 
@@ -645,28 +532,27 @@ def _check_extensions(data: bytes, offset: int) -> None:
 
 def render_index(index: GitIndex) -> bytes:
     """The index file bytes: header, entries, SHA-1 trailer."""
-    return b"".join(_rendered(index)[0])
+    return b"".join(_rendered(index))
 
 
-def _rendered(index: GitIndex) -> tuple[list[Buffer], list[int]]:
-    """(:func:`render_index` in pieces, the SHA-1 trailer last; where its entries start and
-    end). The pieces are views of the bytes read, not copies of 1 MB at 10,000 entries."""
+def _rendered(index: GitIndex) -> list[Buffer]:
+    """:func:`render_index` in pieces, the SHA-1 trailer last. The pieces are views of the
+    bytes read, not copies of 1 MB at 10,000 entries."""
     import hashlib
 
-    raw, offsets = index.laid_out()
-    pieces = [_HEADER.pack(SIGNATURE, index.version, len(offsets) - 1), *raw]
+    pieces = [_HEADER.pack(SIGNATURE, index.version, index.count()), *index.laid_out()]
     digest = hashlib.sha1()
     for piece in pieces:
         digest.update(piece)
     pieces.append(digest.digest())
-    return pieces, offsets
+    return pieces
 
 
 def write_index(git_dir: str, index: GitIndex) -> None:
     """Write via ``index.lock`` + rename (git's protocol): C git never sees half a file."""
     path = os.path.join(git_dir, "index")
     lock = path + ".lock"
-    pieces, offsets = _rendered(index)
+    pieces = _rendered(index)
     fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -678,14 +564,6 @@ def write_index(git_dir: str, index: GitIndex) -> None:
     index.changed = False
     index.checksum = bytes(pieces[-1])
     _write_head_record(git_dir, index.head, index.checksum)
-    if index.stamps is not None:
-        try:
-            written = statrecord.write(
-                git_dir, index.checksum, index.stamps, index.recorded, index.restamped, offsets
-            )
-        except OSError:
-            return  # the next survey parses the index instead
-        index.recorded, index.restamped = written, set()
 
 
 def _write_head_record(git_dir: str, head: str | None, checksum: bytes) -> None:

@@ -2,18 +2,13 @@
 
 Recovery (``store.recovery``) needs, under the writer lock, every memory file with its stat
 data, our leftover temp files, the git index and the files whose stat disagrees with it. At
-10,000 files that is ~50 ms of ``lstat`` calls (the kernel's share alone; C git pays the same).
-The comparison is made against the stat record the last writer left (``store.statrecord``,
-each file's full ``lstat`` data, packed folder by folder): each folder's scan is packed the same
-way, so an unchanged folder costs two byte-string comparisons. Only when another program wrote
-the index since is it parsed, entry by entry (~30 ms), and the record written anew.
+10,000 files that is ~30 ms of ``lstat`` calls and ~15 ms to parse the index and compare.
 
 A command that still has its imports ahead of it (the ``remember`` fast path: dulwich alone is
-~50 ms) can :func:`start` the survey in a forked child right after taking the lock, so the two
+~30 ms) can :func:`start` the survey in a forked child right after taking the lock, so the two
 run on separate cores; the child writes its answer (``marshal``) into memory shared with the
-parent and exits. The answer names the record it was compared with and what differs from it,
-not 10,000 files: the parent loads the record and reads the index itself, and its index finds
-entries by bisecting the file's bytes (``gitindex.GitIndex.from_base``). This module imports
+parent and exits. The parent then reads the index file again without parsing it: its entries
+are found by bisecting the file's bytes (``gitindex.GitIndex.from_base``). This module imports
 nothing heavy (the index reader loads in the child), so forking costs the parent ~2 ms. Where
 ``fork`` is missing, or the process already runs threads (forking them is unsafe), the survey
 runs in process, and the result is the same either way.
@@ -25,7 +20,6 @@ import gc
 import marshal
 import mmap
 import os
-import struct
 
 from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, MAX_SCANNED_DOCUMENTS
 from qmem_git.store.relocate import repository
@@ -33,17 +27,15 @@ from qmem_git.store.relocate import repository
 TYPE_CHECKING = False  # imported before the fork: the index reader loads in the child
 if TYPE_CHECKING:
     from qmem_git.store.gitindex import GitIndex
-    from qmem_git.store.statrecord import Folders, Record, Stamp
 
 TEMP_MARKER = ".qmem-tmp-"
 NEWEST = 2 * MAX_SCANNED_DOCUMENTS  # the newest files a writer ranks first (store.workdir)
-# what the child compares with: (index trailer, index mtime_ns, its stat record or None)
-Known = tuple[bytes, int, "Record | None"]
+Stamp = tuple[int, int, int, int]  # a file's lstat: mtime_ns, size, ino, ctime_ns
 
 
 class Survey:
-    """``files``: memory file -> its lstat :data:`~qmem_git.store.gitindex.Stamp` (mtime_ns,
-    size, ino, ctime_ns), any size (oversized ones are held back).
+    """``files``: memory file -> its lstat :data:`Stamp` (mtime_ns, size, ino, ctime_ns), any
+    size (oversized ones are held back).
 
     ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
     ``dirty`` then lists every file. ``gone``: stage-0 index paths with no memory file on
@@ -80,115 +72,48 @@ def survey(root: str) -> Survey:
     """Scan ``root`` (dot-dirs and symlinks skipped, spec §5) and compare it with the index."""
     from qmem_git.store import gitindex
 
-    git_dir = repository(root)
-    known = _known(root)
-    seen = _scan(root, _racy_from(known))
-    files = seen.files()
-    index = _read_ahead(root, known)
-    if index is not None and index.recorded is not None:
-        changed, gone = differences(index.recorded, seen)
-    else:
-        try:
-            offsets: list[int] = []
-            index = gitindex.read_index_data(git_dir, offsets)[0]
-        except gitindex.IndexUnreadable:
-            dirty = set(files)
-            return Survey(files, seen.temp_files, None, dirty, seen.links, None, seen.oversized)
-        changed, gone = _compared(index, files, git_dir, offsets, quiet=True)
-    cut, dirty = _cut(seen), set(changed)
-    return Survey(files, seen.temp_files, index, dirty, seen.links, gone, seen.oversized, cut)
-
-
-def _racy_from(known: Known | None) -> int:
-    """The mtime from which a file is racily clean: the index file's (none: no file is)."""
-    return (known[1] if known is not None else 0) or (1 << 64)
-
-
-def differences(recorded: Folders, seen: _Scan) -> tuple[dict[str, Stamp], set[str]]:
-    """(changed, gone) of a scan against the stat record's folders: changed = the files whose
-    stamp differs or is not known, or that are racily clean (see :func:`_scan`), with their
-    stamps; gone = recorded paths the scan did not find."""
-    from qmem_git.store import statrecord
-
-    changed = dict(seen.racy)
-    gone: set[str] = set()
-    for prefix, (names, flat) in seen.folders.items():
-        entry = recorded.get(prefix)
-        if entry is not None and entry[0] == "\0".join(names):
-            try:
-                if entry[1] == statrecord.pack(flat):
-                    continue  # the usual case: two comparisons made in C
-            except struct.error:  # a time the record cannot hold: compared one by one
-                pass
-        known = statrecord.folder_stamps(entry) if entry is not None else {}
-        for number, name in enumerate(names):
-            stamp = tuple(flat[4 * number : 4 * number + 4])
-            if known.pop(name, None) != stamp:
-                changed[prefix + name] = stamp  # type: ignore[assignment]  # four ints
-        gone.update(prefix + name for name in known)
-    for prefix in recorded.keys() - seen.folders.keys():
-        gone.update(prefix + name for name in recorded[prefix][0].split("\0"))
-    return changed, gone
-
-
-def _compared(
-    index: GitIndex, stamps: dict[str, Stamp], git_dir: str, offsets: list[int], *, quiet: bool
-) -> tuple[dict[str, Stamp], set[str]]:
-    """(changed, gone) the long way, entry by entry; the stamps found clean are recorded with
-    the index at once, so the next survey is a comparison of packed folders even if nothing
-    is written. ``offsets``: where the index's entries start and end (empty: not known)."""
-    from qmem_git.store import statrecord
-
-    dirty = index.stat_dirty(stamps)
-    index.adopt_stamps(stamps, dirty)
-    assert index.stamps is not None
+    seen = _scan(root)
     try:
-        index.recorded = statrecord.write(git_dir, index.checksum, index.stamps, offsets=offsets)
-    except OSError:
-        if not quiet:
-            raise
-    return {path: stamps[path] for path in dirty}, index.stamps.keys() - stamps.keys()
+        index = gitindex.read_index(repository(root))
+    except gitindex.IndexUnreadable:
+        return Survey(seen.files, seen.temp_files, None, set(seen.files), seen.links)
+    dirty, gone = compared(index, seen.files)
+    return Survey(
+        seen.files, seen.temp_files, index, dirty, seen.links, gone, seen.oversized, _cut(seen)
+    )
+
+
+def compared(index: GitIndex, files: dict[str, Stamp]) -> tuple[set[str], set[str]]:
+    """(dirty, gone): the ``files`` whose stat differs from their index entry (or that have
+    none, or are racily clean), and the stage-0 index paths with no file."""
+    return index.stat_dirty(files), set(index.paths()).difference(files)
 
 
 class _Scan:
-    """What :func:`_scan` found: per folder prefix, its memory files in listing order and their
-    stamps as one flat list (four ints each, as ``statrecord.pack`` takes them); our temp
-    files (full paths), symlinks, and the files racily clean (with their stamps) or over
-    ``MAX_FILE_BYTES`` among them."""
+    """What :func:`_scan` found: every memory file -> its stamp; our temp files (full paths),
+    symlinks, and the files over ``MAX_FILE_BYTES``."""
 
-    __slots__ = ("folders", "links", "oversized", "racy", "temp_files")
+    __slots__ = ("files", "links", "oversized", "temp_files")
 
     def __init__(self) -> None:
-        self.folders: dict[str, tuple[list[str], list[int]]] = {}
+        self.files: dict[str, Stamp] = {}
         self.temp_files: list[str] = []
         self.links: list[str] = []
-        self.racy: list[tuple[str, Stamp]] = []
         self.oversized: list[str] = []
-
-    def files(self) -> dict[str, Stamp]:
-        """Every memory file found -> its stamp."""
-        files: dict[str, Stamp] = {}
-        for prefix, (names, flat) in self.folders.items():
-            stamps = zip(*[iter(flat)] * 4, strict=True)
-            files.update(zip([prefix + name for name in names], stamps, strict=True))
-        return files
 
 
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def _scan(root: str, racy_ns: int) -> _Scan:
+def _scan(root: str) -> _Scan:
     """Every memory file's lstat, dot-folders and symlinks skipped, and our temp files.
 
-    A file whose mtime is not older than ``racy_ns`` (the index file's) is racily clean: an
-    edit in the same clock tick as the index write is invisible to stat, so git hashes such
-    files. Each folder is listed through a descriptor, so that each ``lstat`` resolves one
-    name instead of the whole path (~15% of the scan); a folder is opened without following
-    a symlink (one put in its place since it was listed is skipped), the root as given.
+    Each folder is listed through a descriptor, so that each ``lstat`` resolves one name
+    instead of the whole path (~15% of the scan); a folder is opened without following a
+    symlink (one put in its place since it was listed is skipped), the root as given.
     """
     seen = _Scan()
-    odd: list[tuple[str, Stamp]] = []
     stack: list[tuple[str, str, int]] = [("", root, 0)]  # (prefix, folder, open flag)
     while stack:
         prefix, directory, follow = stack.pop()
@@ -197,28 +122,18 @@ def _scan(root: str, racy_ns: int) -> _Scan:
             continue
         fd, entries = listed
         try:
-            _take(seen, odd, entries, prefix, directory, racy_ns, stack)
+            _take(seen, entries, prefix, directory, stack)
         finally:
             if fd >= 0:
                 os.close(fd)
-    seen.racy = [(path, stamp) for path, stamp in odd if stamp[0] >= racy_ns]
-    seen.oversized = [path for path, stamp in odd if stamp[1] > MAX_FILE_BYTES]
     return seen
 
 
 def _cut(seen: _Scan) -> int | None:
     """:attr:`Survey.cut` of a scan (ranking 10,000 times costs ~2 ms: a forked survey does it
     while the parent still imports)."""
-    mtimes: list[int] = []
-    for _, flat in seen.folders.values():
-        mtimes += flat[0::4]
-    left_out = set(seen.oversized)  # an oversized MEMORY.md is named once, not twice
-    if INDEX_NAME in seen.folders.get("", ((), ()))[0]:
-        left_out.add(INDEX_NAME)
-    for path in left_out:  # any file with the same mtime stands for it as well
-        head, _, name = path.rpartition("/")
-        names, flat = seen.folders[head + "/" if head else ""]
-        mtimes.remove(flat[4 * names.index(name)])
+    left_out = {*seen.oversized, INDEX_NAME}
+    mtimes = [stamp[0] for path, stamp in seen.files.items() if path not in left_out]
     if len(mtimes) <= NEWEST:
         return None
     import heapq
@@ -243,16 +158,12 @@ def _listing(directory: str, follow: int) -> tuple[int, list[os.DirEntry[str]]] 
 
 def _take(
     seen: _Scan,
-    odd: list[tuple[str, Stamp]],
     entries: list[os.DirEntry[str]],
     prefix: str,
     directory: str,
-    racy_ns: int,
     stack: list[tuple[str, str, int]],
 ) -> None:
-    names: list[str] = []
-    flat: list[int] = []
-    add, extend = names.append, flat.extend
+    files = seen.files
     for entry in entries:  # hot: one pass per writer over every memory file
         name = entry.name
         # every *.md: a MEMORY.md below the root is a plain file to history
@@ -261,11 +172,9 @@ def _take(
                 st = entry.stat(follow_symlinks=False)
             except OSError:  # removed between listing and stat
                 continue
-            mtime, size = st.st_mtime_ns, st.st_size
-            add(name)
-            extend((mtime, size, st.st_ino, st.st_ctime_ns))
-            if mtime >= racy_ns or size > MAX_FILE_BYTES:
-                odd.append((prefix + name, (mtime, size, st.st_ino, st.st_ctime_ns)))
+            files[prefix + name] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+            if st.st_size > MAX_FILE_BYTES:
+                seen.oversized.append(prefix + name)
         elif entry.is_dir(follow_symlinks=False):
             if name[0] != ".":
                 stack.append((prefix + name + "/", os.path.join(directory, name), _NO_FOLLOW))
@@ -274,8 +183,6 @@ def _take(
                 seen.links.append(prefix + name)
         elif TEMP_MARKER in name:
             seen.temp_files.append(os.path.join(directory, name))
-    if names:
-        seen.folders[prefix] = (names, flat)
 
 
 class Pending:
@@ -293,13 +200,11 @@ class Pending:
         root: str,
         pid: int | None = None,
         shared: mmap.mmap | None = None,
-        known: Known | None = None,
         ready: int | None = None,
     ) -> None:
         self.root = root
         self.pid = pid  # the child's, None when not forked (or already reaped)
         self._shared = shared
-        self._known = known  # the stat record the child compares with, loaded before the fork
         self._ready = ready  # the pipe's read end: a byte when the answer is whole, else EOF
 
     @property
@@ -310,10 +215,9 @@ class Pending:
         """The child's survey; a fresh one in process if the child failed for any reason."""
         if self.pid is None or self._shared is None:
             return survey(self.root)
-        ahead = _read_ahead(self.root, self._known)  # while the child finishes
         try:
             if self._answered():
-                return _decode(_read_answer(self._shared), self.root, ahead)
+                return _decode(_read_answer(self._shared), self.root)
         except (EOFError, ValueError, TypeError, KeyError, MemoryError):  # not whole, or stale
             pass
         finally:
@@ -353,7 +257,7 @@ class Pending:
             self._shared = None
 
 
-_MAGIC = b"qmem-survey-7\n"
+_MAGIC = b"qmem-survey-8\n"
 _exiting: list[int] = []  # children that answered and are exiting: reaped without waiting
 _LENGTH = 8  # the answer's size, little-endian, ahead of the answer itself
 
@@ -370,7 +274,6 @@ def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
         shared = mmap.mmap(-1, _shared_size(root))
     except OSError:  # no address space to spare: survey here instead
         return Pending(root)
-    known = _known(root)  # loaded once, for both: the child compares, the parent commits
     try:
         ready, said = os.pipe()
     except OSError:  # out of descriptors: survey here instead
@@ -384,39 +287,25 @@ def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
         os.close(said)
         return Pending(root)
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        _child(root, shared, (*parent_only, ready), known, said)
+        _child(root, shared, (*parent_only, ready), said)
     os.close(said)  # the child's alone: its exit, answered or not, ends the parent's read
-    return Pending(root, pid, shared, known, ready)
-
-
-def _known(root: str) -> Known | None:
-    """(trailer, index mtime_ns, stat record) of the index; the record is None when there is
-    none for this index."""
-    from qmem_git.store import gitindex, statrecord
-
-    git_dir = repository(root)
-    tail = gitindex.index_tail(git_dir)
-    if tail is None:
-        return None
-    return tail[0], tail[1], statrecord.read(git_dir, tail[0])
+    return Pending(root, pid, shared, ready)
 
 
 def _shared_size(root: str) -> int:
-    """Room for the child's answer at its largest: every file changed (its path and stamp,
-    ~0.6 bytes per index byte, whose entries hold the same) and every indexed path gone, and
-    1 MiB for files the index lacks; an unchanged tree's answer is a few bytes. Reserving no
+    """Room for the child's answer: every file with its stamp (~0.6 bytes per byte of the
+    index, whose entries hold the same), every indexed path again (all changed or gone), and
+    4 MiB for files the index lacks; its pages cost memory only once written. Reserving no
     more than that keeps a process with little address space (``ulimit -v``) working; a
     bigger answer makes the child give up, and the survey runs in process."""
     try:
         index_bytes = os.stat(os.path.join(repository(root), "index")).st_size
     except OSError:
         index_bytes = 0
-    return 2 * index_bytes + (1 << 20)
+    return 2 * index_bytes + (4 << 20)
 
 
-def _child(
-    root: str, shared: mmap.mmap, close_fds: tuple[int, ...], known: Known | None, said: int
-) -> None:
+def _child(root: str, shared: mmap.mmap, close_fds: tuple[int, ...], said: int) -> None:
     """Survey, answer, say so on ``said``; exit without running the parent's cleanup (atexit,
     buffered stdio)."""
     code = 1
@@ -424,7 +313,7 @@ def _child(
         gc.disable()  # a collection would touch (and so copy) every page the parent shares
         for fd in close_fds:
             os.close(fd)
-        data = _encoded(root, known)
+        data = _encoded(root)
         if _LENGTH + len(data) <= len(shared):
             shared[_LENGTH : _LENGTH + len(data)] = data
             shared[:_LENGTH] = len(data).to_bytes(_LENGTH, "little")
@@ -468,65 +357,44 @@ def _threads_running() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-# (index trailer, changed files -> stamp, gone, oversized, temp files, links, cut)
+# (index trailer, files -> stamp, dirty, gone, oversized, temp files, links, cut)
 _Wire = tuple[
-    bytes, "dict[str, Stamp]", "set[str]", "list[str]", "list[str]", "list[str]", "int | None"
+    bytes,
+    "dict[str, Stamp]",
+    "set[str]",
+    "set[str]",
+    "list[str]",
+    "list[str]",
+    "list[str]",
+    "int | None",
 ]
 
 
-def _encoded(root: str, known: Known | None) -> bytes:
-    """The child's survey, told against the stat record of the index it compared with (made
-    now if there was none): the files that differ from it and the recorded paths now gone.
-    ``known``: as :func:`_known` gave it before the fork."""
+def _encoded(root: str) -> bytes:
+    """The child's survey, with the trailer of the index it compared with; ValueError when
+    there is no index file to compare with (the parent surveys: rare, and slow anyway)."""
     from qmem_git.store import gitindex
 
-    if known is None:  # no index yet, or not a file: the parent surveys (rare, and slow anyway)
+    seen = _scan(root)
+    index = gitindex.read_index(repository(root))
+    if not index.checksum:
         raise ValueError("no index to compare with")
-    checksum, _, record = known
-    seen = _scan(root, _racy_from(known))
-    if record is not None:
-        changed, gone = differences(record[0], seen)
-    else:
-        git_dir = repository(root)
-        offsets: list[int] = []
-        index = gitindex.read_index_data(git_dir, offsets)[0]
-        if index.checksum != checksum:
-            raise ValueError("the index changed while it was read")
-        changed, gone = _compared(index, seen.files(), git_dir, offsets, quiet=False)
-    wire: _Wire = (checksum, changed, gone, seen.oversized, seen.temp_files, seen.links, _cut(seen))
+    dirty, gone = compared(index, seen.files)
+    found = (seen.files, dirty, gone, seen.oversized, seen.temp_files, seen.links, _cut(seen))
+    wire: _Wire = (index.checksum, *found)
     return _MAGIC + marshal.dumps(wire)
 
 
-def _read_ahead(root: str, known: Known | None) -> GitIndex | None:
-    """The index with the stat record of ``known`` when that is still the index's, read while
-    the child finishes."""
-    if known is None or known[2] is None:
-        return None
-    from qmem_git.store import gitindex
-
-    return gitindex.read_recorded(repository(root), known[0], known[2])
-
-
-def _decode(data: bytes, root: str, ahead: GitIndex | None = None) -> Survey:
-    """The child's answer as a :class:`Survey`: the index and stat record it names (``ahead``
-    when that is the one, else read now; the child made the record if there was none), with
-    the differences it found applied. ValueError when the index or its record changed since."""
+def _decode(data: bytes, root: str) -> Survey:
+    """The child's answer as a :class:`Survey`, with the index it names read again (its
+    entries found by bisecting the file, not parsed). ValueError when the index changed since."""
     if not data.startswith(_MAGIC):
         raise ValueError("not a survey")
     from qmem_git.store import gitindex
 
     wire: _Wire = marshal.loads(data[len(_MAGIC) :])
-    checksum, changed, gone, oversized, temp_files, links, cut = wire
-    index = ahead
-    if index is None or index.checksum != checksum:
-        index = gitindex.read_recorded(repository(root), checksum)
-    if index is None or index.stamps is None:
+    checksum, files, dirty, gone, oversized, temp_files, links, cut = wire
+    index = gitindex.read_unparsed(repository(root), checksum)
+    if index is None:
         raise ValueError("the index changed since the survey")
-    files = dict(index.stamps)
-    for path in gone:
-        del files[path]
-    files.update(changed)
-    if None in files.values():  # a recorded unknown the child did not report: not ours
-        raise ValueError("the survey does not match the stat record")
-    scanned: dict[str, Stamp] = files  # type: ignore[assignment]  # no None left
-    return Survey(scanned, temp_files, index, set(changed), links, gone, oversized, cut)
+    return Survey(files, temp_files, index, dirty, links, gone, oversized, cut)

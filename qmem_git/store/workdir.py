@@ -10,12 +10,11 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from operator import itemgetter
 from typing import NamedTuple
 
-from qmem_git.core.codec import parse_document
+from qmem_git.core.codec import document_from_fields, parse_document
 from qmem_git.core.index import IndexResult, build_index, order_documents, qwen_order
 from qmem_git.core.model import INDEX_NAME, MAX_SCANNED_DOCUMENTS, Document
 from qmem_git.core.names import fold_name, is_indexable_path
-from qmem_git.store.keptdocs import Kept, kept_document, load_kept, save_kept
-from qmem_git.store.relocate import repository
+from qmem_git.store import doccache
 from qmem_git.store.survey import TEMP_MARKER
 from qmem_git.store.walk import read_text as read_text  # re-exported: ops read through here
 from qmem_git.store.walk import walk
@@ -34,13 +33,16 @@ class _SharedScan:
         files: dict[str, tuple[int, ...]],
         cuts: Mapping[int, int],
         changed: set[str] | None = None,
+        cache: str | None = None,
     ) -> None:
         self.root = os.path.abspath(root)
         self.changed = changed  # paths whose stat differed from the git index
         self.files = files
         self.docs: dict[tuple[str, int, int], Document | None] = {}
         self.cuts = dict(cuts)  # scan-order prefix length -> its mtime_ns cut
-        self.kept: Kept | None = None  # the last writer's documents, read on first need
+        self.cache = cache  # recall's parsed documents (``store.doccache``), shared with it
+        self.kept: dict[str, doccache.Entry] | None = None  # its entries, read on first need
+        self.entries: dict[str, doccache.Entry] = {}  # the entries of ``docs``
         self.parsed = False  # whether a document was parsed here (not taken from ``kept``)
 
 
@@ -53,6 +55,7 @@ def shared_scan(
     files: dict[str, tuple[int, ...]],
     cuts: Mapping[int, int] | None = None,
     changed: set[str] | None = None,
+    cache: str | None = None,
 ) -> Iterator[None]:
     """Within the block, :func:`scan_documents` of ``root`` uses ``files`` instead of walking.
 
@@ -62,8 +65,11 @@ def shared_scan(
     once. Files written through :func:`atomic_write` meanwhile are parsed again, and the
     stat of those ``files`` knew is kept current. ``cuts``: mtime cuts of ``files`` already
     known (see :func:`_scan_order`; the survey ranks the newest while the writer imports).
+    ``cache``: recall's document cache (``store.doccache``): documents it holds for unchanged
+    files are not parsed again, and what the block parsed is kept there for recall and the
+    next writer.
     """
-    scope = _SharedScan(root, files, cuts or {}, changed)
+    scope = _SharedScan(root, files, cuts or {}, changed, cache)
     _shared.append(scope)
     try:
         yield
@@ -73,15 +79,17 @@ def shared_scan(
 
 
 def _keep_documents(scope: _SharedScan) -> None:
-    """Keep the documents parsed in ``scope`` for the next writer (``store.keptdocs``),
-    unless they are what it found kept."""
-    docs = {
-        rel: doc
-        for (rel, mtime_ns, size), doc in scope.docs.items()
-        if scope.files.get(rel, (None, None))[:2] == (mtime_ns, size)
+    """Keep the documents parsed in ``scope`` in the document cache, unless they are what it
+    held already."""
+    entries = {
+        rel: entry
+        for rel, entry in scope.entries.items()
+        if scope.files.get(rel, (None, None))[:2] == entry[:2]
     }
-    if docs and (scope.parsed or scope.kept is None or docs.keys() != scope.kept.keys()):
-        save_kept(repository(scope.root), docs, scope.files)
+    if scope.cache is None or not entries:
+        return
+    if scope.parsed or scope.kept is None or entries.keys() != scope.kept.keys():
+        doccache.save_cache(scope.cache, scope.root, entries)
 
 
 def _note_rewritten(path: str, mtime_ns: int | None, size: int) -> None:
@@ -333,16 +341,18 @@ def _load_newest(
 
 
 def _load_shared(scope: _SharedScan, info: FileInfo) -> Document | None:
-    key = (info.relative_path, info.mtime_ns, info.size)
+    rel = info.relative_path
+    key = (rel, info.mtime_ns, info.size)
     if key not in scope.docs:
         if scope.kept is None:
-            scope.kept = load_kept(repository(scope.root))
-        rel = info.relative_path
-        hit, doc = kept_document(scope.kept, rel, scope.files.get(rel))
-        if not hit:
+            scope.kept = doccache.load_cache(scope.cache, scope.root) if scope.cache else {}
+        entry = scope.kept.get(rel)
+        if entry is None or not doccache.fresh(entry, info.mtime_ns, info.size):
             scope.parsed = True
-            doc = load_document(info)
-        scope.docs[key] = doc
+            entry = doccache.parse_entry(info.path, info.mtime_ns, info.size)
+        scope.entries[rel] = entry
+        fields, mtime_ms = entry[2], info.mtime_ns / 1_000_000
+        scope.docs[key] = None if fields is None else document_from_fields(fields, rel, mtime_ms)
     return scope.docs[key]
 
 

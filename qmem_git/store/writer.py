@@ -114,6 +114,7 @@ def _write(
     from dataclasses import replace
 
     from qmem_git.store import recovery
+    from qmem_git.store.doccache import cache_path
     from qmem_git.store.repo import apply_changeset, rebuild_only
     from qmem_git.store.workdir import shared_scan
 
@@ -131,7 +132,8 @@ def _write(
     files = state.files
     scope = None
     if files is not None:
-        scope = shared_scan(layout.memory_root, files, state.cuts, state.changed)
+        cache = cache_path(layout.state_dir)
+        scope = shared_scan(layout.memory_root, files, state.cuts, state.changed, cache)
     with scope or contextlib.nullcontext():
         changeset = plan()
         if report.held and report.commit is None and recover_worktree:

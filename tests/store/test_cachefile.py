@@ -10,7 +10,7 @@ from qmem_git.store.cachefile import put_in_place, read_checked, write_cache, wr
 
 
 def test_the_new_version_replaces_the_old_one(tmp_path: Path) -> None:
-    path, tmp = tmp_path / "qmem-stat", tmp_path / "qmem-stat.1.tmp"
+    path, tmp = tmp_path / "qmem-index", tmp_path / "qmem-index.1.tmp"
     path.write_bytes(b"old")
     old_inode = path.stat().st_ino
     tmp.write_bytes(b"new")
@@ -21,16 +21,16 @@ def test_the_new_version_replaces_the_old_one(tmp_path: Path) -> None:
 
 
 def test_a_first_version_needs_no_old_one(tmp_path: Path) -> None:
-    path, tmp = tmp_path / "qmem-docs", tmp_path / "qmem-docs.1.tmp"
+    path, tmp = tmp_path / "qmem-identity", tmp_path / "qmem-identity.1.tmp"
     tmp.write_bytes(b"first")
     put_in_place(str(tmp), str(path))
     assert path.read_bytes() == b"first" and sorted(p.name for p in tmp_path.iterdir()) == [
-        "qmem-docs"
+        "qmem-identity"
     ]
 
 
 def test_a_checked_file_gives_its_body_back_only_while_whole(tmp_path: Path) -> None:
-    path = tmp_path / "qmem-docs"
+    path = tmp_path / "qmem-identity"
     write_checked(str(path), b"head/1\n", b"body")
     assert read_checked(str(path), b"head/1\n") == b"body"
     assert read_checked(str(path), b"head/2\n") is None  # another format or key
@@ -41,7 +41,7 @@ def test_a_checked_file_gives_its_body_back_only_while_whole(tmp_path: Path) -> 
 
 
 def test_a_failed_write_leaves_no_temp_file(tmp_path: Path) -> None:
-    (tmp_path / "qmem-stat").mkdir()  # a folder in its place: the rename fails
+    (tmp_path / "qmem-index").mkdir()  # a folder in its place: the rename fails
     with pytest.raises(OSError):
-        write_cache(str(tmp_path / "qmem-stat"), b"data")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["qmem-stat"]
+        write_cache(str(tmp_path / "qmem-index"), b"data")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["qmem-index"]

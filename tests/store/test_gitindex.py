@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers_git import GitRepo, git_argv, gitdir, memory_text
 
-from qmem_git.store import gitindex, statrecord
+from qmem_git.store import gitindex
 
 
 @pytest.fixture
@@ -88,8 +88,10 @@ def lazy_and_parsed(repo: GitRepo) -> tuple[gitindex.GitIndex, gitindex.GitIndex
     """The same index twice: from its bytes and entry offsets (as a writer's survey hands it
     over), and parsed into a dict."""
     git_dir = str(gitdir(repo.root))
-    offsets: list[int] = []
-    parsed, data = gitindex.read_index_data(git_dir, offsets)
+    parsed = gitindex.read_index(git_dir)
+    data = (gitdir(repo.root) / "index").read_bytes()
+    offsets = gitindex.entry_offsets(data)
+    assert offsets is not None
     lazy = gitindex.GitIndex.from_base(
         data, offsets, parsed.version, parsed.mtime_ns, parsed.checksum
     )
@@ -172,56 +174,42 @@ def test_an_index_from_bytes_keeps_conflict_stages(tmp_path: Path) -> None:
     repo.git("write-tree")  # C git accepts the index (it refuses stage 0 beside stages)
 
 
-# --- the stat record -------------------------------------------------------------------------
+# --- reading an index a survey parsed elsewhere ------------------------------------------------
 
 
-def test_entry_offsets_equal_the_parser_s_on_indexes_git_wrote(repo: GitRepo) -> None:
+def test_entry_offsets_find_every_entry_of_indexes_git_wrote(repo: GitRepo) -> None:
     """Long names (over 0xFFF bytes) and extended flags included; version 4 has none."""
     repo.git("update-index", "--skip-worktree", "user/shared-prefix-03.md")  # version 3
     data = (gitdir(repo.root) / "index").read_bytes()
-    offsets: list[int] = []
-    gitindex.parse_index(data, 0, offsets)
-    assert gitindex.entry_offsets(data) == offsets and len(offsets) == 15
+    offsets = gitindex.entry_offsets(data)
+    assert offsets is not None and len(offsets) == 15  # 14 entries, then where they end
+    parsed = gitindex.parse_index(data)
+    pieces = [data[start:end] for start, end in zip(offsets, offsets[1:], strict=False)]
+    assert pieces == list(parsed.entries.values())
     repo.git("update-index", "--index-version", "4")
     assert gitindex.entry_offsets((gitdir(repo.root) / "index").read_bytes()) is None
     assert gitindex.entry_offsets(data[:100] + data[-20:]) is None  # entries cut off
 
 
-def recorded(repo: GitRepo) -> dict[str, statrecord.Stamp | None] | None:
-    git_dir = str(gitdir(repo.root))
-    tail = gitindex.index_tail(git_dir)
-    assert tail is not None
-    record = statrecord.read(git_dir, tail[0])
-    return None if record is None else statrecord.stamps_of(record)
-
-
-def test_the_recorded_index_equals_the_parsed_one(repo: GitRepo) -> None:
+def test_the_unparsed_index_equals_the_parsed_one(repo: GitRepo) -> None:
     git_dir = str(gitdir(repo.root))
     index = gitindex.read_index(git_dir)
-    index.adopt_stamps({}, set())
+    index.head = "0" * 40
     gitindex.write_index(git_dir, index)
     checksum = (gitdir(repo.root) / "index").read_bytes()[-20:]
-    lazy = gitindex.read_recorded(git_dir, checksum)
-    assert lazy is not None and lazy.stamps == recorded(repo)
+    lazy = gitindex.read_unparsed(git_dir, checksum)
+    assert lazy is not None
     parsed = gitindex.read_index(git_dir)
     assert gitindex.render_index(lazy) == gitindex.render_index(parsed)
-    assert lazy.head == parsed.head and lazy.mtime_ns == parsed.mtime_ns
+    assert lazy.head == parsed.head == "0" * 40 and lazy.mtime_ns == parsed.mtime_ns
+    assert gitindex.read_unparsed(git_dir, b"\1" * 20) is None  # another index now
 
 
-def test_a_recorded_index_whose_bytes_were_damaged_is_not_used(repo: GitRepo) -> None:
+def test_an_unparsed_index_whose_bytes_were_damaged_is_not_used(repo: GitRepo) -> None:
     git_dir = str(gitdir(repo.root))
-    index = gitindex.read_index(git_dir)
-    index.adopt_stamps({}, set())
-    gitindex.write_index(git_dir, index)
+    gitindex.write_index(git_dir, gitindex.read_index(git_dir))
     path = gitdir(repo.root) / "index"
     data = bytearray(path.read_bytes())
     data[40] ^= 1  # inside the first entry; the trailer still names the old content
     path.write_bytes(bytes(data))
-    assert gitindex.read_recorded(git_dir, bytes(data[-20:])) is None
-
-
-def test_setting_the_entries_outright_forgets_the_stamps() -> None:
-    index = gitindex.GitIndex()
-    assert index.stamps == {}
-    index.entries = {}
-    assert index.stamps is None
+    assert gitindex.read_unparsed(git_dir, bytes(data[-20:])) is None

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers_git import GitRepo, gitdir, memory_text
 
-from qmem_git.store import gitindex, statrecord, survey
+from qmem_git.store import gitindex, survey
 from qmem_git.store.survey import TEMP_MARKER, Survey
 
 
@@ -104,7 +104,7 @@ def fake_child(root: str, shared: mmap.mmap, answer: bytes | None, code: int) ->
             os.write(said, b"!")
         os._exit(code)
     os.close(said)
-    return survey.Pending(root, pid, shared, None, ready)
+    return survey.Pending(root, pid, shared, ready)
 
 
 def framed(data: bytes, size: int | None = None) -> bytes:
@@ -117,7 +117,7 @@ def framed(data: bytes, size: int | None = None) -> bytes:
 def test_a_child_without_a_whole_answer_means_surveying_here(repo: GitRepo, case: str) -> None:
     """Only a child that says its answer is whole (a byte on the pipe, written after it) is
     believed; else the survey is made here."""
-    whole = survey._encoded(repo.path, survey._known(repo.path))
+    whole = survey._encoded(repo.path)
     answer, code = {
         "nothing": (None, 0),
         "failed": (framed(whole), 1),
@@ -135,7 +135,7 @@ def test_a_child_without_a_whole_answer_means_surveying_here(repo: GitRepo, case
 
 def test_a_whole_answer_is_used_as_it_is(repo: GitRepo) -> None:
     """The parent decodes what the child left (not a scan of its own made later)."""
-    whole = survey._encoded(repo.path, survey._known(repo.path))
+    whole = survey._encoded(repo.path)
     shared = mmap.mmap(-1, 1 << 20)
     pending = fake_child(repo.path, shared, framed(whole), 0)
     repo.write("user/m0.md", memory_text("user", "m0", "changed after the child looked"))
@@ -156,8 +156,8 @@ def test_an_answer_too_big_to_share_means_surveying_here(
 def test_the_shared_room_follows_the_index_size(repo: GitRepo) -> None:
     """Room for the answer, not a fixed 64 MiB a small ``ulimit -v`` cannot spare."""
     index_bytes = (gitdir(repo.root) / "index").stat().st_size
-    whole = survey._encoded(repo.path, survey._known(repo.path))
-    assert len(whole) + 8 <= survey._shared_size(repo.path) <= 2 * index_bytes + (1 << 20)
+    whole = survey._encoded(repo.path)
+    assert len(whole) + 8 <= survey._shared_size(repo.path) <= 2 * index_bytes + (4 << 20)
 
 
 def test_closing_an_uncollected_survey_reaps_the_child(repo: GitRepo) -> None:
@@ -227,98 +227,12 @@ def test_an_answered_child_is_reaped_without_waiting_for_its_exit(repo: GitRepo)
         os.waitpid(pid, os.WNOHANG)
 
 
-# --- the stat record: a dict comparison instead of parsing the index --------------------------
-
-
-def record_of(repo: GitRepo) -> dict[str, object] | None:
-    git_dir = str(gitdir(repo.root))
-    record = statrecord.read(git_dir, (gitdir(repo.root) / "index").read_bytes()[-20:])
-    return None if record is None else dict(statrecord.stamps_of(record))
+# --- the comparison with the index -----------------------------------------------------------
 
 
 def seen_of(result: Survey) -> tuple[object, ...]:
-    """A survey without its index's entries (listing them would parse the index)."""
     gone = None if result.gone is None else sorted(result.gone)
     return (result.files, sorted(result.dirty), gone, result.oversized, result.links)
-
-
-def test_a_survey_records_what_it_found_clean_so_the_next_parses_nothing(
-    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    assert record_of(repo) is None  # C git wrote the index: no record yet
-    first = survey.survey(repo.path)  # parses it, and records the stamps it found clean
-    assert record_of(repo) == first.files and first.dirty == set()
-
-    def no_parsing(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the index was parsed")
-
-    monkeypatch.setattr(gitindex, "parse_index", no_parsing)
-    monkeypatch.setattr(gitindex.GitIndex, "stat_dirty", no_parsing)
-    here = survey.survey(repo.path)
-    forked = survey.start(repo.path).result()  # the child inherits the patched module
-    assert seen_of(here) == seen_of(forked) == seen_of(first)
-    assert here.index is not None and here.index.get("user/m1.md") is not None
-
-
-def test_a_child_records_an_index_another_program_wrote(repo: GitRepo) -> None:
-    survey.survey(repo.path)
-    repo.write("user/m3.md", memory_text("user", "m3", "fact 3"))
-    repo.git("add", "user/m3.md")  # a new index, no record for it
-    assert record_of(repo) is None
-    result = survey.start(repo.path).result()
-    assert result.dirty <= {"user/m3.md"}  # racily clean if added in the index's clock tick
-    record = record_of(repo)
-    assert record is not None and sorted(record) == sorted(result.files)
-    assert record["user/m3.md"] == (None if result.dirty else result.files["user/m3.md"])
-
-
-def test_an_edit_that_keeps_size_and_mtime_is_still_found(repo: GitRepo) -> None:
-    """The record keeps the change time too, which no one can set back."""
-    survey.survey(repo.path)
-    path = repo.root / "user" / "m1.md"
-    st = path.stat()
-    path.write_text(path.read_text().replace("fact 1", "fakt 1"))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
-    assert survey.survey(repo.path).dirty == {"user/m1.md"}
-    assert survey.start(repo.path).result().dirty == {"user/m1.md"}
-
-
-def test_a_recorded_file_as_new_as_the_index_is_racily_clean(repo: GitRepo) -> None:
-    """An edit in the same clock tick as the index write leaves the stamp as recorded: git's
-    rule still applies, a file not older than the index gets hashed."""
-    path = repo.root / "user" / "m2.md"
-    future = time.time_ns() + 100 * 1_000_000_000
-    os.utime(path, ns=(future, future))
-    git_dir = str(gitdir(repo.root))
-    scan = survey._scan(repo.path, 1 << 64)
-    index = gitindex.read_index(git_dir)
-    index.adopt_stamps(scan.files(), set())  # recorded as clean, stamp and all
-    gitindex.write_index(git_dir, index)
-    assert record_of(repo) == scan.files()
-    assert survey.survey(repo.path).dirty == {"user/m2.md"}
-    assert survey.start(repo.path).result().dirty == {"user/m2.md"}
-
-
-def test_recorded_unknowns_are_dirty_until_a_write_knows_them(repo: GitRepo) -> None:
-    git_dir = str(gitdir(repo.root))
-    index = gitindex.read_index(git_dir)
-    index.adopt_stamps(survey._scan(repo.path, 1 << 64).files(), {"user/m0.md"})
-    gitindex.write_index(git_dir, index)
-    record = record_of(repo)
-    assert record is not None and record["user/m0.md"] is None
-    here = survey.survey(repo.path)
-    assert here.dirty == {"user/m0.md"} and "user/m0.md" in here.files
-    assert seen_of(survey.start(repo.path).result()) == seen_of(here)
-
-
-# --- folder by folder: what a recorded folder's comparison finds ----------------------------
-
-
-def recorded_repo(repo: GitRepo) -> None:
-    """A record for the index as it is (the first survey makes it)."""
-    survey.survey(repo.path)
-    assert record_of(repo) is not None
 
 
 def both(repo: GitRepo) -> tuple[Survey, Survey]:
@@ -328,38 +242,40 @@ def both(repo: GitRepo) -> tuple[Survey, Survey]:
     return here, forked
 
 
-def test_a_folder_listed_in_another_order_is_compared_file_by_file(repo: GitRepo) -> None:
-    """The record keeps each folder in the order it lists its files; a folder listed in
-    another order (copied, rebuilt) is no cheap match, but no file in it is taken as changed."""
-    recorded_repo(repo)
+def test_an_edit_that_keeps_size_and_mtime_is_still_found(repo: GitRepo) -> None:
+    """The index keeps the change time too, which no one can set back."""
+    path = repo.root / "user" / "m1.md"
+    st = path.stat()
+    path.write_text(path.read_text().replace("fact 1", "fakt 1"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    for result in both(repo):
+        assert result.dirty == {"user/m1.md"}
+
+
+def test_a_file_as_new_as_the_index_is_racily_clean(repo: GitRepo) -> None:
+    """An edit in the same clock tick as the index write leaves the entry's stat as it was:
+    git's rule applies, a file not older than the index gets hashed."""
+    path = repo.root / "user" / "m2.md"
+    future = time.time_ns() + 100 * 1_000_000_000
+    os.utime(path, ns=(future, future))
     git_dir = str(gitdir(repo.root))
-    checksum = (gitdir(repo.root) / "index").read_bytes()[-20:]
-    record = statrecord.read(git_dir, checksum)
-    assert record is not None
-    folders = dict(record[0])
-    names = folders["user/"][0].split("\0")
-    known = statrecord.folder_stamps(folders["user/"])
-    names.reverse()
-    flat = [number for name in names for number in known[name]]
-    folders["user/"] = ("\0".join(names), statrecord.pack(flat))
-    index = gitindex.read_recorded(git_dir, checksum)
-    assert index is not None
-    index.recorded = folders
-    seen = survey._scan(repo.path, 1 << 64)
-    assert survey.differences(folders, seen) == ({}, set())
-    assert survey.differences(record[0], seen) == ({}, set())
+    index = gitindex.read_index(git_dir)
+    index.set("user/m2.md", path.stat(), repo.git("rev-parse", "HEAD:user/m2.md").strip())
+    gitindex.write_index(git_dir, index)  # its entry holds the file's stat exactly
+    for result in both(repo):
+        assert result.dirty == {"user/m2.md"}
 
 
 def test_files_and_folders_come_and_go(repo: GitRepo) -> None:
-    recorded_repo(repo)
-    repo.write("user/m9.md", memory_text("user", "m9", "a new fact in a recorded folder"))
+    repo.write("user/m9.md", memory_text("user", "m9", "a new fact in a known folder"))
     repo.write("project/new.md", memory_text("project", "new", "a new folder"))
     (repo.root / "user" / "m1.md").unlink()
     here, _ = both(repo)
     assert here.dirty == {"user/m9.md", "project/new.md"} and here.gone == {"user/m1.md"}
     for number in (0, 2, 9):
         (repo.root / "user" / f"m{number}.md").unlink()
-    (repo.root / "user").rmdir()  # a recorded folder gone as a whole
+    (repo.root / "user").rmdir()  # a tracked folder gone as a whole
     here, _ = both(repo)
     assert here.gone == {"user/m0.md", "user/m1.md", "user/m2.md"}
     assert here.dirty == {"project/new.md"}

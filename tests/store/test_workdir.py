@@ -443,7 +443,7 @@ def test_a_writer_ranks_from_the_cut_its_survey_found(
     for number in range(9):
         write_doc(tmp_path, f"user/m{number}.md", mtime_ns=BASE_NS + number * 1_000_000_000)
     monkeypatch.setattr(survey, "NEWEST", 4)
-    seen = survey._scan(str(tmp_path), 1 << 64)
+    seen = survey._scan(str(tmp_path))
     cut = survey._cut(seen)
     assert cut == BASE_NS + 5 * 1_000_000_000  # the 4th newest
     expected = [doc.relative_path for doc in scan_documents(str(tmp_path), 2)]
@@ -452,6 +452,63 @@ def test_a_writer_ranks_from_the_cut_its_survey_found(
         raise AssertionError("ranked again")
 
     monkeypatch.setattr(heapq, "nlargest", no_ranking)
-    with workdir.shared_scan(str(tmp_path), dict(seen.files()), {4: cut}):
+    with workdir.shared_scan(str(tmp_path), dict(seen.files), {4: cut}):
         found = [doc.relative_path for doc in scan_documents(str(tmp_path), 2)]
     assert found == expected == ["user/m8.md", "user/m7.md"]
+
+
+# --- a writer's documents come from, and go to, recall's document cache ----------------------
+
+
+def cached_scan(root: Path, cache: Path) -> list[object]:
+    """One writer's view: a scan, then the documents, within :func:`workdir.shared_scan`."""
+    from qmem_git.store import survey
+
+    with workdir.shared_scan(str(root), dict(survey._scan(str(root)).files), cache=str(cache)):
+        return list(scan_documents(str(root)))
+
+
+@pytest.fixture
+def five(tmp_path: Path) -> Path:
+    for number in range(5):
+        write_doc(tmp_path / "memory", f"user/m{number}.md", mtime_ns=BASE_NS + number)
+    (tmp_path / "memory" / "user" / "broken.md").write_text("no frontmatter at all\n")
+    return tmp_path / "memory"
+
+
+def test_the_next_writer_and_recall_use_what_a_writer_parsed(
+    five: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qmem_git.store import doccache
+
+    cache = tmp_path / "state" / doccache.CACHE_FILE
+    first = cached_scan(five, cache)
+    assert len(first) == 5 and cache.exists()
+
+    def no_parsing(*args: object) -> None:
+        raise AssertionError(f"parsed {args}")
+
+    monkeypatch.setattr(doccache, "parse_entry", no_parsing)
+    assert cached_scan(five, cache) == first  # the broken file is cached as no document too
+    recalled = doccache.scan_cached(str(five), str(tmp_path / "state"))  # parses nothing either
+    assert [doc.to_document() for doc in recalled] == first
+
+
+def test_a_file_changed_since_it_was_cached_is_parsed_again(five: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "state" / "docs.marshal"
+    cached_scan(five, cache)
+    (five / "user" / "m2.md").write_text(
+        "---\nname: m2\ndescription: d\ntype: user\n---\n\na new fact, longer\n"
+    )
+    docs = {doc.relative_path: doc for doc in cached_scan(five, cache)}  # type: ignore[attr-defined]
+    assert "a new fact, longer" in docs["user/m2.md"].body
+
+
+def test_a_damaged_cache_costs_a_parse_never_a_wrong_document(five: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "state" / "docs.marshal"
+    first = cached_scan(five, cache)
+    data = cache.read_bytes()
+    cache.write_bytes(data[: len(data) // 2])  # cut short
+    assert cached_scan(five, cache) == first
+    cache.write_bytes(b"\0" * 64)
+    assert cached_scan(five, cache) == first
