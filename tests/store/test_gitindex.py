@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import subprocess
 from pathlib import Path
 
@@ -184,7 +185,7 @@ def test_entry_offsets_find_every_entry_of_indexes_git_wrote(repo: GitRepo) -> N
     offsets = gitindex.entry_offsets(data)
     assert offsets is not None and len(offsets) == 15  # 14 entries, then where they end
     parsed = gitindex.parse_index(data)
-    pieces = [data[start:end] for start, end in zip(offsets, offsets[1:], strict=False)]
+    pieces = [data[start:end] for start, end in itertools.pairwise(offsets)]
     assert pieces == list(parsed.entries.values())
     repo.git("update-index", "--index-version", "4")
     assert gitindex.entry_offsets((gitdir(repo.root) / "index").read_bytes()) is None
