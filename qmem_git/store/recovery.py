@@ -211,7 +211,7 @@ def _recover(
         if rel.endswith(".md"):
             found.held.setdefault(rel, SYMLINK)
     cuts = {} if seen.cut is None else {survey.NEWEST: seen.cut}
-    state = WorkState(_render_files(seen.files, seen.oversized), index, cuts, candidates, started)
+    state = WorkState(_render_files(seen.files, seen.linked), index, cuts, candidates, started)
     warnings = []
     if undone is not None:
         op, paths = undone
@@ -451,14 +451,15 @@ def _read(path: str) -> bytes:
 
 
 def _render_files(
-    files: Mapping[str, tuple[int, ...]], oversized: list[str]
+    files: Mapping[str, tuple[int, ...]], linked: Mapping[str, tuple[int, ...]]
 ) -> dict[str, tuple[int, ...]]:
-    """rel -> (mtime_ns, size, ...) of the files MEMORY.md is built from: ``files`` but those over
-    the size limit (``oversized``, which the survey lists) and MEMORY.md. The copy is made in
-    C, not by a comprehension over 10,000 files."""
+    """rel -> (mtime_ns, size, ...) of the files MEMORY.md is built from, as Qwen Code lists
+    them: ``files`` (any size: Qwen reads what qmem-git holds back), what Qwen reaches through
+    symlinks (``linked``), not MEMORY.md. The copy is made in C, not by a comprehension over
+    10,000 files."""
     render = dict(files)
-    for rel in (*oversized, INDEX_NAME):
-        render.pop(rel, None)
+    render.update(linked)
+    render.pop(INDEX_NAME, None)
     return render
 
 

@@ -38,7 +38,7 @@ from qmem_git.core.changes import ChangeSet, FileChange, render_commit_message
 from qmem_git.core.index import IndexResult, build_index
 from qmem_git.core.limits import CURSOR_NAME, META_NAME, SESSIONS_NAME, STATE_DIR_NAMES
 from qmem_git.core.model import INDEX_NAME, MAX_FILE_BYTES
-from qmem_git.core.names import collision_message, fold_name, path_prefixes
+from qmem_git.core.names import check_segment, collision_message, fold_name, path_prefixes
 from qmem_git.core.paths import Layout, is_legacy_repo
 from qmem_git.core.text import clean_text, content_problem
 from qmem_git.errors import InvalidMemoryFile, QmemError, RepoCorrupt, RepoLocked, UnsafePath
@@ -735,7 +735,7 @@ def _tz_seconds(now: datetime) -> int:
 
 
 def check_memory_path(rel: str, *, writing: bool = True) -> str:
-    """A ChangeSet path must be a relative path inside the memory root, outside dot-folders;
+    """A ChangeSet path must be a relative path inside the memory root, never in a ``.git``;
     one to write must also be a ``*.md`` name free of control characters. One to delete may be
     any name C git committed there (a link where memories go, which recovery removes)."""
     parts = rel.split("/")
@@ -744,7 +744,7 @@ def check_memory_path(rel: str, *, writing: bool = True) -> str:
         or rel.startswith("/")
         or "\\" in rel
         or any(p in ("", ".", "..") for p in parts)
-        or any(p.startswith(".") for p in parts[:-1])
+        or any(check_segment(p) for p in parts[:-1] if p.startswith("."))  # .git, not .notes
         or rel == INDEX_NAME
         or posixpath.normpath(rel) != rel
         or (writing and any(ord(char) < 0x20 or ord(char) == 0x7F for char in rel))

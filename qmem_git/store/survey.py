@@ -20,6 +20,7 @@ import gc
 import marshal
 import mmap
 import os
+import stat
 
 from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, MAX_SCANNED_DOCUMENTS
 from qmem_git.store.relocate import repository
@@ -42,9 +43,11 @@ class Survey:
     disk (None when the index cannot be read). ``oversized``: the files over
     ``MAX_FILE_BYTES``. ``cut``: the mtime_ns of the :data:`NEWEST`-th newest file MEMORY.md
     may be built from (all but MEMORY.md and the oversized), None when there are no more;
-    ``store.workdir`` ranks only the files from it on. ``links``: symlinks
-    outside dot-folders (never followed; recovery reports those named like memory files
-    or standing for a memory folder). Plain class: it is built on every write.
+    ``store.workdir`` ranks only the files from it on. ``links``: symlinks (never committed;
+    recovery reports those named like memory files or standing for a memory folder).
+    ``linked``: the ``*.md`` files Qwen Code reaches through them (a linked file, or files in a
+    linked folder), with the stamp of what they point at: MEMORY.md lists them, as Qwen's
+    does, but they are never committed. Plain class: it is built on every write.
     """
 
     def __init__(
@@ -57,8 +60,10 @@ class Survey:
         gone: set[str] | None = None,
         oversized: list[str] | None = None,
         cut: int | None = None,
+        linked: dict[str, Stamp] | None = None,
     ) -> None:
         self.files = files
+        self.linked = linked or {}
         self.temp_files = temp_files
         self.index = index
         self.dirty = dirty
@@ -69,18 +74,21 @@ class Survey:
 
 
 def survey(root: str) -> Survey:
-    """Scan ``root`` (dot-dirs and symlinks skipped, spec §5) and compare it with the index."""
+    """Scan ``root`` as Qwen Code lists it (see :func:`_scan`) and compare it with the index."""
     from qmem_git.store import gitindex
 
     seen = _scan(root)
+    index: GitIndex | None = None
+    dirty, gone = set(seen.files), None
     try:
         index = gitindex.read_index(repository(root))
     except gitindex.IndexUnreadable:
-        return Survey(seen.files, seen.temp_files, None, set(seen.files), seen.links)
-    dirty, gone = compared(index, seen.files)
-    return Survey(
-        seen.files, seen.temp_files, index, dirty, seen.links, gone, seen.oversized, _cut(seen)
-    )
+        pass
+    else:
+        dirty, gone = compared(index, seen.files)
+    cut = _cut(seen)
+    found = (seen.links, gone, seen.oversized, cut, seen.linked)
+    return Survey(seen.files, seen.temp_files, index, dirty, *found)
 
 
 def compared(index: GitIndex, files: dict[str, Stamp]) -> tuple[set[str], set[str]]:
@@ -91,15 +99,16 @@ def compared(index: GitIndex, files: dict[str, Stamp]) -> tuple[set[str], set[st
 
 class _Scan:
     """What :func:`_scan` found: every memory file -> its stamp; our temp files (full paths),
-    symlinks, and the files over ``MAX_FILE_BYTES``."""
+    symlinks, the files over ``MAX_FILE_BYTES``, and what Qwen reaches through symlinks."""
 
-    __slots__ = ("files", "links", "oversized", "temp_files")
+    __slots__ = ("files", "linked", "links", "oversized", "temp_files")
 
     def __init__(self) -> None:
         self.files: dict[str, Stamp] = {}
         self.temp_files: list[str] = []
         self.links: list[str] = []
         self.oversized: list[str] = []
+        self.linked: dict[str, Stamp] = {}
 
 
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -107,7 +116,9 @@ _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _scan(root: str) -> _Scan:
-    """Every memory file's lstat, dot-folders and symlinks skipped, and our temp files.
+    """Every ``*.md`` file's lstat, at any depth (dot-folders too, as Qwen Code's recursive
+    ``readdir`` lists them), and our temp files. Symlinks are noted, never committed; the
+    ``*.md`` files Qwen reaches through them go to ``linked`` (see :func:`_follow`).
 
     Each folder is listed through a descriptor, so that each ``lstat`` resolves one name
     instead of the whole path (~15% of the scan); a folder is opened without following a
@@ -132,8 +143,8 @@ def _scan(root: str) -> _Scan:
 def _cut(seen: _Scan) -> int | None:
     """:attr:`Survey.cut` of a scan (ranking 10,000 times costs ~2 ms: a forked survey does it
     while the parent still imports)."""
-    left_out = {*seen.oversized, INDEX_NAME}
-    mtimes = [stamp[0] for path, stamp in seen.files.items() if path not in left_out]
+    mtimes = [stamp[0] for path, stamp in seen.files.items() if path != INDEX_NAME]
+    mtimes += [stamp[0] for stamp in seen.linked.values()]
     if len(mtimes) <= NEWEST:
         return None
     import heapq
@@ -176,13 +187,36 @@ def _take(
             if st.st_size > MAX_FILE_BYTES:
                 seen.oversized.append(prefix + name)
         elif entry.is_dir(follow_symlinks=False):
-            if name[0] != ".":
-                stack.append((prefix + name + "/", os.path.join(directory, name), _NO_FOLLOW))
+            stack.append((prefix + name + "/", os.path.join(directory, name), _NO_FOLLOW))
         elif entry.is_symlink():
-            if name[0] != ".":
-                seen.links.append(prefix + name)
+            seen.links.append(prefix + name)
+            _follow(seen.linked, prefix + name, os.path.join(directory, name), set())
         elif TEMP_MARKER in name:
             seen.temp_files.append(os.path.join(directory, name))
+
+
+def _follow(linked: dict[str, Stamp], rel: str, path: str, seen: set[tuple[int, int]]) -> None:
+    """What Qwen Code lists behind the symlink at ``rel``: the file it points at when it is a
+    ``*.md`` one, every ``*.md`` below the folder it points at (Node's recursive ``readdir``
+    follows linked folders). ``seen``: the folders on the way, so a loop ends."""
+    try:
+        st = os.stat(path)
+    except OSError:  # dangling, or a loop
+        return
+    if stat.S_ISREG(st.st_mode):
+        if rel.endswith(".md"):
+            linked[rel] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+        return
+    if not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) in seen:
+        return
+    seen.add((st.st_dev, st.st_ino))
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return
+    for name in names:
+        _follow(linked, f"{rel}/{name}", os.path.join(path, name), seen)
+    seen.discard((st.st_dev, st.st_ino))
 
 
 class Pending:
@@ -357,7 +391,7 @@ def _threads_running() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-# (index trailer, files -> stamp, dirty, gone, oversized, temp files, links, cut)
+# (index trailer, files -> stamp, dirty, gone, oversized, temp files, links, cut, linked)
 _Wire = tuple[
     bytes,
     "dict[str, Stamp]",
@@ -367,6 +401,7 @@ _Wire = tuple[
     "list[str]",
     "list[str]",
     "int | None",
+    "dict[str, Stamp]",
 ]
 
 
@@ -380,7 +415,10 @@ def _encoded(root: str) -> bytes:
     if not index.checksum:
         raise ValueError("no index to compare with")
     dirty, gone = compared(index, seen.files)
-    found = (seen.files, dirty, gone, seen.oversized, seen.temp_files, seen.links, _cut(seen))
+    found = (
+        *(seen.files, dirty, gone, seen.oversized, seen.temp_files, seen.links),
+        *(_cut(seen), seen.linked),
+    )
     wire: _Wire = (index.checksum, *found)
     return _MAGIC + marshal.dumps(wire)
 
@@ -393,8 +431,8 @@ def _decode(data: bytes, root: str) -> Survey:
     from qmem_git.store import gitindex
 
     wire: _Wire = marshal.loads(data[len(_MAGIC) :])
-    checksum, files, dirty, gone, oversized, temp_files, links, cut = wire
+    checksum, files, dirty, gone, oversized, temp_files, links, cut, linked = wire
     index = gitindex.read_unparsed(repository(root), checksum)
     if index is None:
         raise ValueError("the index changed since the survey")
-    return Survey(files, temp_files, index, dirty, links, gone, oversized, cut)
+    return Survey(files, temp_files, index, dirty, links, gone, oversized, cut, linked)

@@ -1,10 +1,10 @@
 """Finding memory files on disk: one walk shared by every scan, cheap enough for the hook path.
 
-Rules (spec §5, ARCHITECTURE §3): regular ``*.md`` files, except ``MEMORY.md`` at any depth,
-files over 256 KiB, symlinks and anything below a dot-directory. Dot-*files* ending in ``.md``
-are listed, as Qwen Code indexes them too. Writers that must see oversized files as well (to
-hold them back from a commit and say so) call :func:`memory_paths`; :func:`is_memory_path` is
-the same rule for a path taken from a git tree. Only ``os`` and ``stat`` are imported.
+Rules: what Qwen Code 0.24's recursive ``readdir`` lists: every ``*.md`` at any depth, dot-folders
+included, of any size, except ``MEMORY.md`` at any depth; a symlinked file or folder is followed
+(what it points at is read, as Qwen reads it). What qmem-git commits (:func:`memory_paths`,
+``versioned``) follows no symlink and keeps a nested ``MEMORY.md``; :func:`is_memory_path` is the
+rule for a path taken from a git tree. Only ``os`` and ``stat`` are imported.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import errno
 import os
 import stat
 
-from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, STATE_DIR_NAMES
+from qmem_git.core.limits import INDEX_NAME, STATE_DIR_NAMES
 from qmem_git.core.paths import git_dir_of, is_legacy_repo, legacy_git_dir, worktree_of
 from qmem_git.errors import QmemError, UsageError
 
@@ -27,20 +27,27 @@ if TYPE_CHECKING:
     Found = tuple[float, str, str, int, int]
 
 
-def walk(root: str, max_bytes: int = MAX_FILE_BYTES, *, versioned: bool = False) -> list[Found]:
-    """Every memory file under ``root`` of at most ``max_bytes``; a missing root is empty.
-    ``versioned``: every file qmem-git commits, so also files named MEMORY.md below the root
-    (Qwen Code skips that name at any depth; to history they are plain files)."""
+def walk(root: str, max_bytes: int = _ANY_SIZE, *, versioned: bool = False) -> list[Found]:
+    """Every memory file under ``root`` of at most ``max_bytes``, as Qwen Code lists them; a
+    missing root is empty. ``versioned``: every file qmem-git commits instead: no symlink
+    followed, and files named MEMORY.md below the root kept (Qwen Code skips that name at any
+    depth; to history they are plain files)."""
     found: list[Found] = []
     stack = [("", root)]
+    folders: set[tuple[int, int]] = set()  # folders seen: a link back to one ends there
+    try:
+        top = os.stat(root)
+        folders.add((top.st_dev, top.st_ino))
+    except OSError:
+        return found
     while stack:
         prefix, directory = stack.pop()
         nested = versioned and bool(prefix)
         try:
             with os.scandir(directory) as entries:
                 for entry in entries:
-                    _visit(entry, prefix, stack, found, max_bytes, nested)
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
+                    _visit(entry, prefix, stack, found, max_bytes, nested, versioned, folders)
+        except OSError:
             continue
     return found
 
@@ -58,14 +65,10 @@ def is_memory_path(rel: str) -> bool:
 
 
 def is_versioned_path(rel: str) -> bool:
-    """A path qmem-git commits from the work tree: any ``*.md`` outside dot-folders but the
-    root's MEMORY.md (generated, committed by every writer itself)."""
-    parts = rel.split("/")
-    return (
-        rel.endswith(".md")
-        and rel != INDEX_NAME
-        and not any(part.startswith(".") for part in parts[:-1])
-    )
+    """A path qmem-git commits from the work tree: any ``*.md`` but the root's MEMORY.md
+    (generated, committed by every writer itself). One in a ``.git`` folder is held back as
+    an unsafe path (``core.holdback``)."""
+    return rel.endswith(".md") and rel != INDEX_NAME
 
 
 def check_store(layout: Layout) -> None:
@@ -195,20 +198,25 @@ def _visit(
     stack: list[tuple[str, str]],
     found: list[Found],
     max_bytes: int,
-    nested_index: bool = False,
+    nested_index: bool,
+    versioned: bool,
+    folders: set[tuple[int, int]],
 ) -> None:
     name = entry.name
-    if entry.is_symlink():
-        return
-    if entry.is_dir(follow_symlinks=False):
-        if name[0] != ".":
-            stack.append((prefix + name + "/", entry.path))
-        return
-    if not name.endswith(".md") or (name == INDEX_NAME and not nested_index):
+    link = entry.is_symlink()
+    if link and versioned:
         return
     try:
-        info = entry.stat(follow_symlinks=False)
-    except OSError:  # removed by a concurrent writer between listing and stat
+        info = entry.stat(follow_symlinks=True)  # a link: what it points at, as Qwen reads it
+    except OSError:  # dangling, or removed by a concurrent writer between listing and stat
+        return
+    if stat.S_ISDIR(info.st_mode):
+        if link and (info.st_dev, info.st_ino) in folders:
+            return  # a loop: Qwen's walk ends there too, with an error
+        folders.add((info.st_dev, info.st_ino))
+        stack.append((prefix + name + "/", entry.path))
+        return
+    if not name.endswith(".md") or (name == INDEX_NAME and not nested_index):
         return
     if stat.S_ISREG(info.st_mode) and info.st_size <= max_bytes:
         mtime_ns = info.st_mtime_ns
