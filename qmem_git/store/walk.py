@@ -4,7 +4,9 @@ Rules (spec §5, ARCHITECTURE §3): regular ``*.md`` files, except ``MEMORY.md``
 files over 256 KiB, symlinks and anything below a dot-directory. Dot-*files* ending in ``.md``
 are listed, as Qwen Code indexes them too. Writers that must see oversized files as well (to
 hold them back from a commit and say so) call :func:`memory_paths`; :func:`is_memory_path` is
-the same rule for a path taken from a git tree. Only ``os`` and ``stat`` are imported.
+the same rule for a path taken from a git tree. :func:`agent_listing` is Qwen Code 0.24.4's own
+listing instead (dot-folders and symlinks included; docs/real-clients.md). Only ``os`` and
+``stat`` are imported.
 """
 
 from __future__ import annotations
@@ -43,6 +45,91 @@ def walk(root: str, max_bytes: int = MAX_FILE_BYTES, *, versioned: bool = False)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             continue
     return found
+
+
+# Qwen Code 0.24.4 lists with node's fs.readdir(root, {recursive: true}): a symlink loop is
+# followed until the kernel's ELOOP, and two loops in one folder make 2**40 entries; Qwen then
+# never finishes, qmem-git stops here instead
+MAX_AGENT_ENTRIES = 1_000_000
+
+if TYPE_CHECKING:
+    Listed = tuple[str, os.stat_result | None]
+
+
+def agent_entries(root: str, max_entries: int = MAX_AGENT_ENTRIES) -> list[Listed]:
+    """What Qwen Code 0.24.4's ``listMarkdownFiles`` lists under ``root``, in its order (UTF-16
+    code units), each with the ``stat`` Qwen takes of it (symlinks followed; None when that
+    fails: a dangling link, ELOOP). Every name ending in ``.md`` (case-sensitive) but those
+    named ``MEMORY.md``, at any depth: dot-folders (``.git`` too) and symlinked folders are
+    descended, a symlink to a folder as long as the kernel resolves it. Nothing is read.
+
+    A missing root is empty; a folder that cannot be listed raises :class:`OSError` (Qwen's
+    rebuild fails then too), except one removed while walking, which is skipped. Names that
+    are not UTF-8 are left out (Qwen reads them with U+FFFD and cannot open them). More than
+    ``max_entries`` entries of any kind raise :class:`QmemError`.
+    """
+    listed: list[Listed] = []
+    seen = 0
+    stack = [("", root)]
+    while stack:
+        prefix, directory = stack.pop()
+        try:
+            with os.scandir(directory) as scan:
+                entries = list(scan)
+        except FileNotFoundError:
+            if prefix:
+                continue  # removed meanwhile (Qwen would list nothing at all then)
+            return []
+        seen += len(entries)
+        if seen > max_entries:
+            raise QmemError(
+                f"{root} holds more than {max_entries} entries (a symlink loop?)",
+                hint="remove the symlink that points back into the folder",
+            )
+        for entry in entries:
+            _visit_agent(entry, prefix, stack, listed)
+    listed.sort(key=lambda item: _utf16(item[0]))
+    return listed
+
+
+def agent_listing(
+    root: str, max_entries: int = MAX_AGENT_ENTRIES
+) -> list[tuple[str, os.stat_result]]:
+    """The files of :func:`agent_entries` Qwen Code 0.24.4 can read as memories, in its listing
+    order: their followed ``stat`` is a regular file (a symlink gives its target's mtime and
+    size, inside the root or not). Left out: dangling links, folders named ``*.md``, FIFOs,
+    sockets and devices (Qwen's read of a FIFO never returns). A file this process may not
+    open is still listed: Qwen skips it when its read fails, and so must the caller."""
+    return [
+        (rel, info)
+        for rel, info in agent_entries(root, max_entries)
+        if info is not None and stat.S_ISREG(info.st_mode)
+    ]
+
+
+def _visit_agent(
+    entry: os.DirEntry[str], prefix: str, stack: list[tuple[str, str]], listed: list[Listed]
+) -> None:
+    name = entry.name
+    if _undecodable(name):
+        return
+    rel = prefix + name
+    try:  # node stats every entry (following links): ELOOP ends a symlink loop there
+        info: os.stat_result | None = os.stat(entry.path)
+    except OSError:
+        info = None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        stack.append((rel + "/", entry.path))
+    if name.endswith(".md") and name != INDEX_NAME:
+        listed.append((rel, info))
+
+
+def _undecodable(name: str) -> bool:
+    return any("\udc80" <= char <= "\udcff" for char in name)
+
+
+def _utf16(text: str) -> bytes:  # core.index.utf16_key, without its imports
+    return text.encode("utf-16-be", "surrogatepass")
 
 
 def memory_paths(root: str) -> list[str]:
