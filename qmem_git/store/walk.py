@@ -64,22 +64,25 @@ def agent_entries(root: str, max_entries: int = MAX_AGENT_ENTRIES) -> list[Liste
     descended, a symlink to a folder as long as the kernel resolves it. Nothing is read.
 
     A missing root is empty; a folder that cannot be listed raises :class:`OSError` (Qwen's
-    rebuild fails then too), except one removed while walking, which is skipped. Names that
+    rebuild fails then too), except one removed while walking or whose path is longer than
+    the system takes (node's ``stat`` fails there: not descended), which are skipped. Names that
     are not UTF-8 are left out (Qwen reads them with U+FFFD and cannot open them). More than
     ``max_entries`` entries of any kind raise :class:`QmemError`.
     """
     listed: list[Listed] = []
     seen = 0
-    stack = [("", root)]
+    stack = [(root, "")]  # (folder, its relative path + "/")
     while stack:
-        prefix, directory = stack.pop()
+        directory, prefix = stack.pop()
         try:
             with os.scandir(directory) as scan:
                 entries = list(scan)
-        except FileNotFoundError:
-            if prefix:
-                continue  # removed meanwhile (Qwen would list nothing at all then)
-            return []
+        except OSError as err:
+            if prefix and err.errno in (errno.ENOENT, errno.ENAMETOOLONG):
+                continue  # removed meanwhile (Qwen then lists nothing), or never stat-able
+            if err.errno == errno.ENOENT:
+                return []
+            raise
         seen += len(entries)
         if seen > max_entries:
             raise QmemError(
@@ -88,7 +91,8 @@ def agent_entries(root: str, max_entries: int = MAX_AGENT_ENTRIES) -> list[Liste
             )
         for entry in entries:
             _visit_agent(entry, prefix, stack, listed)
-    listed.sort(key=lambda item: _utf16(item[0]))
+    ascii_only = all(rel.isascii() for rel, _ in listed)  # code points = UTF-16 units then
+    listed.sort(key=(lambda item: item[0]) if ascii_only else (lambda item: _utf16(item[0])))
     return listed
 
 
@@ -108,24 +112,42 @@ def agent_listing(
 
 
 def _visit_agent(
-    entry: os.DirEntry[str], prefix: str, stack: list[tuple[str, str]], listed: list[Listed]
+    entry: os.DirEntry[str],
+    prefix: str,
+    stack: list[tuple[str, str]],
+    listed: list[Listed],
 ) -> None:
+    """One entry as node's readdir(recursive) sees it: it ``stat``s every entry, following
+    links (the kernel's ELOOP ends a symlink loop there). For an entry that is no link, the
+    type from the listing and ``lstat`` give the same answers (its folder's path resolved,
+    so does its own) with fewer calls."""
     name = entry.name
-    if _undecodable(name):
+    if not name.isascii() and _undecodable(name):
         return
-    rel = prefix + name
-    try:  # node stats every entry (following links): ELOOP ends a symlink loop there
-        info: os.stat_result | None = os.stat(entry.path)
+    md = name.endswith(".md") and name != INDEX_NAME
+    info: os.stat_result | None = None
+    try:
+        if entry.is_symlink():
+            info = os.stat(entry.path)
+            is_dir = stat.S_ISDIR(info.st_mode)
+        else:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            info = entry.stat(follow_symlinks=False) if md else None
     except OSError:
-        info = None
-    if info is not None and stat.S_ISDIR(info.st_mode):
-        stack.append((rel + "/", entry.path))
-    if name.endswith(".md") and name != INDEX_NAME:
-        listed.append((rel, info))
+        is_dir = False
+    if is_dir:
+        stack.append((entry.path, prefix + name + "/"))
+    if md:
+        listed.append((prefix + name, info))
 
 
 def _undecodable(name: str) -> bool:
-    return any("\udc80" <= char <= "\udcff" for char in name)
+    """A name that was not UTF-8 on disk (Python keeps its bytes as lone surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _utf16(text: str) -> bytes:  # core.index.utf16_key, without its imports

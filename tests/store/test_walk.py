@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -203,6 +204,27 @@ def test_agent_listing_sorts_as_javascript_and_skips_names_that_are_not_utf8(
         "\U0001f600.md",
         "\uff04.md",
     ]
+
+
+def test_folders_past_the_longest_path_are_not_descended(tmp_path: Path) -> None:
+    """node's stat of a path over PATH_MAX fails, so it never lists below it: neither does
+    agent_listing (no error either)."""
+    root = tmp_path / "deep"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    for depth in range(20):
+        os.close(os.open("m.md", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+        name = f"{depth:02d}" + "x" * 240
+        os.mkdir(name, dir_fd=fd)
+        fd, parent = os.open(name, os.O_RDONLY, dir_fd=fd), fd
+        os.close(parent)
+    os.close(fd)
+    try:
+        listed = [rel for rel, _ in agent_listing(str(root))]
+    finally:
+        shutil.rmtree(root)  # by file descriptor: pytest's own clean-up cannot reach that deep
+    assert 5 < len(listed) < 20
+    assert all(len(str(root)) + len(rel) < 4096 for rel in listed)
 
 
 def test_a_root_that_is_not_a_folder_raises_as_qwens_rebuild_does(tmp_path: Path) -> None:
