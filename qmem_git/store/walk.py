@@ -4,7 +4,9 @@ Rules: what Qwen Code 0.24's recursive ``readdir`` lists: every ``*.md`` at any 
 included, of any size, except ``MEMORY.md`` at any depth; a symlinked file or folder is followed
 (what it points at is read, as Qwen reads it). What qmem-git commits (:func:`memory_paths`,
 ``versioned``) follows no symlink and keeps a nested ``MEMORY.md``; :func:`is_memory_path` is the
-rule for a path taken from a git tree. Only ``os`` and ``stat`` are imported.
+rule for a path taken from a git tree. :func:`agent_listing` is Qwen Code 0.24.4's listing to
+the letter (its order, its loop bound; docs/real-clients.md). Only ``os`` and ``stat`` are
+imported.
 """
 
 from __future__ import annotations
@@ -50,6 +52,113 @@ def walk(root: str, max_bytes: int = _ANY_SIZE, *, versioned: bool = False) -> l
         except OSError:
             continue
     return found
+
+
+# Qwen Code 0.24.4 lists with node's fs.readdir(root, {recursive: true}): a symlink loop is
+# followed until the kernel's ELOOP, and two loops in one folder make 2**40 entries; Qwen then
+# never finishes, qmem-git stops here instead
+MAX_AGENT_ENTRIES = 1_000_000
+
+if TYPE_CHECKING:
+    Listed = tuple[str, os.stat_result | None]
+
+
+def agent_entries(root: str, max_entries: int = MAX_AGENT_ENTRIES) -> list[Listed]:
+    """What Qwen Code 0.24.4's ``listMarkdownFiles`` lists under ``root``, in its order (UTF-16
+    code units), each with the ``stat`` Qwen takes of it (symlinks followed; None when that
+    fails: a dangling link, ELOOP). Every name ending in ``.md`` (case-sensitive) but those
+    named ``MEMORY.md``, at any depth: dot-folders (``.git`` too) and symlinked folders are
+    descended, a symlink to a folder as long as the kernel resolves it. Nothing is read.
+
+    A missing root is empty; a folder that cannot be listed raises :class:`OSError` (Qwen's
+    rebuild fails then too), except one removed while walking or whose path is longer than
+    the system takes (node's ``stat`` fails there: not descended), which are skipped. Names that
+    are not UTF-8 are left out (Qwen reads them with U+FFFD and cannot open them). More than
+    ``max_entries`` entries of any kind raise :class:`QmemError`.
+    """
+    listed: list[Listed] = []
+    seen = 0
+    stack = [(root, "")]  # (folder, its relative path + "/")
+    while stack:
+        directory, prefix = stack.pop()
+        try:
+            with os.scandir(directory) as scan:
+                entries = list(scan)
+        except OSError as err:
+            if prefix and err.errno in (errno.ENOENT, errno.ENAMETOOLONG):
+                continue  # removed meanwhile (Qwen then lists nothing), or never stat-able
+            if err.errno == errno.ENOENT:
+                return []
+            raise
+        seen += len(entries)
+        if seen > max_entries:
+            raise QmemError(
+                f"{root} holds more than {max_entries} entries (a symlink loop?)",
+                hint="remove the symlink that points back into the folder",
+            )
+        for entry in entries:
+            _visit_agent(entry, prefix, stack, listed)
+    ascii_only = all(rel.isascii() for rel, _ in listed)  # code points = UTF-16 units then
+    listed.sort(key=(lambda item: item[0]) if ascii_only else (lambda item: _utf16(item[0])))
+    return listed
+
+
+def agent_listing(
+    root: str, max_entries: int = MAX_AGENT_ENTRIES
+) -> list[tuple[str, os.stat_result]]:
+    """The files of :func:`agent_entries` Qwen Code 0.24.4 can read as memories, in its listing
+    order: their followed ``stat`` is a regular file (a symlink gives its target's mtime and
+    size, inside the root or not). Left out: dangling links, folders named ``*.md``, FIFOs,
+    sockets and devices (Qwen's read of a FIFO never returns). A file this process may not
+    open is still listed: Qwen skips it when its read fails, and so must the caller."""
+    return [
+        (rel, info)
+        for rel, info in agent_entries(root, max_entries)
+        if info is not None and stat.S_ISREG(info.st_mode)
+    ]
+
+
+def _visit_agent(
+    entry: os.DirEntry[str],
+    prefix: str,
+    stack: list[tuple[str, str]],
+    listed: list[Listed],
+) -> None:
+    """One entry as node's readdir(recursive) sees it: it ``stat``s every entry, following
+    links (the kernel's ELOOP ends a symlink loop there). For an entry that is no link, the
+    type from the listing and ``lstat`` give the same answers (its folder's path resolved,
+    so does its own) with fewer calls."""
+    name = entry.name
+    if not name.isascii() and _undecodable(name):
+        return
+    md = name.endswith(".md") and name != INDEX_NAME
+    info: os.stat_result | None = None
+    try:
+        if entry.is_symlink():
+            info = os.stat(entry.path)
+            is_dir = stat.S_ISDIR(info.st_mode)
+        else:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            info = entry.stat(follow_symlinks=False) if md else None
+    except OSError:
+        is_dir = False
+    if is_dir:
+        stack.append((entry.path, prefix + name + "/"))
+    if md:
+        listed.append((prefix + name, info))
+
+
+def _undecodable(name: str) -> bool:
+    """A name that was not UTF-8 on disk (Python keeps its bytes as lone surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _utf16(text: str) -> bytes:  # core.index.utf16_key, without its imports
+    return text.encode("utf-16-be", "surrogatepass")
 
 
 def memory_paths(root: str) -> list[str]:

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from qmem_git.core.paths import Layout
-from qmem_git.errors import UsageError
-from qmem_git.store.walk import check_memory_folder, check_store, is_foreign_repository
+from qmem_git.errors import QmemError, UsageError
+from qmem_git.store.walk import (
+    agent_entries,
+    agent_listing,
+    check_memory_folder,
+    check_store,
+    is_foreign_repository,
+)
 
 
 def test_whatever_the_agent_keeps_beside_memories_never_refuses_the_folder(
@@ -99,3 +108,126 @@ def test_a_symlinked_state_subfolder_is_refused(tmp_path: Path, name: str) -> No
     (state / name).symlink_to(tmp_path / "public")
     with pytest.raises(UsageError, match=f"{name} is a symlink"):
         check_store(Layout(str(state / "memory"), str(state), "local", ""))
+
+
+def _files(root: Path, rels: list[str], mtime: int = 1_700_000_000) -> None:
+    for rel in rels:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+        os.utime(path, (mtime, mtime))
+
+
+def test_agent_listing_takes_every_md_qwen_lists_dot_folders_and_git_included(
+    tmp_path: Path,
+) -> None:
+    """Qwen Code 0.24.4 lists with fs.readdir(recursive) and keeps names ending in ".md" but
+    MEMORY.md: an agent's .git/ and .notes/ are memories to it, upper-case .MD is not."""
+    _files(tmp_path, [
+        "top.md", ".dot.md", ".md", ".notes/n.md", ".git/hooks/pre-commit.md", ".git/HEAD",
+        "a/b/deep.md", "a/MEMORY.md", "MEMORY.md", "memory.md", "UP.MD", "MEMORY.MD",
+        "x.md.txt", "logs/run.log",
+    ])  # fmt: skip
+    listed = [rel for rel, _ in agent_listing(str(tmp_path))]
+    assert listed == [
+        ".dot.md", ".git/hooks/pre-commit.md", ".md", ".notes/n.md", "a/b/deep.md",
+        "memory.md", "top.md",
+    ]  # fmt: skip
+    assert agent_listing(str(tmp_path / "missing")) == []
+
+
+def test_agent_listing_follows_symlinks_with_the_targets_stat(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    _files(root, ["top.md", "sub/s.md"], mtime=1_700_000_001)
+    _files(outside, ["out.md", "dir/in-dir.md"], mtime=1_700_000_002)
+    for name, target in [
+        ("link-in.md", "top.md"),
+        ("link-out.md", str(outside / "out.md")),
+        ("dangling.md", "nowhere.md"),
+        ("dirlink", str(outside / "dir")),
+        ("sublink.md", "sub"),
+    ]:
+        (root / name).symlink_to(target)
+        os.utime(root / name, (1_800_000_000, 1_800_000_000), follow_symlinks=False)
+    entries = dict(agent_entries(str(root)))
+    assert entries["dangling.md"] is None
+    sublink = entries["sublink.md"]
+    assert sublink is not None and stat.S_ISDIR(sublink.st_mode)  # listed, never a memory
+    listed = agent_listing(str(root))
+    assert [rel for rel, _ in listed] == [
+        "dirlink/in-dir.md", "link-in.md", "link-out.md", "sub/s.md", "sublink.md/s.md", "top.md",
+    ]  # fmt: skip
+    mtimes = {rel: info.st_mtime for rel, info in listed}
+    assert mtimes["link-in.md"] == 1_700_000_001  # stat, not lstat: the target's mtime
+    assert mtimes["link-out.md"] == mtimes["dirlink/in-dir.md"] == 1_700_000_002
+
+
+def test_agent_listing_never_opens_a_file(tmp_path: Path) -> None:
+    """A FIFO would block a read (Qwen's does, for ever); an unreadable file is still listed
+    (Qwen drops it when its read fails); a folder named x.md is listed, not a memory."""
+    _files(tmp_path, ["x.md/inner.md", "locked.md"])
+    os.mkfifo(tmp_path / "fifo.md")
+    (tmp_path / "locked.md").chmod(0)
+    entries = dict(agent_entries(str(tmp_path)))
+    fifo, folder = entries["fifo.md"], entries["x.md"]
+    assert fifo is not None and stat.S_ISFIFO(fifo.st_mode)
+    assert folder is not None and stat.S_ISDIR(folder.st_mode)
+    assert [rel for rel, _ in agent_listing(str(tmp_path))] == ["locked.md", "x.md/inner.md"]
+
+
+def test_a_symlink_loop_ends_where_the_kernel_stops_resolving(tmp_path: Path) -> None:
+    """node stats each entry through the links: sub/loop -> . repeats until ELOOP; two loops
+    in one folder would make 2**40 entries, so a cap refuses them."""
+    _files(tmp_path, ["sub/s.md"])
+    (tmp_path / "sub" / "loop").symlink_to(".")
+    listed = [rel for rel, _ in agent_listing(str(tmp_path))]
+    assert listed[-1] == "sub/s.md" and 30 < len(listed) <= 41
+    assert all(
+        rel == "sub/" + "loop/" * depth + "s.md" for depth, rel in enumerate(reversed(listed))
+    )
+    (tmp_path / "sub" / "loop2").symlink_to(".")
+    with pytest.raises(QmemError, match="more than 5000 entries"):
+        agent_entries(str(tmp_path), max_entries=5000)
+
+
+def test_agent_listing_sorts_as_javascript_and_skips_names_that_are_not_utf8(
+    tmp_path: Path,
+) -> None:
+    """Array.prototype.sort compares UTF-16 code units: an emoji (a surrogate pair) sorts
+    before a full-width sign that Python's code-point order puts first."""
+    _files(tmp_path, ["\uff04.md", "\U0001f600.md", "a.md"])
+    (tmp_path / "sub").mkdir()
+    with open(os.path.join(os.fsencode(tmp_path), b"sub", b"\xff.md"), "w") as handle:
+        handle.write("x")
+    assert [rel for rel, _ in agent_listing(str(tmp_path))] == [
+        "a.md",
+        "\U0001f600.md",
+        "\uff04.md",
+    ]
+
+
+def test_folders_past_the_longest_path_are_not_descended(tmp_path: Path) -> None:
+    """node's stat of a path over PATH_MAX fails, so it never lists below it: neither does
+    agent_listing (no error either)."""
+    root = tmp_path / "deep"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    for depth in range(20):
+        os.close(os.open("m.md", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+        name = f"{depth:02d}" + "x" * 240
+        os.mkdir(name, dir_fd=fd)
+        fd, parent = os.open(name, os.O_RDONLY, dir_fd=fd), fd
+        os.close(parent)
+    os.close(fd)
+    try:
+        listed = [rel for rel, _ in agent_listing(str(root))]
+    finally:
+        shutil.rmtree(root)  # by file descriptor: pytest's own clean-up cannot reach that deep
+    assert 5 < len(listed) < 20
+    assert all(len(str(root)) + len(rel) < 4096 for rel in listed)
+
+
+def test_a_root_that_is_not_a_folder_raises_as_qwens_rebuild_does(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError):
+        agent_entries(str(tmp_path / "file"))
