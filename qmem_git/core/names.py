@@ -87,10 +87,8 @@ def check_segment(segment: str) -> list[str]:
         return ["path contains a '..' segment"]
     folded = fold_name(segment).rstrip(" .")
     problems = []
-    if folded in (".git", "git~1"):
+    if folded in (".git", "git~1"):  # other dot-names are memories: Qwen Code 0.24 reads them
         problems.append(f"{_show(segment)} is a git metadata name")
-    elif folded.startswith("."):
-        problems.append(f"{_show(segment)} is a dot-file or dot-folder")
     if not segment.isascii():
         problems += _non_ascii_problems(segment)
     if segment[-1] in " .":

@@ -30,33 +30,33 @@ if TYPE_CHECKING:
 
 
 def walk(root: str, max_bytes: int = _ANY_SIZE, *, versioned: bool = False) -> list[Found]:
-    """Every memory file under ``root`` of at most ``max_bytes``, as Qwen Code lists them; a
-    missing root is empty. ``versioned``: every file qmem-git commits instead: no symlink
-    followed, and files named MEMORY.md below the root kept (Qwen Code skips that name at any
-    depth; to history they are plain files)."""
+    """Every memory file under ``root`` of at most ``max_bytes``, as Qwen Code lists them
+    (:func:`agent_listing`); a missing root is empty. ``versioned``: every file qmem-git
+    commits instead: no symlink followed, and files named MEMORY.md below the root kept (Qwen
+    Code skips that name at any depth; to history they are plain files)."""
+    if not versioned:
+        try:
+            listed = agent_listing(root)
+        except (FileNotFoundError, NotADirectoryError):  # no folder (yet): nothing to list
+            return []
+        return [
+            (-(info.st_mtime_ns / 1_000_000), rel.rsplit("/", 1)[-1], rel, info.st_mtime_ns, size)
+            for rel, info in listed
+            if (size := info.st_size) <= max_bytes
+        ]
     found: list[Found] = []
     stack = [("", root)]
-    folders: set[tuple[int, int]] = set()  # folders seen: a link back to one ends there
-    try:
-        top = os.stat(root)
-        folders.add((top.st_dev, top.st_ino))
-    except OSError:
-        return found
     while stack:
         prefix, directory = stack.pop()
-        nested = versioned and bool(prefix)
         try:
             with os.scandir(directory) as entries:
                 for entry in entries:
-                    _visit(entry, prefix, stack, found, max_bytes, nested, versioned, folders)
+                    _visit(entry, prefix, stack, found, max_bytes, bool(prefix))
         except OSError:
             continue
     return found
 
 
-# Qwen Code 0.24.4 lists with node's fs.readdir(root, {recursive: true}): a symlink loop is
-# followed until the kernel's ELOOP, and two loops in one folder make 2**40 entries; Qwen then
-# never finishes, qmem-git stops here instead
 MAX_AGENT_ENTRIES = 1_000_000
 
 if TYPE_CHECKING:
@@ -308,24 +308,18 @@ def _visit(
     found: list[Found],
     max_bytes: int,
     nested_index: bool,
-    versioned: bool,
-    folders: set[tuple[int, int]],
 ) -> None:
     name = entry.name
-    link = entry.is_symlink()
-    if link and versioned:
+    if entry.is_symlink():
         return
-    try:
-        info = entry.stat(follow_symlinks=True)  # a link: what it points at, as Qwen reads it
-    except OSError:  # dangling, or removed by a concurrent writer between listing and stat
-        return
-    if stat.S_ISDIR(info.st_mode):
-        if link and (info.st_dev, info.st_ino) in folders:
-            return  # a loop: Qwen's walk ends there too, with an error
-        folders.add((info.st_dev, info.st_ino))
+    if entry.is_dir(follow_symlinks=False):
         stack.append((prefix + name + "/", entry.path))
         return
     if not name.endswith(".md") or (name == INDEX_NAME and not nested_index):
+        return
+    try:
+        info = entry.stat(follow_symlinks=False)
+    except OSError:  # removed by a concurrent writer between listing and stat
         return
     if stat.S_ISREG(info.st_mode) and info.st_size <= max_bytes:
         mtime_ns = info.st_mtime_ns

@@ -34,6 +34,8 @@ ALLOWED = [
     "user/生产部署.md",
     "user/console.md",  # only the exact device stem is reserved
     "user/com10.md",
+    "user/.hidden.md",  # Qwen Code 0.24 reads dot-files and dot-folders: memories too
+    ".obsidian/notes/x.md",
 ]
 
 
@@ -75,8 +77,8 @@ UNSAFE = [
     ("user/a\x01.md", "control"),
     ("user/a\n.md", "control"),
     ("user/a\x85.md", "control"),
-    ("user/.hidden.md", "dot-file"),
-    (".qwen/x.md", "dot-file"),
+    ("notes/.git/x.md", "git metadata name"),
+    (".GIT/x.md", "git metadata name"),
     ("user/a\u200bb.md", "invisible"),
     ("user/a\u202eb.md", "invisible"),
     ("user/a\U000e0041.md", "invisible"),

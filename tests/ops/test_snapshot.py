@@ -187,14 +187,15 @@ def test_cli_snapshot_versions_a_nested_memory_md_as_a_plain_file(
 
 
 def test_cli_snapshot_holds_back_only_what_is_unsafe_and_moves_nothing(tmp_path: Path) -> None:
-    """A dot-file and a name differing only in case are unsafe on other machines: they stay
+    """A device name and a name differing only in case are unsafe on other machines: they stay
     where they are, uncommitted, named on stderr (even with -q) and in the commit message. A
-    YAML tag is style: committed. Folders of any name are the agent's."""
+    YAML tag is style: committed. Folders and dot-files of any name are the agent's."""
     memory = tmp_path / "memory"
     assert qmem(memory, "init").code == 0
     (memory / "user").mkdir(exist_ok=True)
     (memory / "Pinned").mkdir()
-    (memory / "user" / ".dot.md").write_text(PNPM, encoding="utf-8")
+    (memory / "user" / "con.md").write_text(PNPM, encoding="utf-8")
+    (memory / "user" / ".dot.md").write_text(CI, encoding="utf-8")
     (memory / "user" / "tag.md").write_text(
         PNPM.replace("name:", "name: !!python/object:os.system\nalias:"), encoding="utf-8"
     )
@@ -204,20 +205,26 @@ def test_cli_snapshot_holds_back_only_what_is_unsafe_and_moves_nothing(tmp_path:
     (memory / "notes.txt").write_text("not versioned", encoding="utf-8")
     before = head(memory)
     dry = qmem(memory, "-q", "snapshot", "--dry-run")
-    assert dry.code == 0 and "warning: user/.dot.md: path-unsafe: " in dry.err
+    assert dry.code == 0 and "warning: user/con.md: path-unsafe: " in dry.err
     assert head(memory) == before
     run = qmem(memory, "-q", "--json", "snapshot")
     assert run.code == 0, run.err
-    assert "warning: user/.dot.md: path-unsafe: " in run.err and "; not committed" in run.err
+    assert "warning: user/con.md: path-unsafe: " in run.err and "; not committed" in run.err
     assert "path-collision: 'user/PNPM.md' and 'user/pnpm.md'" in run.err
     # both spellings are new: neither is preferred, both wait for a rename
-    assert sorted(run.json()["held"]) == ["user/.dot.md", "user/PNPM.md", "user/pnpm.md"]
-    assert sorted(os.listdir(memory / "user")) == [".dot.md", "PNPM.md", "pnpm.md", "tag.md"]
+    assert sorted(run.json()["held"]) == ["user/PNPM.md", "user/con.md", "user/pnpm.md"]
+    assert sorted(os.listdir(memory / "user")) == [
+        ".dot.md",
+        "PNPM.md",
+        "con.md",
+        "pnpm.md",
+        "tag.md",
+    ]
     assert not (tmp_path / "quarantine").exists()
     tree = git(memory, "ls-tree", "-r", "--name-only", "HEAD").split()
-    assert sorted(tree) == ["MEMORY.md", "Pinned/rule.md", "user/tag.md"]
+    assert sorted(tree) == ["MEMORY.md", "Pinned/rule.md", "user/.dot.md", "user/tag.md"]
     message = git(memory, "log", "-1", "--format=%B")
-    assert "held back user/.dot.md: path-unsafe" in message and "Qmem-Held: 3" in message
+    assert "held back user/con.md: path-unsafe" in message and "Qmem-Held: 3" in message
 
 
 def test_cli_snapshot_never_commits_a_symlinked_type_folder_as_deleted(

@@ -80,7 +80,7 @@ BAD_FILES: list[tuple[str, str | bytes, str]] = [
     ("user/latin1.md", b"---\nname: caf\xe9\n---\n", "utf8"),
     ("user/nul.md", b"---\n\0\n---\n", "nul-byte"),
     ("user/con.md", memory(), "path-unsafe"),
-    ("user/.hidden.md", memory(), "path-unsafe"),
+    ("user/aux .md", memory(), "path-unsafe"),
     ("user/key.md", BAD, "secret"),
 ]
 
@@ -127,7 +127,7 @@ def test_git_lookalike_folders_are_reported_and_dot_git_is_skipped(tmp_path: Pat
     gitdir(root).mkdir()
     (gitdir(root) / "junk.md").write_text("not checked")
     (root / ".GIT").mkdir()
-    (root / ".GIT" / "x.md").write_text(memory())
+    (root / ".GIT" / "x.md").write_text("plain notes, no frontmatter\n")  # listed, no memory
     (root / ".gitignore").write_text("*.tmp\n")
     report = validate_tree(root)
     assert rules(report) == {(".GIT", "path-unsafe")}

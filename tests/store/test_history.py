@@ -329,15 +329,17 @@ def test_worktree_changes_compares_blobs(repo: GitRepo, tmp_path: Path) -> None:
     (repo.root / "user" / "link.md").symlink_to(repo.root / "project" / "ci.md")
     changes = worktree_changes(repo.path)
     assert [(c.status, c.path) for c in changes] == [
+        ("A", ".hidden/x.md"),  # in a dot-folder: Qwen lists it, so it is versioned (issue 18)
         ("M", "project/ci.md"),
         ("D", "reference/docs.md"),
         ("A", "user/new.md"),
     ]
-    assert changes[0].old_data == CI.encode() and changes[1].data is None
+    assert changes[1].old_data == CI.encode() and changes[2].data is None
 
 
 def test_worktree_changes_use_the_store_file_rule(repo: GitRepo) -> None:
-    """Dot-files, oversized files and a MEMORY.md below the root count; dot-dirs never do."""
+    """Dot-files, dot-folders (Qwen lists them), oversized files and a MEMORY.md below the
+    root count."""
     repo.plain(
         "other tool",
         {"user/.old.md": CI, "user/MEMORY.md": "nested\n", ".cfg/x.md": "x"},
@@ -353,14 +355,16 @@ def test_worktree_changes_use_the_store_file_rule(repo: GitRepo) -> None:
     repo.write("project/big.md", big)
     changes = worktree_changes(repo.path)
     assert [(c.status, c.path) for c in changes] == [
+        ("M", ".cfg/x.md"),
         ("A", ".top.md"),
         ("A", "project/MEMORY.md"),
         ("A", "project/big.md"),
         ("A", "user/.dot.md"),
+        ("A", "user/.hidden/x.md"),
         ("D", "user/.old.md"),
         ("M", "user/MEMORY.md"),
     ]
-    assert changes[2].data == big.encode() and changes[4].old_data == CI.encode()
+    assert changes[3].data == big.encode() and changes[6].old_data == CI.encode()
 
 
 def test_worktree_changes_tolerate_a_file_vanishing(

@@ -52,14 +52,19 @@ def test_edits_new_files_and_temp_files_are_found(repo: GitRepo) -> None:
     repo.write("user/m0.md", memory_text("user", "m0", "an edited fact"))
     repo.write("project/new.md", memory_text("project", "new", "a new fact"))
     repo.write(f"user/.m1.md{TEMP_MARKER}abc", "half a write")
-    repo.write(".hidden/skipped.md", memory_text("user", "skipped", "not scanned"))
+    repo.write(".hidden/dot.md", memory_text("user", "dot", "Qwen lists dot-folders too"))
     repo.write("user/nested/MEMORY.md", memory_text("user", "nested", "only the root one"))
     (repo.root / "user" / "link.md").symlink_to(repo.root / "user" / "m2.md")
     result = survey.survey(repo.path)
-    assert result.dirty == {"user/m0.md", "project/new.md", "user/nested/MEMORY.md"}
+    new = {"user/m0.md", "project/new.md", "user/nested/MEMORY.md", ".hidden/dot.md"}
+    assert result.dirty == new
     assert result.temp_files == [str(repo.root / "user" / f".m1.md{TEMP_MARKER}abc")]
-    assert ".hidden/skipped.md" not in result.files and "user/link.md" not in result.files
-    assert result.links == ["user/link.md"]  # named like a memory, never followed
+    assert "user/link.md" not in result.files
+    assert result.links == ["user/link.md"]  # named like a memory: never committed
+    st = (repo.root / "user" / "m2.md").stat()  # but listed as Qwen reads it, through the link
+    assert result.linked == {
+        "user/link.md": (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+    }
     assert "user/nested/MEMORY.md" in result.files  # versioned as a plain file (issue 18)
 
 
@@ -196,8 +201,7 @@ def test_the_child_names_the_tracked_files_that_are_gone(repo: GitRepo) -> None:
 
 
 def test_files_over_the_size_limit_are_named_for_recovery(repo: GitRepo) -> None:
-    """MEMORY.md is built without them (recovery holds them back); the child lists them so
-    the writer's copy of 10,000 file stamps needs no comprehension."""
+    """Recovery holds them back, MEMORY.md lists them (Qwen Code reads any size)."""
     from qmem_git.core.limits import MAX_FILE_BYTES
     from qmem_git.store.recovery import _render_files
 
@@ -205,9 +209,9 @@ def test_files_over_the_size_limit_are_named_for_recovery(repo: GitRepo) -> None
     forked = survey.start(repo.path).result()
     here = survey.survey(repo.path)
     assert forked.oversized == here.oversized == ["user/huge.md"]
-    render = _render_files(forked.files, forked.oversized)
-    kept = {r: st for r, st in forked.files.items() if st[1] <= MAX_FILE_BYTES and r != "MEMORY.md"}
-    assert render == kept and "user/huge.md" not in render
+    render = _render_files(forked.files, forked.linked)
+    assert render == {r: st for r, st in forked.files.items() if r != "MEMORY.md"}
+    assert "user/huge.md" in render
     assert "MEMORY.md" not in render and "user/m0.md" in render
 
 
@@ -287,20 +291,21 @@ def test_files_and_folders_come_and_go(repo: GitRepo) -> None:
 def test_the_survey_finds_the_cut_of_the_files_memory_md_is_built_from(
     repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Neither MEMORY.md nor an oversized file counts, even as the newest (the forked child
-    inherits the patched count)."""
+    """MEMORY.md does not count, even as the newest; an oversized file does (Qwen lists it).
+    The forked child inherits the patched count."""
     from qmem_git.core.limits import MAX_FILE_BYTES
     from qmem_git.store.recovery import _render_files
 
     monkeypatch.setattr(survey, "NEWEST", 2)
     repo.write("user/huge.md", "x" * (MAX_FILE_BYTES + 1))
     (repo.root / "MEMORY.md").touch()
-    for number, age in enumerate((30, 20, 10)):
+    for number, age in enumerate((30, 20, 10, 40)):
         when = time.time() - age
-        os.utime(repo.root / "user" / f"m{number}.md", (when, when))
+        os.utime(repo.root / "user" / ("huge.md" if number == 3 else f"m{number}.md"), (when, when))
     for result in both(repo):
-        render = _render_files(result.files, result.oversized)
-        assert sorted(render) == ["user/m0.md", "user/m1.md", "user/m2.md"]
-        assert result.cut == render["user/m1.md"][0]  # the 2nd newest of the three
+        render = _render_files(result.files, result.linked)
+        assert sorted(render) == ["user/huge.md", "user/m0.md", "user/m1.md", "user/m2.md"]
+        assert result.cut == render["user/m1.md"][0]  # the 2nd newest of the four
     (repo.root / "user" / "m0.md").unlink()
+    (repo.root / "user" / "huge.md").unlink()
     assert all(result.cut is None for result in both(repo))  # no more files than the count

@@ -372,7 +372,7 @@ def test_hostile_history_is_refused_naming_the_path_and_nothing_changes(
 @pytest.mark.parametrize(
     ("rel", "text", "problem"),
     [
-        (".obsidian/x.md", DOC.format(n="Kept in a dot folder"), "dot-file or dot-folder"),
+        ("user/aux.md", DOC.format(n="Named like a Windows device"), "Windows device name"),
         ("user/key.md", DOC.format(n="Deploy key AKIAIOSFODNN7EXAMPLE for the bucket"), "secret"),
     ],
 )
