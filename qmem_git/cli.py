@@ -41,6 +41,7 @@ class Options:
 
     project: str | None = None
     memory_dir: str | None = None
+    tier: str = "project"
     json: bool = False
     quiet: bool = False
     verbose: bool = False
@@ -48,8 +49,14 @@ class Options:
 
     def settings(self, *, create: bool = False) -> Settings:
         """``create``: this command may make a missing ``--memory-dir`` (init, clone)."""
+        from qmem_git.core.paths import refuse_team_write
+
         self.check_folders(create=create)
-        return build_settings(os.environ, project=self.project, memory_dir=self.memory_dir)
+        settings = build_settings(
+            os.environ, project=self.project, memory_dir=self.memory_dir, tier=self.tier
+        )
+        refuse_team_write(settings.layout, click.get_current_context().info_name or "")
+        return settings
 
     def check_folders(self, *, create: bool = False) -> None:
         """Folders named on the command line must exist (exit 2): a typo is never created."""
@@ -154,6 +161,12 @@ QUIET_HELP = "Print only errors (the exit status tells the rest)."
 VERBOSE_HELP = "More detail: notes on what changed, tracebacks on internal errors."
 NO_PAGER_HELP = "Do not page log, show, diff or history output."
 PROJECT_HELP = "Project directory (default: the current one); it must exist."
+TIER_HELP = (
+    "Which of Qwen Code's memory tiers: project (default), user (<base>/memories, yours on "
+    "every project) or team (<git root>/.qwen/team-memory, committed with the project: "
+    "read-only here)."
+)
+TIERS = ("project", "user", "team")
 MEMORY_DIR_HELP = (
     "Use this memory root directly; its parent holds the state files. It must exist, "
     "except for init and clone, which create it."
@@ -193,6 +206,7 @@ class QmemGroup(click.Group):
 )
 @click.option("--project", type=click.Path(file_okay=False), help=PROJECT_HELP)
 @click.option("--memory-dir", type=click.Path(file_okay=False), help=MEMORY_DIR_HELP)
+@click.option("--tier", type=click.Choice(TIERS), default="project", help=TIER_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
 @click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)
@@ -203,6 +217,7 @@ def main(
     ctx: click.Context,
     project: str | None,
     memory_dir: str | None,
+    tier: str,
     as_json: bool,
     quiet: bool,
     verbose: bool,
@@ -224,7 +239,7 @@ def main(
     else less -FRX; --no-pager to turn it off) and output is coloured unless NO_COLOR is set.
     Global options may also follow the command name (qmem-git log --json).
     """
-    ctx.obj = Options(project, memory_dir, as_json, quiet, verbose, not no_pager)
+    ctx.obj = Options(project, memory_dir, tier, as_json, quiet, verbose, not no_pager)
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -1102,6 +1117,7 @@ def recall(opts: Options, query: str, limit: int, exclude: tuple[str, ...]) -> N
     code = run_recall(
         project=opts.project,
         memory_dir=opts.memory_dir,
+        tier=opts.tier,
         query=query,
         limit=limit,
         exclude=list(exclude),
@@ -1711,8 +1727,8 @@ def _global_option(
 
     if flag:
         return click.Option(decls, is_flag=True, expose_value=False, callback=store, help=help_text)
-    path = click.Path(file_okay=False)
-    return click.Option(decls, type=path, expose_value=False, callback=store, help=help_text)
+    kind = click.Choice(TIERS) if field == "tier" else click.Path(file_okay=False)
+    return click.Option(decls, type=kind, expose_value=False, callback=store, help=help_text)
 
 
 TEXT_ONLY = frozenset({"demo"})  # no --json: their output is for people
@@ -1737,6 +1753,7 @@ def _accept_global_options(group: click.Group) -> None:
             _global_option(
                 "--memory-dir", field="memory_dir", flag=False, help_text=MEMORY_DIR_HELP
             ),
+            _global_option("--tier", field="tier", flag=False, help_text=TIER_HELP),
             _global_option("--no-pager", field="pager", value=False, help_text=NO_PAGER_HELP),
         ]
 

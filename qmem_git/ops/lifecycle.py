@@ -142,21 +142,28 @@ def check_index(settings: Settings) -> IndexStatus:
 
 
 def describe_location(settings: Settings) -> dict[str, object]:
+    """``where``: the chosen store (``--tier``); the team tier's repository is the project's."""
     layout = settings.layout
+    team = layout.tier == "team"
+    git_dir = layout.git_dir if team else repository(layout.memory_root)
     return {
+        "tier": layout.tier,
         "memory_root": layout.memory_root,
         "state_dir": layout.state_dir,
         "mode": layout.mode,
         "project": layout.project_root,
-        "repository": repository(layout.memory_root),
-        "initialized": os.path.isdir(repository(layout.memory_root)),
-        "remotes": describe_remotes(layout.memory_root),
+        "repository": git_dir,
+        "initialized": os.path.exists(git_dir) if team else os.path.isdir(git_dir),
+        "remotes": _remotes_of(git_dir),
     }
 
 
 def describe_remotes(memory_root: str) -> list[str]:
     """``name url (kind)`` per remote, credentials redacted."""
-    git_dir = repository(memory_root)
+    return _remotes_of(repository(memory_root))
+
+
+def _remotes_of(git_dir: str) -> list[str]:
     if not os.path.isdir(git_dir):
         return []
     from qmem_git.store.remotes import list_remotes
