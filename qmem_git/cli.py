@@ -369,6 +369,9 @@ def index(opts: Options, check: bool, dry_run: bool) -> None:
         if not status.up_to_date:
             exit_with(1)
         return
+    if settings.layout.tier == "team":
+        _rebuild_team_index(opts, settings.layout.memory_root)
+        return
     result = rebuild_index(settings, now())
     for line in result.notes:
         note(opts, line)
@@ -377,6 +380,18 @@ def index(opts: Options, check: bool, dry_run: bool) -> None:
         f"MEMORY.md rebuilt ({result.commit[:12]})" if result.commit else "MEMORY.md is up to date",
         {"commit": result.commit, "dropped": result.dropped},
     )
+    for path in result.dropped:
+        note(opts, f"warning: over the index limits, not listed: {path}")
+
+
+def _rebuild_team_index(opts: Options, root: str) -> None:
+    """``index --tier team``: Qwen's team MEMORY.md written in the project, left for the
+    project's git to commit (qmem-git never commits there)."""
+    from qmem_git.ops.tierindex import write_team_index
+
+    written, result = write_team_index(root)
+    text = "MEMORY.md rebuilt (commit it with the project's git)" if written else ""
+    emit(opts, text or "MEMORY.md is up to date", {"written": written, "dropped": result.dropped})
     for path in result.dropped:
         note(opts, f"warning: over the index limits, not listed: {path}")
 

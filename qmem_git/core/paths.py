@@ -186,6 +186,12 @@ def team_memory_root(project_root: str, home: str, cwd: str, exists: Callable[[s
     return posixpath.join(git_root, ".qwen", TEAM_MEMORY_DIR_NAME)
 
 
+def is_team_root(root: str) -> bool:
+    """``root`` has the shape of Qwen's team tier: ``<git root>/.qwen/team-memory``."""
+    parent, name = posixpath.split(posixpath.normpath(root))
+    return name == TEAM_MEMORY_DIR_NAME and posixpath.basename(parent) == ".qwen"
+
+
 def team_git_root(team_root: str) -> str:
     """The project folder a team root ``<git root>/.qwen/team-memory`` belongs to."""
     return posixpath.dirname(posixpath.dirname(posixpath.normpath(team_root)))

@@ -12,12 +12,13 @@ from qmem_git.core.codec import parse_document
 from qmem_git.core.index import index_is_current
 from qmem_git.core.limits import INDEX_NAME
 from qmem_git.ops.runner import execute
+from qmem_git.ops.tierindex import expected_index
 from qmem_git.settings import Settings
 from qmem_git.store.relocate import repository
 from qmem_git.store.repo import default_hook_command, head_commit, init_repo
 from qmem_git.store.state import ensure_scaffold
 from qmem_git.store.walk import check_store, memory_paths
-from qmem_git.store.workdir import index_path, read_text, render_index
+from qmem_git.store.workdir import index_path, read_text
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def check_index(settings: Settings) -> IndexStatus:
     Same rule as ``validate`` and the ``qmem-index`` hook: one trailing newline is fine.
     """
     root = settings.layout.memory_root
-    expected = render_index(root)
+    expected = expected_index(root)
     current = read_text(index_path(root))
     return IndexStatus(index_is_current(current, expected), expected.text, expected.dropped)
 
