@@ -637,9 +637,15 @@ def log(opts: Options, limit: int | None, op: str | None, path: str | None, stat
     from qmem_git.ops.lifecycle import require_repository
 
     settings = opts.settings()
-    require_repository(settings)
     rel = relative_to_root(settings, path) if path is not None else None
-    entries = read_log(settings.layout.memory_root, limit=limit, op=op, path=rel)
+    if settings.layout.tier == "team":
+        from qmem_git.ops.teamhistory import team_log
+
+        found = team_log(settings.layout, limit=None if op else limit, path=rel)
+        entries = [entry for entry in found if op is None or entry.op == op][:limit]
+    else:
+        require_repository(settings)
+        entries = read_log(settings.layout.memory_root, limit=limit, op=op, path=rel)
     text = "\n".join(log_entry_text(e, stat) for e in entries) or no_operations(op, path)
     emit(opts, text, [log_entry_json(e) for e in entries], style=style_log, page=True)
     if not entries and (op is not None or path is not None):  # a filter that matched nothing
@@ -693,16 +699,22 @@ def show(opts: Options, rev: str) -> None:
     from qmem_git.ops.lifecycle import require_repository
 
     settings = opts.settings()
-    require_repository(settings)
-    result = show_commit(settings.layout.memory_root, rev)
-    entry = result.entry
+    if settings.layout.tier == "team":
+        from qmem_git.ops.teamhistory import team_show
+
+        entry, diff_text = team_show(settings.layout, rev)
+        message = entry.info.subject
+    else:
+        require_repository(settings)
+        result = show_commit(settings.layout.memory_root, rev)
+        entry, diff_text, message = result.entry, result.diff_text, result.message
     header = f"commit {entry.commit}\nAuthor: {entry.author}\n"
     header += f"Date:   {datetime.fromtimestamp(entry.time, timezone.utc).isoformat()}\n"
-    body = "\n".join("    " + line for line in result.message.rstrip("\n").split("\n"))
+    body = "\n".join("    " + line for line in message.rstrip("\n").split("\n"))
     emit(
         opts,
-        header + "\n" + body + "\n\n" + result.diff_text,
-        {**log_entry_json(entry), "message": result.message, "diff": result.diff_text},
+        header + "\n" + body + "\n\n" + diff_text,
+        {**log_entry_json(entry), "message": message, "diff": diff_text},
         style=style_show,
         page=True,
     )
@@ -724,13 +736,18 @@ def diff(opts: Options, revs: tuple[str, ...]) -> None:
 
     require(len(revs) <= 2, "diff takes at most two revisions", "qmem-git diff [REV [REV]]")
     settings = opts.settings()
-    require_repository(settings)
-    result = diff_revs(settings.layout.memory_root, revs)
-    files = [f.as_dict() for f in result.files]
+    if settings.layout.tier == "team":
+        from qmem_git.ops.teamhistory import team_diff
+
+        text, files = team_diff(settings.layout, revs)
+    else:
+        require_repository(settings)
+        result = diff_revs(settings.layout.memory_root, revs)
+        text, files = result.text, [f.as_dict() for f in result.files]
     emit(
         opts,
-        result.text or "No changes.",
-        {"files": files, "diff": result.text},
+        text or "No changes.",
+        {"files": files, "diff": text},
         style=style_diff,
         page=True,
     )
@@ -749,8 +766,14 @@ def history(opts: Options, path: str) -> None:
     from qmem_git.ops.lifecycle import require_repository
 
     settings = opts.settings()
-    require_repository(settings)
-    entries = file_history(settings.layout.memory_root, relative_to_root(settings, path))
+    rel = relative_to_root(settings, path)
+    if settings.layout.tier == "team":
+        from qmem_git.ops.teamhistory import team_log
+
+        entries = team_log(settings.layout, path=rel)
+    else:
+        require_repository(settings)
+        entries = file_history(settings.layout.memory_root, rel)
     text = "\n".join(log_entry_text(e, True) for e in entries) or f"No history for {path}."
     emit(opts, text, [log_entry_json(e) for e in entries], style=style_log, page=True)
     if not entries:

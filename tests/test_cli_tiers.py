@@ -157,3 +157,35 @@ def test_an_unknown_tier_or_a_tier_with_memory_dir_is_a_usage_error(
     both = runner(project, "--tier", "user", "--memory-dir", str(project), "recall", "x")
     assert both.code == 2 and "--memory-dir or --tier" in both.err
     assert json.loads(run(project, "where", "--json").out)["tier"] == "project"
+
+
+def _commit(project: Path, message: str) -> None:
+    subprocess.run(["git", "-C", str(project), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(project), "commit", "-qm", message], check=True)
+
+
+def test_team_log_history_diff_and_show_read_the_projects_history(project: Path) -> None:
+    team = project / ".qwen" / "team-memory"
+    (project / "src.py").write_text("print(1)\n")
+    _commit(project, "code only")
+    (team / "rg.md").write_text(MEMORY.replace("Terse answers", "Use rg"))
+    _commit(project, "team: use rg")
+    log = run(project, "--tier", "team", "log", "--json").json()
+    assert [entry["subject"] for entry in log] == ["team: use rg", "team memory"]
+    assert [c["path"] for c in log[0]["changes"]] == ["rg.md"]  # relative to the team folder
+    assert run(project, "--tier", "team", "log", "-n", "1").out.split()[3:] == [
+        "team:",
+        "use",
+        "rg",
+    ]
+    history = run(project, "--tier", "team", "history", "terse.md", "--json").json()
+    assert [entry["subject"] for entry in history] == ["team memory"]
+    assert run(project, "--tier", "team", "history", "nothing.md").code == 1
+    (team / "terse.md").write_text(MEMORY + "more\n")
+    diff = run(project, "--tier", "team", "diff", "--json").json()  # not committed yet
+    assert diff["files"] == [{"path": "terse.md", "status": "M"}] and "+more" in diff["diff"]
+    shown = run(project, "--tier", "team", "show", "HEAD~1")
+    assert shown.code == 0 and "code only" in shown.out and "diff --git" not in shown.out
+    refused = run(project, "--tier", "team", "diff", "--", "--output=/tmp/x")
+    assert refused.code == 2 and "cannot start with '-'" in refused.err
+    assert not list((project / ".qwen").glob("*.git"))
