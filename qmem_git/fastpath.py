@@ -157,6 +157,7 @@ def run_recall(
     try:
         layout = qwen_layout(project, memory_dir, env, home, current_dir(), tier)
         model = configured_model(env, home)
+        also = user_tier_too(layout, memory_dir, env, home)
         result = recall(
             layout.memory_root,
             layout.state_dir,
@@ -165,6 +166,7 @@ def run_recall(
             limit=limit,
             excluded=tuple(exclude),
             model=model,  # None unless configured: requests is imported only then
+            also=also,
         )
     except (Exception, KeyboardInterrupt) as exc:  # one Error: line, as in remember
         message, code, _ = failure(exc)
@@ -182,6 +184,27 @@ def run_recall(
     if not quiet and not as_json:
         sys.stderr.write(for_terminal(sys.stderr, f"No memory matches {query[:80]!r}.\n"))
     return 1
+
+
+def user_tier_too(
+    layout: Layout, memory_dir: str | None, env: Mapping[str, str], home: str
+) -> list[tuple[str, str | None]]:
+    """The user tier's (memory root, state dir) when recall on ``layout`` also reads it, as
+    Qwen Code recalls the project and the user tier together: for the project tier, unless a
+    ``--memory-dir`` names the one folder to read. The state dir (parse cache) only when the
+    user store is set up: recall never creates it. Shared with the prompt hook."""
+    import os
+
+    if layout.tier != "project" or memory_dir:
+        return []
+    from qmem_git.envvalues import current_dir
+    from qmem_git.store.qwensettings import qwen_layout
+
+    project = layout.project_root or None
+    user = qwen_layout(project, None, env, home, current_dir(), "user")
+    if user.memory_root == layout.memory_root or not os.path.isdir(user.memory_root):
+        return []
+    return [(user.memory_root, user.state_dir if os.path.isdir(user.state_dir) else None)]
 
 
 ERROR_LABEL = "\x1b[31m\x1b[1mError:\x1b[0m"  # click.style("Error:", fg="red", bold=True)

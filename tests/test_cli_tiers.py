@@ -189,3 +189,18 @@ def test_team_log_history_diff_and_show_read_the_projects_history(project: Path)
     refused = run(project, "--tier", "team", "diff", "--", "--output=/tmp/x")
     assert refused.code == 2 and "cannot start with '-'" in refused.err
     assert not list((project / ".qwen").glob("*.git"))
+
+
+def test_project_recall_also_reads_the_user_tier_as_qwen_does(
+    project: Path, isolated_home: Path, tmp_path: Path
+) -> None:
+    user = isolated_home / ".qwen" / "memories" / "user"
+    user.mkdir(parents=True)
+    (user / "tea.md").write_text(MEMORY.replace("Terse answers", "Green tea always"))
+    found = run(project, "recall", "green tea", "--json")  # the project store is not set up
+    assert found.code == 0 and found.json()["selected"] == ["user/tea.md"]
+    assert not (isolated_home / ".qwen" / "memories.qmem").exists()  # recall made no state
+    elsewhere = tmp_path / "notes" / "memory"
+    elsewhere.mkdir(parents=True)
+    assert run(project, "--memory-dir", str(elsewhere), "recall", "green tea").code == 1
+    assert run(project, "--tier", "team", "recall", "green tea").code == 1  # team: its own
