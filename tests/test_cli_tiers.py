@@ -204,3 +204,26 @@ def test_project_recall_also_reads_the_user_tier_as_qwen_does(
     elsewhere.mkdir(parents=True)
     assert run(project, "--memory-dir", str(elsewhere), "recall", "green tea").code == 1
     assert run(project, "--tier", "team", "recall", "green tea").code == 1  # team: its own
+
+
+def test_the_user_tier_follows_you_to_another_machine(project: Path, tmp_path: Path) -> None:
+    """Synced to its own remote, cloned on a machine with another home folder."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    assert run(project, "--tier", "user", "init").code == 0
+    assert run(project, "--tier", "user", "remember", "I prefer green tea always").code == 0
+    assert run(project, "--tier", "user", "remote", "add", "origin", str(remote)).code == 0
+    assert run(project, "--tier", "user", "sync").code == 0
+    other = tmp_path / "other-home"
+    other.mkdir()
+    cloned = run(project, "--tier", "user", "clone", str(remote), env={"HOME": str(other)})
+    assert cloned.code == 0, cloned.err
+    root = other / ".qwen" / "memories"
+    assert git(root, "log", "--format=%s", "-1").strip().startswith("remember: ")
+    assert sorted(p.name for p in root.parent.iterdir()) == [
+        "memories",
+        "memories.git",
+        "memories.qmem",
+    ]
+    recalled = run(project, "recall", "green tea", env={"HOME": str(other)})
+    assert "I prefer green tea always" in recalled.out  # recalled in every project there
