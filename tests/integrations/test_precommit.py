@@ -430,6 +430,13 @@ def test_snippet_checks_team_memory_and_fixes_its_index_in_qwens_team_format(
         "- [Freeze](project/freeze.md) — Freeze memory\n"
         "- [Terse](user/terse-2.md) — Terse memory (also: user/terse.md)"
     )
+    pre_commit(repo, hook_env.env, "install").check_returncode()
+    _git(repo, hook_env.env, "add", "-A")
+    refused = subprocess.run(  # a real `git commit`: the installed hook refuses the secret
+        ["git", "commit", "-qm", "team: leak"], cwd=repo, env=hook_env.env, capture_output=True
+    )
+    assert refused.returncode == 1 and b"possible secret: GitHub PAT" in refused.stderr
+    assert subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=repo).returncode
 
 
 def test_snippet_checks_a_repository_of_memory_files(hook_env: HookEnv, tmp_path: Path) -> None:
