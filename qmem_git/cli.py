@@ -55,7 +55,8 @@ class Options:
         settings = build_settings(
             os.environ, project=self.project, memory_dir=self.memory_dir, tier=self.tier
         )
-        refuse_team_write(settings.layout, click.get_current_context().info_name or "")
+        command = click.get_current_context().command_path.split()[1:]  # "remote add"
+        refuse_team_write(settings.layout, " ".join(command))
         return settings
 
     def check_folders(self, *, create: bool = False) -> None:
