@@ -499,6 +499,9 @@ def _staged_report(opts: Options, settings: Settings) -> Report:
     from qmem_git.store.staged import IndexNotReadable
 
     root = settings.layout.memory_root
+    if settings.layout.tier == "team":  # staged in the project's index: the pre-commit hooks
+        note(opts, "note: --staged on --tier team checks the whole team folder")
+        return validate_tree(root)
     index_file = settings.env.get("GIT_INDEX_FILE") or None
     try:
         return validate_staged(root, index_file and os.path.join(settings.cwd, index_file))
