@@ -144,7 +144,7 @@ def test_team_readers_work_on_the_projects_folder(project: Path) -> None:
     assert run(project, "--tier", "team", "validate").code == 0
     staged = run(project, "--tier", "team", "validate", "--staged")
     assert staged.code == 0 and "checks the whole team folder" in staged.err
-    assert "warning" not in staged.err
+    assert "warning:" not in staged.err
     recalled = run(project, "--tier", "team", "recall", "short replies")
     assert recalled.code == 0 and "Terse answers" in recalled.out
     assert git(project, "status", "--porcelain") == ""
