@@ -41,6 +41,7 @@ class Options:
 
     project: str | None = None
     memory_dir: str | None = None
+    tier: str = "project"
     json: bool = False
     quiet: bool = False
     verbose: bool = False
@@ -48,8 +49,15 @@ class Options:
 
     def settings(self, *, create: bool = False) -> Settings:
         """``create``: this command may make a missing ``--memory-dir`` (init, clone)."""
+        from qmem_git.core.paths import refuse_team_write
+
         self.check_folders(create=create)
-        return build_settings(os.environ, project=self.project, memory_dir=self.memory_dir)
+        settings = build_settings(
+            os.environ, project=self.project, memory_dir=self.memory_dir, tier=self.tier
+        )
+        command = click.get_current_context().command_path.split()[1:]  # "remote add"
+        refuse_team_write(settings.layout, " ".join(command))
+        return settings
 
     def check_folders(self, *, create: bool = False) -> None:
         """Folders named on the command line must exist (exit 2): a typo is never created."""
@@ -154,6 +162,12 @@ QUIET_HELP = "Print only errors (the exit status tells the rest)."
 VERBOSE_HELP = "More detail: notes on what changed, tracebacks on internal errors."
 NO_PAGER_HELP = "Do not page log, show, diff or history output."
 PROJECT_HELP = "Project directory (default: the current one); it must exist."
+TIER_HELP = (
+    "Which of Qwen Code's memory tiers: project (default), user (<base>/memories, yours on "
+    "every project) or team (<git root>/.qwen/team-memory, committed with the project: "
+    "read-only here)."
+)
+TIERS = ("project", "user", "team")
 MEMORY_DIR_HELP = (
     "Use this memory root directly; its parent holds the state files. It must exist, "
     "except for init and clone, which create it."
@@ -193,6 +207,7 @@ class QmemGroup(click.Group):
 )
 @click.option("--project", type=click.Path(file_okay=False), help=PROJECT_HELP)
 @click.option("--memory-dir", type=click.Path(file_okay=False), help=MEMORY_DIR_HELP)
+@click.option("--tier", type=click.Choice(TIERS), default="project", help=TIER_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
 @click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)
@@ -203,6 +218,7 @@ def main(
     ctx: click.Context,
     project: str | None,
     memory_dir: str | None,
+    tier: str,
     as_json: bool,
     quiet: bool,
     verbose: bool,
@@ -224,7 +240,7 @@ def main(
     else less -FRX; --no-pager to turn it off) and output is coloured unless NO_COLOR is set.
     Global options may also follow the command name (qmem-git log --json).
     """
-    ctx.obj = Options(project, memory_dir, as_json, quiet, verbose, not no_pager)
+    ctx.obj = Options(project, memory_dir, tier, as_json, quiet, verbose, not no_pager)
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -354,6 +370,9 @@ def index(opts: Options, check: bool, dry_run: bool) -> None:
         if not status.up_to_date:
             exit_with(1)
         return
+    if settings.layout.tier == "team":
+        _rebuild_team_index(opts, settings.layout.memory_root)
+        return
     result = rebuild_index(settings, now())
     for line in result.notes:
         note(opts, line)
@@ -362,6 +381,18 @@ def index(opts: Options, check: bool, dry_run: bool) -> None:
         f"MEMORY.md rebuilt ({result.commit[:12]})" if result.commit else "MEMORY.md is up to date",
         {"commit": result.commit, "dropped": result.dropped},
     )
+    for path in result.dropped:
+        note(opts, f"warning: over the index limits, not listed: {path}")
+
+
+def _rebuild_team_index(opts: Options, root: str) -> None:
+    """``index --tier team``: Qwen's team MEMORY.md written in the project, left for the
+    project's git to commit (qmem-git never commits there)."""
+    from qmem_git.ops.tierindex import write_team_index
+
+    written, result = write_team_index(root)
+    text = "MEMORY.md rebuilt (commit it with the project's git)" if written else ""
+    emit(opts, text or "MEMORY.md is up to date", {"written": written, "dropped": result.dropped})
     for path in result.dropped:
         note(opts, f"warning: over the index limits, not listed: {path}")
 
@@ -468,6 +499,9 @@ def _staged_report(opts: Options, settings: Settings) -> Report:
     from qmem_git.store.staged import IndexNotReadable
 
     root = settings.layout.memory_root
+    if settings.layout.tier == "team":  # staged in the project's index: the pre-commit hooks
+        note(opts, "note: --staged on --tier team checks the whole team folder")
+        return validate_tree(root)
     index_file = settings.env.get("GIT_INDEX_FILE") or None
     try:
         return validate_staged(root, index_file and os.path.join(settings.cwd, index_file))
@@ -607,9 +641,15 @@ def log(opts: Options, limit: int | None, op: str | None, path: str | None, stat
     from qmem_git.ops.lifecycle import require_repository
 
     settings = opts.settings()
-    require_repository(settings)
     rel = relative_to_root(settings, path) if path is not None else None
-    entries = read_log(settings.layout.memory_root, limit=limit, op=op, path=rel)
+    if settings.layout.tier == "team":
+        from qmem_git.ops.teamhistory import team_log
+
+        found = team_log(settings.layout, limit=None if op else limit, path=rel)
+        entries = [entry for entry in found if op is None or entry.op == op][:limit]
+    else:
+        require_repository(settings)
+        entries = read_log(settings.layout.memory_root, limit=limit, op=op, path=rel)
     text = "\n".join(log_entry_text(e, stat) for e in entries) or no_operations(op, path)
     emit(opts, text, [log_entry_json(e) for e in entries], style=style_log, page=True)
     if not entries and (op is not None or path is not None):  # a filter that matched nothing
@@ -663,16 +703,22 @@ def show(opts: Options, rev: str) -> None:
     from qmem_git.ops.lifecycle import require_repository
 
     settings = opts.settings()
-    require_repository(settings)
-    result = show_commit(settings.layout.memory_root, rev)
-    entry = result.entry
+    if settings.layout.tier == "team":
+        from qmem_git.ops.teamhistory import team_show
+
+        entry, diff_text = team_show(settings.layout, rev)
+        message = entry.info.subject
+    else:
+        require_repository(settings)
+        result = show_commit(settings.layout.memory_root, rev)
+        entry, diff_text, message = result.entry, result.diff_text, result.message
     header = f"commit {entry.commit}\nAuthor: {entry.author}\n"
     header += f"Date:   {datetime.fromtimestamp(entry.time, timezone.utc).isoformat()}\n"
-    body = "\n".join("    " + line for line in result.message.rstrip("\n").split("\n"))
+    body = "\n".join("    " + line for line in message.rstrip("\n").split("\n"))
     emit(
         opts,
-        header + "\n" + body + "\n\n" + result.diff_text,
-        {**log_entry_json(entry), "message": result.message, "diff": result.diff_text},
+        header + "\n" + body + "\n\n" + diff_text,
+        {**log_entry_json(entry), "message": message, "diff": diff_text},
         style=style_show,
         page=True,
     )
@@ -694,13 +740,18 @@ def diff(opts: Options, revs: tuple[str, ...]) -> None:
 
     require(len(revs) <= 2, "diff takes at most two revisions", "qmem-git diff [REV [REV]]")
     settings = opts.settings()
-    require_repository(settings)
-    result = diff_revs(settings.layout.memory_root, revs)
-    files = [f.as_dict() for f in result.files]
+    if settings.layout.tier == "team":
+        from qmem_git.ops.teamhistory import team_diff
+
+        text, files = team_diff(settings.layout, revs)
+    else:
+        require_repository(settings)
+        result = diff_revs(settings.layout.memory_root, revs)
+        text, files = result.text, [f.as_dict() for f in result.files]
     emit(
         opts,
-        result.text or "No changes.",
-        {"files": files, "diff": result.text},
+        text or "No changes.",
+        {"files": files, "diff": text},
         style=style_diff,
         page=True,
     )
@@ -719,8 +770,14 @@ def history(opts: Options, path: str) -> None:
     from qmem_git.ops.lifecycle import require_repository
 
     settings = opts.settings()
-    require_repository(settings)
-    entries = file_history(settings.layout.memory_root, relative_to_root(settings, path))
+    rel = relative_to_root(settings, path)
+    if settings.layout.tier == "team":
+        from qmem_git.ops.teamhistory import team_log
+
+        entries = team_log(settings.layout, path=rel)
+    else:
+        require_repository(settings)
+        entries = file_history(settings.layout.memory_root, rel)
     text = "\n".join(log_entry_text(e, True) for e in entries) or f"No history for {path}."
     emit(opts, text, [log_entry_json(e) for e in entries], style=style_log, page=True)
     if not entries:
@@ -1102,6 +1159,7 @@ def recall(opts: Options, query: str, limit: int, exclude: tuple[str, ...]) -> N
     code = run_recall(
         project=opts.project,
         memory_dir=opts.memory_dir,
+        tier=opts.tier,
         query=query,
         limit=limit,
         exclude=list(exclude),
@@ -1711,8 +1769,8 @@ def _global_option(
 
     if flag:
         return click.Option(decls, is_flag=True, expose_value=False, callback=store, help=help_text)
-    path = click.Path(file_okay=False)
-    return click.Option(decls, type=path, expose_value=False, callback=store, help=help_text)
+    kind = click.Choice(TIERS) if field == "tier" else click.Path(file_okay=False)
+    return click.Option(decls, type=kind, expose_value=False, callback=store, help=help_text)
 
 
 TEXT_ONLY = frozenset({"demo"})  # no --json: their output is for people
@@ -1737,6 +1795,7 @@ def _accept_global_options(group: click.Group) -> None:
             _global_option(
                 "--memory-dir", field="memory_dir", flag=False, help_text=MEMORY_DIR_HELP
             ),
+            _global_option("--tier", field="tier", flag=False, help_text=TIER_HELP),
             _global_option("--no-pager", field="pager", value=False, help_text=NO_PAGER_HELP),
         ]
 

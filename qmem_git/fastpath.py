@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from qmem_git.ops.snapshot import SnapshotOutcome
     from qmem_git.store.writer import WriterStart
 
-_GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir"}
+_GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir", "--tier": "tier"}
+TIERS = ("project", "user", "team")
 _GLOBAL_FLAG = {"--json": "json", "-q": "quiet", "--quiet": "quiet", "-v": "verbose"}
 _GLOBAL_FLAG["--verbose"] = "verbose"
 
@@ -82,6 +83,8 @@ def plain_globals(opts: dict[str, object]) -> bool:
 
     if opts.get("quiet") and opts.get("verbose"):
         return False
+    if opts.get("tier", "project") not in TIERS:
+        return False  # click names the valid choices
     folders = (opts.get(key) for key in ("project", "memory_dir"))
     return all(
         os.path.isdir(os.path.expanduser(folder)) for folder in folders if isinstance(folder, str)
@@ -116,6 +119,7 @@ def fast_recall(opts: dict[str, object]) -> int:
     return run_recall(
         project=_str(opts.get("project")),
         memory_dir=_str(opts.get("memory_dir")),
+        tier=_str(opts.get("tier")) or "project",
         query=str(opts.get("query", "")),
         limit=limit if isinstance(limit, int) else 5,
         exclude=[str(p) for p in excluded] if isinstance(excluded, list) else [],
@@ -133,6 +137,7 @@ def run_recall(
     exclude: list[str],
     as_json: bool,
     quiet: bool = False,
+    tier: str = "project",
 ) -> int:
     """Print the Relevant memory block (or JSON) for ``query``; shared with the click command.
 
@@ -150,8 +155,9 @@ def run_recall(
     env = os.environ
     home = env.get("HOME") or os.path.expanduser("~")
     try:
-        layout = qwen_layout(project, memory_dir, env, home, current_dir())
+        layout = qwen_layout(project, memory_dir, env, home, current_dir(), tier)
         model = configured_model(env, home)
+        also = user_tier_too(layout, memory_dir, env, home)
         result = recall(
             layout.memory_root,
             layout.state_dir,
@@ -160,6 +166,7 @@ def run_recall(
             limit=limit,
             excluded=tuple(exclude),
             model=model,  # None unless configured: requests is imported only then
+            also=also,
         )
     except (Exception, KeyboardInterrupt) as exc:  # one Error: line, as in remember
         message, code, _ = failure(exc)
@@ -177,6 +184,27 @@ def run_recall(
     if not quiet and not as_json:
         sys.stderr.write(for_terminal(sys.stderr, f"No memory matches {query[:80]!r}.\n"))
     return 1
+
+
+def user_tier_too(
+    layout: Layout, memory_dir: str | None, env: Mapping[str, str], home: str
+) -> list[tuple[str, str | None]]:
+    """The user tier's (memory root, state dir) when recall on ``layout`` also reads it, as
+    Qwen Code recalls the project and the user tier together: for the project tier, unless a
+    ``--memory-dir`` names the one folder to read. The state dir (parse cache) only when the
+    user store is set up: recall never creates it. Shared with the prompt hook."""
+    import os
+
+    if layout.tier != "project" or memory_dir:
+        return []
+    from qmem_git.envvalues import current_dir
+    from qmem_git.store.qwensettings import qwen_layout
+
+    project = layout.project_root or None
+    user = qwen_layout(project, None, env, home, current_dir(), "user")
+    if user.memory_root == layout.memory_root or not os.path.isdir(user.memory_root):
+        return []
+    return [(user.memory_root, user.state_dir if os.path.isdir(user.state_dir) else None)]
 
 
 ERROR_LABEL = "\x1b[31m\x1b[1mError:\x1b[0m"  # click.style("Error:", fg="red", bold=True)
@@ -283,9 +311,11 @@ def set_up_layout(opts: dict[str, object]) -> Layout | None:
     home = env.get("HOME") or os.path.expanduser("~")
     project, memory_dir = _str(opts.get("project")), _str(opts.get("memory_dir"))
     try:
-        layout = qwen_layout(project, memory_dir, env, home, current_dir())
+        layout = qwen_layout(project, memory_dir, env, home, current_dir(), _tier(opts))
     except (QmemError, OSError):
         return None
+    if layout.tier == "team":
+        return None  # click's path refuses the write with its Error: line
     needed = [layout.git_dir, os.path.join(layout.memory_root, INDEX_NAME)]
     needed += [layout.state_file(name) for name in (META_NAME, CURSOR_NAME)]
     return layout if all(os.path.exists(path) for path in needed) else None
@@ -347,7 +377,9 @@ def _remember(
     from qmem_git.settings import build_settings
 
     moment = datetime.now(timezone.utc)
-    settings = build_settings(os.environ, project=project, memory_dir=memory_dir, with_model=False)
+    settings = build_settings(
+        os.environ, project=project, memory_dir=memory_dir, with_model=False, tier=_tier(opts)
+    )
     text, kind, why, how = (_str(opts.get(key)) for key in ("text", "type", "why", "how"))
     patch = remember_patch(text or "", kind=kind, why=why, how=how)  # refusals before dulwich
 
@@ -438,7 +470,9 @@ def _snapshot(
     from qmem_git.ops.snapshot import run_snapshot
     from qmem_git.settings import build_settings
 
-    settings = build_settings(os.environ, project=project, memory_dir=memory_dir, with_model=False)
+    settings = build_settings(
+        os.environ, project=project, memory_dir=memory_dir, with_model=False, tier=_tier(opts)
+    )
     moment = datetime.now(timezone.utc)
     op, dry_run = _str(opts.get("op")), bool(opts.get("dry_run"))
     return run_snapshot(settings, moment, op=op, dry_run=dry_run, started=started)
@@ -478,14 +512,16 @@ def fast_sync(opts: dict[str, object]) -> int | None:
     if getattr(sys.stderr, "isatty", lambda: True)():
         return None
     try:
+        from qmem_git.core.paths import refuse_team_write
         from qmem_git.ops.sync import run_sync, sync_summary
         from qmem_git.settings import build_settings
 
         project, memory_dir = _str(opts.get("project")), _str(opts.get("memory_dir"))
         # no model config read: a sync never calls one
         settings = build_settings(
-            os.environ, project=project, memory_dir=memory_dir, with_model=False
+            os.environ, project=project, memory_dir=memory_dir, with_model=False, tier=_tier(opts)
         )
+        refuse_team_write(settings.layout, "sync")
         outcome = run_sync(
             settings,
             datetime.now(timezone.utc),
@@ -632,3 +668,8 @@ def _emit(opts: dict[str, object], text: str, data: object) -> None:
 
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _tier(opts: dict[str, object]) -> str:
+    """``--tier`` (Qwen Code's memory tier), ``project`` when not given."""
+    return _str(opts.get("tier")) or "project"

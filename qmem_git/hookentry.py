@@ -406,14 +406,20 @@ def session_mode(hook: Hook, env: Mapping[str, str], state: Mapping[str, object]
 def recall_block(hook: Hook, query: str, env: Mapping[str, str]) -> str:
     import time
 
-    from qmem_git.fastpath import record_recall
+    from qmem_git.core.paths import Layout
+    from qmem_git.fastpath import record_recall, user_tier_too
     from qmem_git.ops.recall import recall
 
     if not query.strip():
         return ""
     started = time.monotonic()
     model = hook_model(hook, env)
-    result = recall(hook.memory_root, hook.state_dir, query, int(time.time() * 1000), model=model)
+    also: list[tuple[str, str | None]] = []
+    if hook.agent == "qwen":  # Qwen Code recalls its user tier with the project's
+        layout = Layout(hook.memory_root, hook.state_dir, "global", hook.project)
+        also = user_tier_too(layout, hook.memory_dir, env, hook.home)
+    now_ms = int(time.time() * 1000)
+    result = recall(hook.memory_root, hook.state_dir, query, now_ms, model=model, also=also)
     if model is not None and result.strategy == "heuristic":
         hook.log("recall: the model did not answer in time or usably; used word matching")
     record_recall(env, hook.state_dir, query, result, started)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from qmem_git.core.limits import QUIET_SECONDS
-from qmem_git.core.paths import Layout, chats_dir, expand_dir, layout_for
+from qmem_git.core.paths import Layout, chats_dir, expand_dir, tier_layout
 from qmem_git.envvalues import DEFAULT_LOCK_TIMEOUT, current_dir, lock_timeout
 from qmem_git.store.qwensettings import runtime_output_dir
 
@@ -49,16 +49,18 @@ def build_settings(
     cwd: str | None = None,
     home: str | None = None,
     with_model: bool = True,
+    tier: str = "project",
 ) -> Settings:
     """Resolve the layout from flags and env (``--memory-dir`` > spec §2 resolution).
 
     ``with_model=False``: leave the model endpoint unread (``model`` None), for a command that
     never calls one (``remember``): its config module and files cost every call ~3 ms.
+    ``tier``: Qwen's memory tier (``--tier``, :func:`qmem_git.core.paths.tier_layout`).
     """
     cwd = cwd or current_dir()
     home = home or env.get("HOME") or os.path.expanduser("~")
     output_dir = runtime_output_dir(env, home, cwd, expand_dir(project or cwd, home, cwd))
-    layout = layout_for(project, memory_dir, env, home, cwd, os.path.lexists, output_dir)
+    layout = tier_layout(tier, project, memory_dir, env, home, cwd, os.path.lexists, output_dir)
     return Settings(
         layout=layout,
         host=env.get("QMEM_HOST") or _hostname() or "localhost",

@@ -144,13 +144,22 @@ def encode_target(relative_path: str) -> str:
     return "".join(out)
 
 
-def _index_line_js(doc: Document) -> str:
+def raw_index_line_js(doc: Document) -> str:
+    """``- [title](path) — description`` as a JavaScript string, before the 150-unit cut."""
     title = _sanitize_js(to_js(doc.title)) or doc.type
     description = _sanitize_js(to_js(doc.description)) or doc.type
-    line = f"- [{title}]({encode_target(doc.relative_path)}) — {description}"
+    return f"- [{title}]({encode_target(doc.relative_path)}) — {description}"
+
+
+def truncate_line_js(line: str) -> str:
+    """Qwen's ``truncateIndexLine``: over 150 UTF-16 code units, cut to 149 and ``…``."""
     if len(line) <= MAX_LINE_CHARS:
         return line
     return _trim_end(line[: MAX_LINE_CHARS - 1]) + "…"
+
+
+def _index_line_js(doc: Document) -> str:
+    return truncate_line_js(raw_index_line_js(doc))
 
 
 def index_line(doc: Document) -> str:
@@ -161,9 +170,14 @@ def index_line(doc: Document) -> str:
 
 def build_index(docs: list[Document]) -> IndexResult:
     """Index text for documents already in scan order, byte for byte as Qwen Code 0.24.4's
-    ``buildManagedAutoMemoryIndex`` writes it: at most 200 lines and 25,000 UTF-16 code units
-    (cut at the last line break before it), then the warning."""
-    lines = [_index_line_js(doc) for doc in docs]
+    ``buildManagedAutoMemoryIndex`` writes it (the project and the user tier alike)."""
+    return assemble_index([_index_line_js(doc) for doc in docs], [(d.relative_path,) for d in docs])
+
+
+def assemble_index(lines: list[str], paths: list[tuple[str, ...]]) -> IndexResult:
+    """Qwen's ``assembleIndex`` on JavaScript-string ``lines``: at most 200 lines and 25,000
+    UTF-16 code units (cut at the last line break before it), then the warning. ``paths[i]``:
+    the memories line ``i`` lists, reported as dropped when the line is."""
     text = "\n".join(lines[:MAX_LINES])
     raw_length = sum(len(line) for line in lines) + max(len(lines) - 1, 0)
     if len(text) > MAX_BYTES:
@@ -172,7 +186,7 @@ def build_index(docs: list[Document]) -> IndexResult:
     if len(lines) <= MAX_LINES and len(text) == raw_length:
         return IndexResult(from_js(text))
     kept_count = text.count("\n") + 1 if text else 0
-    dropped = tuple(doc.relative_path for doc in docs[kept_count:])
+    dropped = tuple(path for group in paths[kept_count:] for path in group)
     return IndexResult(from_js(f"{text}\n\n{WARNING}"), dropped)
 
 

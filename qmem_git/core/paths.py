@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 
 from qmem_git.core.limits import INDEX_RECORD_NAME, WRITER_LOCK_NAME
-from qmem_git.errors import UsageError
+from qmem_git.errors import QmemError, UsageError
 
 # This module is on the per-prompt hook path: it avoids `re`, `dataclasses` and `typing`
 # (together ~25 ms of start-up), so Layout is a small hand-written value class.
@@ -22,8 +22,13 @@ class Layout:
     def __init__(self, memory_root: str, state_dir: str, mode: str, project_root: str = "") -> None:
         self.memory_root = memory_root
         self.state_dir = state_dir
-        self.mode = mode  # "global", "local" or "explicit"
+        self.mode = mode  # "global", "local", "explicit", or the tier: "user", "team"
         self.project_root = project_root
+
+    @property
+    def tier(self) -> str:
+        """Qwen's memory tier this store is: ``project``, ``user`` or ``team``."""
+        return self.mode if self.mode in ("user", "team") else "project"
 
     def _key(self) -> tuple[str, str, str, str]:
         return (self.memory_root, self.state_dir, self.mode, self.project_root)
@@ -44,7 +49,10 @@ class Layout:
 
     @property
     def git_dir(self) -> str:
-        """Where this store's repository lives (:func:`git_dir_of`)."""
+        """Where this store's repository lives (:func:`git_dir_of`); for the team tier the
+        project's own (``<git root>/.git``), which qmem-git reads and never commits to."""
+        if self.mode == "team":
+            return posixpath.join(team_git_root(self.memory_root), ".git")
         return git_dir_of(self.memory_root)
 
 
@@ -178,6 +186,79 @@ def team_memory_root(project_root: str, home: str, cwd: str, exists: Callable[[s
     return posixpath.join(git_root, ".qwen", TEAM_MEMORY_DIR_NAME)
 
 
+def is_team_root(root: str) -> bool:
+    """``root`` has the shape of Qwen's team tier: ``<git root>/.qwen/team-memory``."""
+    parent, name = posixpath.split(posixpath.normpath(root))
+    return name == TEAM_MEMORY_DIR_NAME and posixpath.basename(parent) == ".qwen"
+
+
+def team_git_root(team_root: str) -> str:
+    """The project folder a team root ``<git root>/.qwen/team-memory`` belongs to."""
+    return posixpath.dirname(posixpath.dirname(posixpath.normpath(team_root)))
+
+
+def user_state_dir(user_root: str) -> str:
+    """qmem-git's machine-local files of the user tier: ``<base>/memories.qmem``, beside the
+    folder and its repository (``memories.git``), never among Qwen's own ``<base>/*.json``."""
+    return posixpath.normpath(user_root).rstrip("/") + USER_STATE_SUFFIX
+
+
+def tier_layout(
+    tier: str,
+    project: str | None,
+    memory_dir: str | None,
+    env: Mapping[str, str],
+    home: str,
+    cwd: str,
+    exists: Callable[[str], bool],
+    output_dir: str | None = None,
+) -> Layout:
+    """The store ``--tier`` names (Qwen Code 0.24's three tiers).
+
+    ``project``: :func:`layout_for`. ``user``: ``<base>/memories`` (``getUserAutoMemoryRoot``),
+    state in :func:`user_state_dir`. ``team``: ``<git root>/.qwen/team-memory``
+    (``getTeamAutoMemoryRoot``), versioned by the project's repository; its state dir is the
+    project tier's (telemetry only).
+    """
+    if tier == "project":
+        return layout_for(project, memory_dir, env, home, cwd, exists, output_dir)
+    if tier not in TIERS:
+        raise UsageError(f"--tier {tier}: not a tier", hint="use project, user or team")
+    if memory_dir:
+        raise UsageError(
+            f"--memory-dir names a folder of its own; --tier {tier} names Qwen's {tier} tier",
+            hint="give --memory-dir or --tier, not both",
+        )
+    folder = expand_dir(project or cwd, home, cwd)
+    if tier == "user":
+        root = user_memory_root(env, home, cwd, output_dir, folder)
+        return Layout(root, user_state_dir(root), "user", folder)
+    root = team_memory_root(folder, home, cwd, exists)
+    state = resolve_layout(folder, env, home, cwd, exists, output_dir).state_dir
+    return Layout(root, state, "team", folder)
+
+
+# what --tier team may run: the team folder is the project's, committed by the project's git
+TEAM_READERS = frozenset(
+    {"where", "validate", "index", "recall", "log", "show", "diff", "history", "review", "stats"}
+)
+
+
+def refuse_team_write(layout: Layout, command: str) -> None:
+    """A writer on ``--tier team`` refuses (exit 1): the team folder lives in the project's own
+    repository, where qmem-git never commits and never makes a nested repository."""
+    if layout.tier != "team" or command in TEAM_READERS:
+        return
+    project = team_git_root(layout.memory_root)
+    raise QmemError(
+        f"{command} --tier team: the team memory {layout.memory_root} is versioned by the "
+        f"project's own git repository ({project}), which qmem-git does not commit to",
+        hint=f"commit it with git: git -C {project} add .qwen/team-memory && "
+        f"git -C {project} commit; qmem-git validate, index, recall, log, diff and history "
+        "work on --tier team",
+    )
+
+
 def find_git_root(project_root: str, exists: Callable[[str], bool]) -> str:
     """Nearest ancestor holding a ``.git`` entry (dir or file), else the project root itself."""
     current = posixpath.normpath(project_root)
@@ -220,6 +301,8 @@ def resolve_layout(
 MEMORY_DIR_NAME = "memory"  # spec §2.2: memory roots are <state dir>/memory
 USER_MEMORY_DIR_NAME = "memories"
 TEAM_MEMORY_DIR_NAME = "team-memory"
+USER_STATE_SUFFIX = ".qmem"  # <base>/memories.qmem: the user tier's state folder
+TIERS = ("project", "user", "team")
 MEMORY_REPO_MARKERS = (INDEX_RECORD_NAME, WRITER_LOCK_NAME)  # in a memory repository
 
 

@@ -9,8 +9,7 @@ Memory lives in a repository in three ways, and all three are found by shape: a 
 ``.qwen/memory`` (Qwen Code's local mode, committed with the project), a project's
 ``.qwen/team-memory`` (Qwen Code's team tier) and a repository whose root is a memory folder.
 The team folder's MEMORY.md has Qwen Code's own team format (sorted by path, equal descriptions
-grouped), which this package does not generate: the hooks check the team memories but leave its
-MEMORY.md alone rather than rewrite it in the project tier's format.
+grouped, :mod:`qmem_git.core.teamindex`): the hooks check and fix it in that format.
 """
 
 from __future__ import annotations
@@ -28,8 +27,9 @@ from qmem_git.core.model import INDEX_NAME, MEMORY_TYPES
 from qmem_git.core.names import LEGACY_TOPIC_FILES
 from qmem_git.core.paths import MEMORY_DIR_NAME
 from qmem_git.core.validate import Finding, check_conflict_markers, check_secrets, format_findings
+from qmem_git.ops.tierindex import expected_index
 from qmem_git.ops.validate import validate_paths
-from qmem_git.store.workdir import atomic_write, render_index
+from qmem_git.store.workdir import atomic_write
 
 QWEN_DIR_NAME = ".qwen"
 TEAM_DIR_NAME = "team-memory"  # Qwen Code's team tier: <git root>/.qwen/team-memory
@@ -49,7 +49,7 @@ def validate_main(argv: Sequence[str] | None = None) -> int:
     groups: dict[str, list[str]] = {}
     for name in args.filenames:
         root = _root_for(name, args.memory_root)
-        if root is not None and not _team_index(root, name):
+        if root is not None:
             groups.setdefault(root, []).append(name)
     status = 0
     for root, names in sorted(groups.items()):
@@ -88,11 +88,6 @@ def is_team_root(directory: str) -> bool:
     return name == TEAM_DIR_NAME and os.path.basename(parent) == QWEN_DIR_NAME
 
 
-def _team_index(root: str, name: str) -> bool:
-    """The team folder's own MEMORY.md (Qwen Code's team format: not ours to check)."""
-    return is_team_root(root) and os.path.abspath(name) == os.path.join(root, INDEX_NAME)
-
-
 @functools.lru_cache(maxsize=1024)
 def is_memory_root(directory: str) -> bool:
     """A folder with MEMORY.md and a type folder or legacy topic file, a ``memory`` folder
@@ -120,11 +115,6 @@ def index_main(argv: Sequence[str] | None = None) -> int:
     roots = args.memory_root or discover_memory_roots(os.getcwd())
     status = 0
     for root in roots:
-        if is_team_root(root):  # Qwen Code's team format, which fix_index would get wrong
-            _print_lines(
-                [f"note: {_shown(os.path.join(root, INDEX_NAME))} is a team index; skipped"]
-            )
-            continue
         code, lines = fix_index(root)
         _print_lines(lines)
         status = max(status, code)
@@ -141,7 +131,7 @@ def fix_index(root: str) -> tuple[int, list[str]]:
     if os.path.islink(root) or os.path.islink(index) or not os.path.isdir(root):
         problem = "is a symlink or not a directory; not touching it"
         return 1, [f"{_shown(index)}:1:1: error: {_shown(root)} {problem} [symlink]"]
-    expected = render_index(root)
+    expected = expected_index(root)  # a team folder's in Qwen's team format
     if index_is_current(_read_index(index), expected):
         return 0, []
     atomic_write(index, expected.text.encode("utf-8"))

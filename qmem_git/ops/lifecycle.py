@@ -12,12 +12,13 @@ from qmem_git.core.codec import parse_document
 from qmem_git.core.index import index_is_current
 from qmem_git.core.limits import INDEX_NAME
 from qmem_git.ops.runner import execute
+from qmem_git.ops.tierindex import expected_index
 from qmem_git.settings import Settings
 from qmem_git.store.relocate import repository
 from qmem_git.store.repo import default_hook_command, head_commit, init_repo
 from qmem_git.store.state import ensure_scaffold
 from qmem_git.store.walk import check_store, memory_paths
-from qmem_git.store.workdir import index_path, read_text, render_index
+from qmem_git.store.workdir import index_path, read_text
 
 
 @dataclass(frozen=True)
@@ -136,27 +137,34 @@ def check_index(settings: Settings) -> IndexStatus:
     Same rule as ``validate`` and the ``qmem-index`` hook: one trailing newline is fine.
     """
     root = settings.layout.memory_root
-    expected = render_index(root)
+    expected = expected_index(root)
     current = read_text(index_path(root))
     return IndexStatus(index_is_current(current, expected), expected.text, expected.dropped)
 
 
 def describe_location(settings: Settings) -> dict[str, object]:
+    """``where``: the chosen store (``--tier``); the team tier's repository is the project's."""
     layout = settings.layout
+    team = layout.tier == "team"
+    git_dir = layout.git_dir if team else repository(layout.memory_root)
     return {
+        "tier": layout.tier,
         "memory_root": layout.memory_root,
         "state_dir": layout.state_dir,
         "mode": layout.mode,
         "project": layout.project_root,
-        "repository": repository(layout.memory_root),
-        "initialized": os.path.isdir(repository(layout.memory_root)),
-        "remotes": describe_remotes(layout.memory_root),
+        "repository": git_dir,
+        "initialized": os.path.exists(git_dir) if team else os.path.isdir(git_dir),
+        "remotes": _remotes_of(git_dir),
     }
 
 
 def describe_remotes(memory_root: str) -> list[str]:
     """``name url (kind)`` per remote, credentials redacted."""
-    git_dir = repository(memory_root)
+    return _remotes_of(repository(memory_root))
+
+
+def _remotes_of(git_dir: str) -> list[str]:
     if not os.path.isdir(git_dir):
         return []
     from qmem_git.store.remotes import list_remotes

@@ -14,7 +14,7 @@ from qmem_git.store.doccache import scan_cached
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from qmem_git.core.recall import Selector
     from qmem_git.modelconfig import ModelConfig
@@ -30,6 +30,7 @@ def recall(
     excluded: Iterable[str] = (),
     selector: Selector[CachedDoc] | None = None,
     model: ModelConfig | None = None,
+    also: Sequence[tuple[str, str | None]] = (),
 ) -> RecallResult:
     """Scan (cached, top 200 in scan order), drop ``excluded`` paths, select and render.
 
@@ -37,15 +38,26 @@ def recall(
     memory root; they are never selected and not counted in ``docs_scanned`` (spec §10.1).
     ``state_dir`` None disables the parse cache. ``model`` (when no ``selector`` is given)
     selects with the model of spec §10.6 (``ops.recallmodel``); the HTTP client is imported only
-    when the model is actually asked.
+    when the model is actually asked. ``also``: more (memory root, state dir) stores recalled
+    with this one, after it, as Qwen Code recalls the user tier with the project's; an
+    absolute ``excluded`` path inside one of them excludes that memory there.
     """
-    docs = scan_cached(memory_root, state_dir)
-    skip = [relative_to_root(path, memory_root) for path in excluded]
+    skip = {relative_to_root(path, memory_root) for path in excluded}
+    docs = [doc for doc in scan_cached(memory_root, state_dir) if doc.relative_path not in skip]
+    for root, state in also:
+        there = {relative_to_root(path, root) for path in excluded if _inside(root, path)}
+        docs += [doc for doc in scan_cached(root, state) if doc.relative_path not in there]
     if selector is None and model is not None:
         from qmem_git.ops.recallmodel import recall_selector
 
         selector = recall_selector(model)
-    return resolve_recall(docs, query, now_ms, limit, skip, selector)
+    return resolve_recall(docs, query, now_ms, limit, (), selector)
+
+
+def _inside(root: str, path: str) -> bool:
+    if not os.path.isabs(path):
+        return False
+    return not relative_to_root(path, root).startswith("..")
 
 
 def relative_to_root(path: str, memory_root: str) -> str:

@@ -38,7 +38,7 @@ from qmem_git.core.validate import (
     size_limit_finding,
     sort_findings,
 )
-from qmem_git.store.workdir import render_index
+from qmem_git.ops.tierindex import expected_index
 
 if TYPE_CHECKING:
     from qmem_git.store.staged import Staged, StagedFile
@@ -363,8 +363,8 @@ def _check_index_file(root: str, present: bool) -> list[Finding]:
     except _Unreadable as exc:
         return [exc.finding]
     if data is None:
-        return check_index(None, render_index(root))
-    return _check_index_data(data, lambda: render_index(root))
+        return check_index(None, expected_index(root))
+    return _check_index_data(data, lambda: expected_index(root))
 
 
 def _check_index_data(

@@ -20,7 +20,7 @@ import posixpath
 import sys
 
 from qmem_git.core.jsonc import loads, strip_jsonc
-from qmem_git.core.paths import expand_dir, global_qwen_dir, layout_for
+from qmem_git.core.paths import expand_dir, global_qwen_dir, tier_layout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,18 +47,25 @@ def settings_files(env: Mapping[str, str], home: str, cwd: str, workspace: str) 
 
 
 def qwen_layout(
-    project: str | None, memory_dir: str | None, env: Mapping[str, str], home: str, cwd: str
+    project: str | None,
+    memory_dir: str | None,
+    env: Mapping[str, str],
+    home: str,
+    cwd: str,
+    tier: str = "project",
 ) -> Layout:
-    """``core.paths.layout_for`` with Qwen's settings read: the memory folder Qwen uses.
+    """``core.paths.tier_layout`` with Qwen's settings read: the memory folder Qwen uses.
 
     The settings files are read only when they can matter (no ``--memory-dir``, no
-    ``QWEN_CODE_MEMORY_LOCAL``, ``QWEN_CODE_MEMORY_BASE_DIR`` or ``QWEN_RUNTIME_DIR``)."""
+    ``QWEN_CODE_MEMORY_BASE_DIR`` or ``QWEN_RUNTIME_DIR``, and for the project tier no
+    ``QWEN_CODE_MEMORY_LOCAL``)."""
     output_dir = None
-    overridden = env.get("QWEN_CODE_MEMORY_LOCAL") == "1" or env.get("QWEN_CODE_MEMORY_BASE_DIR")
+    local = tier == "project" and env.get("QWEN_CODE_MEMORY_LOCAL") == "1"
+    overridden = local or env.get("QWEN_CODE_MEMORY_BASE_DIR")
     if not memory_dir and not overridden and not env.get("QWEN_RUNTIME_DIR"):
         workspace = expand_dir(project or cwd, home, cwd)
         output_dir = runtime_output_dir(env, home, cwd, workspace)
-    return layout_for(project, memory_dir, env, home, cwd, os.path.lexists, output_dir)
+    return tier_layout(tier, project, memory_dir, env, home, cwd, os.path.lexists, output_dir)
 
 
 def runtime_output_dir(env: Mapping[str, str], home: str, cwd: str, workspace: str) -> str | None:

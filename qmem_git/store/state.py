@@ -27,6 +27,7 @@ def ensure_scaffold(layout: Layout, now: datetime) -> list[str]:
     root = layout.memory_root
     check_store(layout)
     os.makedirs(root, exist_ok=True)
+    os.makedirs(layout.state_dir, exist_ok=True)  # its own folder for the user tier
     created = []
     files = {
         index_path(layout.memory_root): build_index([]).text,

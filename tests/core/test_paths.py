@@ -20,15 +20,17 @@ from qmem_git.core.paths import (
     is_inside,
     is_legacy_repo,
     legacy_git_dir,
+    refuse_team_write,
     repository_of,
     resolve_layout,
     runtime_base_dir,
     sanitize,
     team_memory_root,
+    tier_layout,
     user_memory_root,
     worktree_of,
 )
-from qmem_git.errors import UsageError
+from qmem_git.errors import QmemError, UsageError
 
 HOME = "/home/alice"
 CWD = "/work/cwd"
@@ -370,3 +372,41 @@ def test_user_and_team_roots() -> None:
     exists = probe("/repo/.git")
     assert team_memory_root("/repo/a/b", HOME, CWD, exists) == "/repo/.qwen/team-memory"
     assert team_memory_root("/x", HOME, CWD, probe()) == "/x/.qwen/team-memory"
+
+
+def test_tier_layouts_name_each_of_qwens_tiers() -> None:
+    exists = probe("/repo/.git")
+    project = tier_layout("project", "/repo/a", None, {}, HOME, CWD, exists)
+    assert project == resolve_layout("/repo/a", {}, HOME, CWD, exists)
+    assert project.tier == "project"
+    user = tier_layout("user", "/repo/a", None, {}, HOME, CWD, exists)
+    assert (user.memory_root, user.state_dir) == (
+        f"{HOME}/.qwen/memories",
+        f"{HOME}/.qwen/memories.qmem",
+    )
+    assert user.git_dir == f"{HOME}/.qwen/memories.git"  # beside the folder, not in ~/.qwen/*.json
+    assert user.tier == "user" and user.project_root == "/repo/a"
+    env = {"QWEN_CODE_MEMORY_BASE_DIR": "/mb"}
+    assert tier_layout("user", None, None, env, HOME, CWD, exists).state_dir == "/mb/memories.qmem"
+    team = tier_layout("team", "/repo/a", None, {}, HOME, CWD, exists)
+    assert team.memory_root == "/repo/.qwen/team-memory"
+    assert team.git_dir == "/repo/.git"  # the project's own repository, never a nested one
+    assert team.state_dir == project.state_dir and team.tier == "team"
+
+
+@pytest.mark.parametrize("tier", ["user", "team"])
+def test_a_tier_and_a_memory_dir_are_one_choice_too_many(tier: str) -> None:
+    with pytest.raises(UsageError, match="--memory-dir or --tier"):
+        tier_layout(tier, None, "/m/memory", {}, HOME, CWD, probe())
+    with pytest.raises(UsageError, match="not a tier"):
+        tier_layout("shared", None, None, {}, HOME, CWD, probe())
+
+
+def test_only_readers_run_on_the_team_tier() -> None:
+    team = tier_layout("team", "/repo", None, {}, HOME, CWD, probe("/repo/.git"))
+    for command in ("validate", "index", "recall", "log", "diff", "history", "where"):
+        refuse_team_write(team, command)
+    with pytest.raises(QmemError, match=r"project's own git repository \(/repo\)") as caught:
+        refuse_team_write(team, "remember")
+    assert caught.value.exit_code == 1 and "git -C /repo commit" in caught.value.hint
+    refuse_team_write(tier_layout("user", "/repo", None, {}, HOME, CWD, probe()), "remember")

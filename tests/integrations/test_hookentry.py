@@ -966,3 +966,15 @@ def test_a_project_folder_that_does_not_exist_gets_no_store(
     assert spawned == []  # no background extract, snapshot or dream for it
     root, state = layout(gone)
     assert not root.exists() and not state.exists()  # not even a hook.log
+
+
+def test_qwen_prompt_recall_also_reads_the_user_tier(
+    capsys: pytest.CaptureFixture[str], project: Path, memories: Path, engine: None, tmp_path: Path
+) -> None:
+    user = tmp_path / "runtime" / "memories"  # <base>/memories, base = QWEN_RUNTIME_DIR here
+    write_memory(user, "user/tea.md", "Green tea", "Always brew green tea for the user.", "user")
+    data = payload(project, "UserPromptSubmit", prompt="what tea should I brew?")
+    context = context_of(run(capsys, ["--agent", "qwen", "prompt"], data), "UserPromptSubmit")
+    assert "Always brew green tea for the user." in context
+    claude = run(capsys, ["--agent", "claude", "prompt"], data)  # Claude has no user tier
+    assert claude is None or "green tea" not in context_of(claude, "UserPromptSubmit")

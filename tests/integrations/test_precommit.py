@@ -337,10 +337,17 @@ def test_try_repo(hook_env: HookEnv, tmp_path: Path) -> None:
 DOCS = PROJECT_ROOT / "docs" / "integrations.md"
 SNIPPET_MARKER = "<!-- pre-commit-snippet -->\n```yaml\n"
 SNIPPET_URL = "https://github.com/qmem-git/qmem-git"
-TEAM_INDEX = (  # Qwen Code's team format: sorted by path, equal descriptions grouped
+TEAM_INDEX = (  # Qwen Code's team format of make_team: sorted by path, equal descriptions grouped
     "- [Freeze](project/freeze.md) — Freeze memory\n"
-    "- [Terse](user/terse.md) — Terse memory (also: user/terse-2.md)\n"
+    "- [Terse](user/terse-2.md) — Terse memory (also: user/terse.md)"
 )
+
+
+def make_team(root: Path) -> Path:
+    """A team folder (two memories share a description) without its MEMORY.md."""
+    make_memory(root, index=False)
+    (root / "user" / "terse-2.md").write_text(memory(body="Terse, again."))
+    return root
 
 
 def documented_config(hook_env: HookEnv) -> str:
@@ -396,19 +403,20 @@ def test_snippet_checks_local_mode_memory_committed_with_the_project(
     assert code == 0, out
 
 
-def test_snippet_checks_team_memory_but_leaves_its_index_alone(
+def test_snippet_checks_team_memory_and_fixes_its_index_in_qwens_team_format(
     hook_env: HookEnv, tmp_path: Path
 ) -> None:
     repo = project_with_config(tmp_path, hook_env)
-    team = make_memory(repo / ".qwen" / "team-memory", index=False)
+    team = make_team(repo / ".qwen" / "team-memory")
     os.utime(team / "project" / "freeze.md", (1_700_000_000, 1_700_000_000))
-    (team / "MEMORY.md").write_text(TEAM_INDEX)
-    assert render_index(str(team)).text != TEAM_INDEX  # our format would differ
+    (team / "MEMORY.md").write_text(TEAM_INDEX + "\n")  # an editor's final newline is fine
+    assert render_index(str(team)).text != TEAM_INDEX  # the project format would differ
     _git(repo, hook_env.env, "add", "-A")
     code, out = run_all(hook_env, repo, "--all-files")
     assert code == 0, out
     assert passed(out, "qmem validate memory files") and passed(out, "qmem rebuild MEMORY.md")
-    assert (team / "MEMORY.md").read_text() == TEAM_INDEX
+    assert (team / "MEMORY.md").read_text() == TEAM_INDEX + "\n"
+    (team / "MEMORY.md").write_text("- [Terse](user/terse.md) — stale\n")
     bad = ".qwen/team-memory/feedback/leak.md"
     (repo / bad).parent.mkdir()
     (repo / bad).write_text(memory("feedback", "Leak", f"Use {TOKEN} for the bot."))
@@ -416,7 +424,19 @@ def test_snippet_checks_team_memory_but_leaves_its_index_alone(
     code, out = run_all(hook_env, repo)
     assert code == 1, out
     assert f"{bad}:7:5: error: possible secret: GitHub PAT" in out and "Q" * 10 not in out
-    assert (team / "MEMORY.md").read_text() == TEAM_INDEX
+    assert "Fixing .qwen/team-memory/MEMORY.md" in out
+    assert (team / "MEMORY.md").read_text() == (
+        "- [Leak](feedback/leak.md) — Leak memory\n"  # by path, not by age
+        "- [Freeze](project/freeze.md) — Freeze memory\n"
+        "- [Terse](user/terse-2.md) — Terse memory (also: user/terse.md)"
+    )
+    pre_commit(repo, hook_env.env, "install").check_returncode()
+    _git(repo, hook_env.env, "add", "-A")
+    refused = subprocess.run(  # a real `git commit`: the installed hook refuses the secret
+        ["git", "commit", "-qm", "team: leak"], cwd=repo, env=hook_env.env, capture_output=True
+    )
+    assert refused.returncode == 1 and b"possible secret: GitHub PAT" in refused.stderr
+    assert subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=repo).returncode
 
 
 def test_snippet_checks_a_repository_of_memory_files(hook_env: HookEnv, tmp_path: Path) -> None:
@@ -468,17 +488,21 @@ def test_snippet_in_a_local_mode_qmem_git_store(hook_env: HookEnv, tmp_path: Pat
     )
 
 
-def test_team_folder_index_is_left_alone_by_the_main_functions(
+def test_team_folder_index_is_checked_and_fixed_in_qwens_team_format(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    team = make_memory(repo / ".qwen" / "team-memory", index=False)
+    team = make_team(repo / ".qwen" / "team-memory")
     (team / "MEMORY.md").write_text(TEAM_INDEX)
     subprocess.run(["git", "init", "-q"], check=True)
     names = [".qwen/team-memory/MEMORY.md", ".qwen/team-memory/user/terse.md"]
     assert precommit.validate_main(names) == 0
     assert precommit.index_main([]) == 0
     assert (team / "MEMORY.md").read_text() == TEAM_INDEX
-    assert "team-memory/MEMORY.md is a team index; skipped" in capsys.readouterr().out
+    (team / "MEMORY.md").write_text(render_index(str(team)).text)  # the project tier's format
+    assert precommit.validate_main(names) == 1
+    assert "[index-stale]" in capsys.readouterr().out
+    assert precommit.index_main([]) == 1
+    assert (team / "MEMORY.md").read_text() == TEAM_INDEX
     (team / "user" / "terse.md").write_text(memory(body=f"see {TOKEN}"))
     assert precommit.validate_main(names) == 1
     assert "[secret]" in capsys.readouterr().out

@@ -416,3 +416,36 @@ def test_cached_doc_helpers(store: tuple[Path, Path]) -> None:
     first = scan_cached(str(root), str(state))[0]
     assert first.filename == "deploy.md"
     assert repr(first) == "CachedDoc('project/deploy.md', type='project', title='Deploy checklist')"
+
+
+def test_recall_reads_more_stores_after_this_one(store: tuple[Path, Path], tmp_path: Path) -> None:
+    """The user tier recalled with the project's (as Qwen Code does); an absolute excluded path
+    excludes the memory of the store it lies in, a relative one only this store's."""
+    root, state = store
+    user = tmp_path / "base" / "memories"
+    tea = write_memory(user, "user/tea.md", "Green tea", kind="user", body="Prefers green tea")
+    write_memory(user, "project/deploy.md", "User deploy note", body="Run smoke tests twice")
+    also = [(str(user), None)]
+    both = recall(str(root), str(state), "green tea", NOW_S * 1000, also=also)
+    assert [doc.relative_path for doc in both.selected] == ["user/tea.md"]
+    assert both.docs_scanned == 5 and "Prefers green tea" in both.prompt
+    theirs = recall(
+        str(root),
+        str(state),
+        "smoke tests twice",
+        NOW_S * 1000,
+        excluded=["project/deploy.md"],
+        also=also,
+    )
+    assert "Run smoke tests twice" in theirs.prompt  # a relative exclude is this store's only
+    skipped = recall(
+        str(root),
+        str(state),
+        "green tea",
+        NOW_S * 1000,
+        excluded=[str(tea), "project/deploy.md"],
+        also=[(str(user), None)],
+    )
+    assert skipped.docs_scanned == 3  # tea.md there, deploy.md here (not the user store's)
+    assert "Prefers green tea" not in skipped.prompt
+    assert not (user.parent / "memories.qmem").exists()  # no state dir given: no cache written

@@ -83,11 +83,78 @@ async function runIndex(c) {
   return await rebuildManagedAutoMemoryIndex(c.project);
 }
 
+// Qwen does not export its team index builder (rebuildTeamAutoMemoryIndex): it is taken from
+// the source modules esbuild bundled (found by their "// packages/..." heading, never by the
+// chunk's file name) and run with their imports and the other chunks' exports in scope.
+const TEAM_MODULES = ["types", "scan", "indexer"].map((m) => `packages/core/src/memory/${m}.ts`);
+let teamIndexBuilder = null;
+
+function moduleSection(text, modulePath) {
+  const heading = `\n// ${modulePath}\n`;
+  const start = text.indexOf(heading);
+  if (start < 0) return null;
+  const end = text.indexOf("\n// ", start + heading.length);
+  return text.slice(start + heading.length, end < 0 ? undefined : end);
+}
+
+async function moduleImports(source, scope) {
+  const pattern = /^import (?:\* as (\w+)|\{([^}]*)\}) from "([^"]+)";$/gm;
+  for (const [, star, named, from] of source.matchAll(pattern)) {
+    const module = await import(from);
+    if (star) scope.set(star, module);
+    for (const item of (named ?? "").split(",").filter((x) => x.trim())) {
+      const [name, alias] = item.trim().split(/\s+as\s+/);
+      scope.set(alias ?? name, module[name]);
+    }
+  }
+  return source.replace(pattern, "");
+}
+
+async function loadTeamIndexBuilder() {
+  const sections = [];
+  for (const modulePath of TEAM_MODULES) {
+    const file = chunkFiles.find((name) =>
+      readFileSync(join(chunksDir, name), "utf8").includes(`\n// ${modulePath}\n`),
+    );
+    if (file === undefined) throw new Error(`no chunk bundles ${modulePath}`);
+    sections.push(moduleSection(readFileSync(join(chunksDir, file), "utf8"), modulePath));
+  }
+  const scope = new Map([["__name", (f) => f], ["init_esbuild_shims", () => {}]]);
+  let body = "";
+  for (const section of sections) body += (await moduleImports(section, scope)) + "\n";
+  const declared = new Set(
+    [...body.matchAll(/^(?:async )?(?:function|var|let|const|class) (\w+)/gm)].map((m) => m[1]),
+  );
+  exportIndex ??= buildExportIndex();
+  for (const [name] of body.matchAll(/[A-Za-z_$][\w$]*/g)) {
+    if (!declared.has(name) && !scope.has(name) && !(name in globalThis) && exportIndex.has(name)) {
+      scope.set(name, await findExport(name));
+    }
+  }
+  const proxy = new Proxy(Object.create(null), {
+    has: (_, name) => scope.has(name),
+    get: (_, name) => scope.get(name),
+  });
+  const make = new Function("scope", `with (scope) {\n${body}\nreturn rebuildTeamAutoMemoryIndex;\n}`);
+  return make(proxy);
+}
+
+async function runTeamIndex(c) {
+  teamIndexBuilder ??= await loadTeamIndexBuilder();
+  return await teamIndexBuilder(c.project);
+}
+
 function runCollate(c) {
   return [...c.strings].sort((a, b) => a.localeCompare(b));
 }
 
-const OPS = { paths: runPaths, secrets: runSecrets, index: runIndex, collate: runCollate };
+const OPS = {
+  paths: runPaths,
+  secrets: runSecrets,
+  index: runIndex,
+  teamIndex: runTeamIndex,
+  collate: runCollate,
+};
 
 async function main() {
   const request = JSON.parse(readFileSync(0, "utf8"));

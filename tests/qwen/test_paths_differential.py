@@ -114,11 +114,13 @@ def _ours(case: dict[str, Any]) -> dict[str, str]:
     hook_layout = qwen_layout(None, None, env, home, project)
     assert hook_layout.memory_root == settings.layout.memory_root
     output_dir = runtime_output_dir(env, home, project, project)
-    return {
-        "auto": settings.layout.memory_root,
-        "user": user_memory_root(env, home, project, output_dir, project),
-        "team": team_memory_root(project, home, project, os.path.lexists),
-    }
+    user = user_memory_root(env, home, project, output_dir, project)
+    team = team_memory_root(project, home, project, os.path.lexists)
+    for tier, root in (("user", user), ("team", team)):  # --tier, in the CLI and the hooks
+        chosen = build_settings(env, cwd=project, home=home, with_model=False, tier=tier)
+        assert chosen.layout.memory_root == root
+        assert qwen_layout(None, None, env, home, project, tier).memory_root == root
+    return {"auto": settings.layout.memory_root, "user": user, "team": team}
 
 
 def _theirs(qwen: Bridge, cases: list[dict[str, Any]]) -> list[dict[str, str]]:
