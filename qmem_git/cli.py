@@ -45,11 +45,18 @@ class Options:
     quiet: bool = False
     verbose: bool = False
     pager: bool = True
+    agent: str = "qwen"
 
     def settings(self, *, create: bool = False) -> Settings:
         """``create``: this command may make a missing ``--memory-dir`` (init, clone)."""
         self.check_folders(create=create)
-        return build_settings(os.environ, project=self.project, memory_dir=self.memory_dir)
+        if self.agent == "claude":
+            from qmem_git.ops.claude import check_claude_command
+
+            check_claude_command(click.get_current_context().info_name or "")
+        return build_settings(
+            os.environ, project=self.project, memory_dir=self.memory_dir, agent=self.agent
+        )
 
     def check_folders(self, *, create: bool = False) -> None:
         """Folders named on the command line must exist (exit 2): a typo is never created."""
@@ -153,6 +160,11 @@ def note(opts: Options, text: str) -> None:
 QUIET_HELP = "Print only errors (the exit status tells the rest)."
 VERBOSE_HELP = "More detail: notes on what changed, tracebacks on internal errors."
 NO_PAGER_HELP = "Do not page log, show, diff or history output."
+AGENT_HELP = (
+    "Whose memory folder: qwen (Qwen Code's, the default) or claude (Claude Code's own "
+    "auto-memory, which qmem-git versions as Claude writes it)."
+)
+AGENT_CHOICE = click.Choice(["qwen", "claude"])
 PROJECT_HELP = "Project directory (default: the current one); it must exist."
 MEMORY_DIR_HELP = (
     "Use this memory root directly; its parent holds the state files. It must exist, "
@@ -197,6 +209,7 @@ class QmemGroup(click.Group):
 @click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
 @click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)
 @click.option("--no-pager", is_flag=True, help=NO_PAGER_HELP)
+@click.option("--agent", type=AGENT_CHOICE, default="qwen", help=AGENT_HELP)
 @click.version_option(__version__, prog_name="qmem-git")
 @click.pass_context
 def main(
@@ -207,6 +220,7 @@ def main(
     quiet: bool,
     verbose: bool,
     no_pager: bool,
+    agent: str,
 ) -> None:
     """Managed auto-memory for AI coding agents, kept as a reviewable git repository.
 
@@ -224,7 +238,7 @@ def main(
     else less -FRX; --no-pager to turn it off) and output is coloured unless NO_COLOR is set.
     Global options may also follow the command name (qmem-git log --json).
     """
-    ctx.obj = Options(project, memory_dir, as_json, quiet, verbose, not no_pager)
+    ctx.obj = Options(project, memory_dir, as_json, quiet, verbose, not no_pager, agent)
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -293,6 +307,10 @@ def init(opts: Options, remote_url: str | None) -> None:
 
     settings = opts.settings(create=True)
     root = settings.layout.memory_root
+    if opts.agent == "claude":
+        require(not remote_url, "--remote is not for Claude Code's folder", "drop --remote")
+        init_claude_store(opts, settings)
+        return
     if remote_url:
         from qmem_git.ops.sync import clone_summary, connect
 
@@ -1040,8 +1058,61 @@ def snapshot(opts: Options, op: str | None, dry_run: bool) -> None:
     """
     from qmem_git.ops.snapshot import run_snapshot
 
+    if opts.agent == "claude":
+        require(op is None, "--op is not for Claude Code's folder", "drop --op")
+        report_as_is(opts, opts.settings(), dry_run)
+        return
     result = run_snapshot(opts.settings(), now(), op=op, dry_run=dry_run)
     report_outcome(opts, result.outcome, dry_run, {}, held=result.held)
+
+
+def init_claude_store(opts: Options, settings: Settings) -> None:
+    """``--agent claude init``: the repository beside Claude's folder, then its files as
+    they are as the first commit."""
+    from qmem_git.ops.claude import init_claude
+
+    created = init_claude(settings)
+    root = settings.layout.memory_root
+    result = report_as_is(opts, settings, False, quiet=True)
+    text = (
+        f"Initialized memory repository for {root} ({(result or 'no files yet')[:12]})"
+        if created
+        else f"Memory repository for {root} is ready (already initialized)"
+    )
+    emit(opts, text, {"memory_root": root, "commit": result, "created": created})
+
+
+def report_as_is(
+    opts: Options, settings: Settings, dry_run: bool, *, quiet: bool = False
+) -> str | None:
+    """Commit Claude Code's folder as it is and say what was committed; the commit id."""
+    from qmem_git.core.holdback import held_lines
+    from qmem_git.ops.claude import snapshot_claude
+
+    result = snapshot_claude(settings, now(), dry_run=dry_run)
+    for line in held_lines(result.held):
+        warn(line)
+    if quiet:
+        return result.commit
+    subject = result.message.split("\n", 1)[0]
+    if not result.changes:
+        text = "Nothing to change."
+    elif dry_run:
+        text = "\n".join(
+            [f"Would commit: {subject}"] + [f"  {c.status} {c.path}" for c in result.changes]
+        )
+    else:
+        text = f"[{(result.commit or 'no commit')[:12]}] {subject}"
+    data = {
+        "op": "snapshot",
+        "dry_run": dry_run,
+        "commit": result.commit,
+        "subject": subject,
+        "changes": [{"status": c.status, "path": c.path} for c in result.changes],
+        "held": result.held,
+    }
+    emit(opts, text, data)
+    return result.commit
 
 
 @main.command()
@@ -1107,6 +1178,7 @@ def recall(opts: Options, query: str, limit: int, exclude: tuple[str, ...]) -> N
         exclude=list(exclude),
         as_json=opts.json,
         quiet=opts.quiet,
+        agent=opts.agent,
     )
     if code:
         exit_with(code)
@@ -1569,6 +1641,7 @@ def hook(opts: Options, args: tuple[str, ...]) -> None:
 
     argv = ["--project", opts.project] if opts.project else []
     argv += ["--memory-dir", opts.memory_dir] if opts.memory_dir else []
+    argv += ["--agent", "claude"] if opts.agent == "claude" else []
     exit_with(hook_main([*argv, *args]))
 
 
@@ -1711,8 +1784,8 @@ def _global_option(
 
     if flag:
         return click.Option(decls, is_flag=True, expose_value=False, callback=store, help=help_text)
-    path = click.Path(file_okay=False)
-    return click.Option(decls, type=path, expose_value=False, callback=store, help=help_text)
+    kind = AGENT_CHOICE if field == "agent" else click.Path(file_okay=False)
+    return click.Option(decls, type=kind, expose_value=False, callback=store, help=help_text)
 
 
 TEXT_ONLY = frozenset({"demo"})  # no --json: their output is for people
@@ -1739,6 +1812,10 @@ def _accept_global_options(group: click.Group) -> None:
             ),
             _global_option("--no-pager", field="pager", value=False, help_text=NO_PAGER_HELP),
         ]
+        if name != "install-hooks":  # its own --agent names whose settings it edits
+            command.params.append(
+                _global_option("--agent", field="agent", flag=False, help_text=AGENT_HELP)
+            )
 
 
 _accept_global_options(main)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from qmem_git.ops.snapshot import SnapshotOutcome
     from qmem_git.store.writer import WriterStart
 
-_GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir"}
+_GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir", "--agent": "agent"}
 _GLOBAL_FLAG = {"--json": "json", "-q": "quiet", "--quiet": "quiet", "-v": "verbose"}
 _GLOBAL_FLAG["--verbose"] = "verbose"
 
@@ -82,6 +82,8 @@ def plain_globals(opts: dict[str, object]) -> bool:
 
     if opts.get("quiet") and opts.get("verbose"):
         return False
+    if opts.get("agent", "qwen") not in ("qwen", "claude"):
+        return False  # click names the choices
     folders = (opts.get(key) for key in ("project", "memory_dir"))
     return all(
         os.path.isdir(os.path.expanduser(folder)) for folder in folders if isinstance(folder, str)
@@ -121,6 +123,7 @@ def fast_recall(opts: dict[str, object]) -> int:
         exclude=[str(p) for p in excluded] if isinstance(excluded, list) else [],
         as_json=bool(opts.get("json")),
         quiet=bool(opts.get("quiet")),
+        agent=str(opts.get("agent") or "qwen"),
     )
 
 
@@ -133,6 +136,7 @@ def run_recall(
     exclude: list[str],
     as_json: bool,
     quiet: bool = False,
+    agent: str = "qwen",
 ) -> int:
     """Print the Relevant memory block (or JSON) for ``query``; shared with the click command.
 
@@ -142,15 +146,13 @@ def run_recall(
     import os
     import time
 
-    from qmem_git.envvalues import current_dir
     from qmem_git.ops.recall import recall, result_to_json
-    from qmem_git.store.qwensettings import qwen_layout
 
     started = time.monotonic()
     env = os.environ
     home = env.get("HOME") or os.path.expanduser("~")
     try:
-        layout = qwen_layout(project, memory_dir, env, home, current_dir())
+        layout = store_layout(project, memory_dir, env, home, agent)
         model = configured_model(env, home)
         result = recall(
             layout.memory_root,
@@ -177,6 +179,21 @@ def run_recall(
     if not quiet and not as_json:
         sys.stderr.write(for_terminal(sys.stderr, f"No memory matches {query[:80]!r}.\n"))
     return 1
+
+
+def store_layout(
+    project: str | None, memory_dir: str | None, env: Mapping[str, str], home: str, agent: str
+) -> Layout:
+    """The store the global options name: ``--agent claude`` is Claude Code's own folder."""
+    from qmem_git.envvalues import current_dir
+
+    if agent == "claude" and not memory_dir:
+        from qmem_git.store.claudesettings import claude_store
+
+        return claude_store(project, env, home, current_dir())
+    from qmem_git.store.qwensettings import qwen_layout
+
+    return qwen_layout(project, memory_dir, env, home, current_dir())
 
 
 ERROR_LABEL = "\x1b[31m\x1b[1mError:\x1b[0m"  # click.style("Error:", fg="red", bold=True)
@@ -301,6 +318,8 @@ def fast_remember(opts: dict[str, object]) -> int | None:
     import gc
     import os
 
+    if opts.get("agent") == "claude":
+        return None  # Claude's folder is Claude's: click refuses
     gc.disable()
     layout = set_up_layout(opts)
     if layout is None:
@@ -402,8 +421,8 @@ def fast_snapshot(opts: dict[str, object]) -> int | None:
     import gc
     import os
 
-    if getattr(sys.stderr, "isatty", lambda: True)():
-        return None
+    if getattr(sys.stderr, "isatty", lambda: True)() or opts.get("agent") == "claude":
+        return None  # Claude's folder is committed as it is, by click's path
     gc.disable()  # as in remember: a short process that frees by reference counting
     layout = set_up_layout(opts)
     if layout is None:
@@ -475,7 +494,7 @@ def fast_sync(opts: dict[str, object]) -> int | None:
     import os
     from datetime import datetime, timezone
 
-    if getattr(sys.stderr, "isatty", lambda: True)():
+    if getattr(sys.stderr, "isatty", lambda: True)() or opts.get("agent") == "claude":
         return None
     try:
         from qmem_git.ops.sync import run_sync, sync_summary

@@ -114,3 +114,25 @@ def claude_layout(memory_root: str, project: str, home: str, cwd: str) -> Layout
     qmem-git's lies among Claude's transcripts and files."""
     root = expand_dir(memory_root, home, cwd)
     return Layout(root, root + STATE_SUFFIX, CLAUDE_MODE, expand_dir(project, home, cwd))
+
+
+def claude_memory_type(text: str) -> str | None:
+    """The type of a Claude Code memory: ``type:`` nested under ``metadata:`` in its
+    frontmatter (Claude 2.1), else a top-level ``type:`` (Qwen's shape); None when neither
+    names one of user, feedback, project, reference."""
+    from qmem_git.core.frontmatter import field, split
+    from qmem_git.core.limits import TYPE_NAMES
+
+    parts = split(text)
+    if parts is None:
+        return None
+    nested = False
+    for line in parts[0].split("\n"):
+        if not line.startswith((" ", "\t")):
+            nested = line.rstrip() == "metadata:"
+            continue
+        key, _, value = line.strip().partition(":")
+        if nested and key == "type" and value.strip() in TYPE_NAMES:
+            return value.strip()
+    kind = field(parts[0], "type")
+    return kind if kind in TYPE_NAMES else None
