@@ -443,6 +443,10 @@ def validate(opts: Options, paths: tuple[str, ...], fmt: str, staged: bool) -> N
         report = validate_paths(root, paths, base=settings.cwd if inside else root)
     else:
         report = validate_tree(root)
+    if opts.agent == "claude":
+        from qmem_git.ops.claude import claude_report
+
+        report = claude_report(report, root)
     if fmt == "gcc" and not inside:
         report = report.anchored(root)  # editors resolve paths against their own workspace
     chosen = "json" if opts.json else fmt

@@ -162,6 +162,7 @@ def run_recall(
             limit=limit,
             excluded=tuple(exclude),
             model=model,  # None unless configured: requests is imported only then
+            nested_type=agent == "claude",
         )
     except (Exception, KeyboardInterrupt) as exc:  # one Error: line, as in remember
         message, code, _ = failure(exc)

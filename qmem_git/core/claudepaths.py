@@ -117,22 +117,9 @@ def claude_layout(memory_root: str, project: str, home: str, cwd: str) -> Layout
 
 
 def claude_memory_type(text: str) -> str | None:
-    """The type of a Claude Code memory: ``type:`` nested under ``metadata:`` in its
-    frontmatter (Claude 2.1), else a top-level ``type:`` (Qwen's shape); None when neither
-    names one of user, feedback, project, reference."""
-    from qmem_git.core.frontmatter import field, split
-    from qmem_git.core.limits import TYPE_NAMES
+    """The type of a Claude Code memory (``type:`` under ``metadata:``, else a top-level
+    one); None when it names none of user, feedback, project, reference."""
+    from qmem_git.core.frontmatter import parse_fields
 
-    parts = split(text)
-    if parts is None:
-        return None
-    nested = False
-    for line in parts[0].split("\n"):
-        if not line.startswith((" ", "\t")):
-            nested = line.rstrip() == "metadata:"
-            continue
-        key, _, value = line.strip().partition(":")
-        if nested and key == "type" and value.strip() in TYPE_NAMES:
-            return value.strip()
-    kind = field(parts[0], "type")
-    return kind if kind in TYPE_NAMES else None
+    fields = parse_fields(text, nested_type=True)
+    return fields[0] if fields else None

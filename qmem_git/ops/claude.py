@@ -16,6 +16,7 @@ from qmem_git.errors import UsageError
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from qmem_git.ops.validate import Report
     from qmem_git.settings import Settings
     from qmem_git.store.asis import AsIsResult
 
@@ -87,3 +88,32 @@ def init_claude(settings: Settings) -> bool:
     layout = settings.layout
     os.makedirs(layout.state_dir, exist_ok=True)
     return init_repo(layout, hook_command(), settings.lock_timeout).created
+
+
+CLAUDE_INDEX_RULES = frozenset({"index-missing", "index-stale", "index-limit"})
+
+
+def claude_report(report: Report, memory_root: str) -> Report:
+    """A validation report as it applies to Claude Code's folder: its ``MEMORY.md`` is Claude's
+    own index (no Qwen index rules), and a memory whose ``type`` is nested under
+    ``metadata:`` (Claude's shape) has one."""
+    from qmem_git.ops.validate import Report
+
+    kept = []
+    for finding in report.findings:
+        if finding.rule in CLAUDE_INDEX_RULES:
+            continue
+        if "'type'" in finding.message and _nested_type(memory_root, finding.path):
+            continue
+        kept.append(finding)
+    return Report(tuple(kept), report.files_checked)
+
+
+def _nested_type(memory_root: str, path: str) -> bool:
+    from qmem_git.core.claudepaths import claude_memory_type
+
+    try:
+        with open(os.path.join(memory_root, path), encoding="utf-8") as handle:
+            return claude_memory_type(handle.read()) is not None
+    except (OSError, UnicodeDecodeError):
+        return False

@@ -30,6 +30,8 @@ def recall(
     excluded: Iterable[str] = (),
     selector: Selector[CachedDoc] | None = None,
     model: ModelConfig | None = None,
+    *,
+    nested_type: bool = False,
 ) -> RecallResult:
     """Scan (cached, top 200 in scan order), drop ``excluded`` paths, select and render.
 
@@ -37,9 +39,10 @@ def recall(
     memory root; they are never selected and not counted in ``docs_scanned`` (spec §10.1).
     ``state_dir`` None disables the parse cache. ``model`` (when no ``selector`` is given)
     selects with the model of spec §10.6 (``ops.recallmodel``); the HTTP client is imported only
-    when the model is actually asked.
+    when the model is actually asked. ``nested_type``: Claude Code's folder (its memories nest
+    ``type`` under ``metadata``).
     """
-    docs = scan_cached(memory_root, state_dir)
+    docs = scan_cached(memory_root, state_dir, nested_type=nested_type)
     skip = [relative_to_root(path, memory_root) for path in excluded]
     if selector is None and model is not None:
         from qmem_git.ops.recallmodel import recall_selector
