@@ -1667,7 +1667,8 @@ def hook(opts: Options, args: tuple[str, ...]) -> None:
 @click.option(
     "--engine",
     is_flag=True,
-    help="Qwen Code: also switch its own auto-memory and dream off, so qmem-git extracts.",
+    help="Switch the agent's own auto-memory off (Qwen Code: and its dream; Claude Code: "
+    "autoMemoryEnabled false, restored by --uninstall), so qmem-git extracts.",
 )
 @dry_run_option
 @pass_options
