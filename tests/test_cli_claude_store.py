@@ -137,6 +137,9 @@ def test_recall_validate_and_status_read_claudes_memories(project: Path) -> None
     assert json.loads(validate.stdout) == []
     status = run(project, "--agent", "claude", "status", "--json")
     assert json.loads(status.stdout)["uncommitted"] == {}
+    doctor = run(project, "--agent", "claude", "doctor")
+    assert doctor.returncode == 0, doctor.stdout
+    assert "index" not in doctor.stdout and "validate: 2 files: 0 error(s)" in doctor.stdout
     write_old(folder / "MEMORY.md", CLAUDE_INDEX + "- [More](more.md) — more\n")
     status = run(project, "--agent", "claude", "status", "--json")
     assert json.loads(status.stdout)["uncommitted"] == {"MEMORY.md": "M"}
