@@ -50,13 +50,15 @@ class Options:
     def settings(self, *, create: bool = False) -> Settings:
         """``create``: this command may make a missing ``--memory-dir`` (init, clone)."""
         self.check_folders(create=create)
-        if self.agent == "claude":
-            from qmem_git.ops.claude import check_claude_command
-
-            check_claude_command(click.get_current_context().info_name or "")
-        return build_settings(
+        settings = build_settings(
             os.environ, project=self.project, memory_dir=self.memory_dir, agent=self.agent
         )
+        if settings.agent == "claude":  # --agent claude, or a Claude folder named explicitly
+            from qmem_git.ops.claude import check_claude_command
+
+            self.agent = "claude"
+            check_claude_command(click.get_current_context().info_name or "")
+        return settings
 
     def check_folders(self, *, create: bool = False) -> None:
         """Folders named on the command line must exist (exit 2): a typo is never created."""
@@ -1062,11 +1064,12 @@ def snapshot(opts: Options, op: str | None, dry_run: bool) -> None:
     """
     from qmem_git.ops.snapshot import run_snapshot
 
-    if opts.agent == "claude":
+    settings = opts.settings()
+    if settings.agent == "claude":
         require(op is None, "--op is not for Claude Code's folder", "drop --op")
-        report_as_is(opts, opts.settings(), dry_run)
+        report_as_is(opts, settings, dry_run)
         return
-    result = run_snapshot(opts.settings(), now(), op=op, dry_run=dry_run)
+    result = run_snapshot(settings, now(), op=op, dry_run=dry_run)
     report_outcome(opts, result.outcome, dry_run, {}, held=result.held)
 
 

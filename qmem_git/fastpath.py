@@ -18,6 +18,8 @@ import sys
 
 from qmem_git.core.limits import CURSOR_NAME, INDEX_NAME, META_NAME, TYPE_NAMES
 
+CLAUDE_MODE = "claude"  # = core.claudepaths.CLAUDE_MODE (Layout.mode of Claude's folder)
+
 TYPE_CHECKING = False  # typing itself is not imported on the recall path (~10 ms)
 
 if TYPE_CHECKING:
@@ -162,7 +164,7 @@ def run_recall(
             limit=limit,
             excluded=tuple(exclude),
             model=model,  # None unless configured: requests is imported only then
-            nested_type=agent == "claude",
+            nested_type=layout.mode == CLAUDE_MODE,
         )
     except (Exception, KeyboardInterrupt) as exc:  # one Error: line, as in remember
         message, code, _ = failure(exc)
@@ -187,14 +189,14 @@ def store_layout(
 ) -> Layout:
     """The store the global options name: ``--agent claude`` is Claude Code's own folder."""
     from qmem_git.envvalues import current_dir
-
-    if agent == "claude" and not memory_dir:
-        from qmem_git.store.claudesettings import claude_store
-
-        return claude_store(project, env, home, current_dir())
     from qmem_git.store.qwensettings import qwen_layout
 
-    return qwen_layout(project, memory_dir, env, home, current_dir())
+    layout = qwen_layout(project, memory_dir, env, home, current_dir())
+    if agent == "claude" or layout.mode == "explicit":
+        from qmem_git.store.claudesettings import claude_layout_for
+
+        layout, _ = claude_layout_for(layout, agent, project, env, home, current_dir())
+    return layout
 
 
 ERROR_LABEL = "\x1b[31m\x1b[1mError:\x1b[0m"  # click.style("Error:", fg="red", bold=True)
@@ -303,6 +305,8 @@ def set_up_layout(opts: dict[str, object]) -> Layout | None:
     try:
         layout = qwen_layout(project, memory_dir, env, home, current_dir())
     except (QmemError, OSError):
+        return None
+    if os.path.isdir(layout.memory_root + ".qmem"):  # Claude's folder: click refuses
         return None
     needed = [layout.git_dir, os.path.join(layout.memory_root, INDEX_NAME)]
     needed += [layout.state_file(name) for name in (META_NAME, CURSOR_NAME)]
@@ -506,6 +510,8 @@ def fast_sync(opts: dict[str, object]) -> int | None:
         settings = build_settings(
             os.environ, project=project, memory_dir=memory_dir, with_model=False
         )
+        if settings.agent == "claude":  # a Claude folder named by --memory-dir: click refuses
+            return None
         outcome = run_sync(
             settings,
             datetime.now(timezone.utc),

@@ -61,10 +61,10 @@ def build_settings(
     home = home or env.get("HOME") or os.path.expanduser("~")
     output_dir = runtime_output_dir(env, home, cwd, expand_dir(project or cwd, home, cwd))
     layout = layout_for(project, memory_dir, env, home, cwd, os.path.lexists, output_dir)
-    if agent == "claude" and not memory_dir:
-        from qmem_git.store.claudesettings import claude_store
+    if agent == "claude" or layout.mode == "explicit":
+        from qmem_git.store.claudesettings import claude_layout_for
 
-        layout = claude_store(project, env, home, cwd)
+        layout, agent = claude_layout_for(layout, agent, project, env, home, cwd)
     return Settings(
         layout=layout,
         host=env.get("QMEM_HOST") or _hostname() or "localhost",

@@ -160,3 +160,31 @@ def test_commands_that_would_write_into_claudes_folder_refuse(
 def test_a_bad_agent_is_a_usage_error(project: Path) -> None:
     done = run(project, "--agent", "gemini", "recall", "x")
     assert done.returncode == 2 and "gemini" in done.stderr
+
+
+def test_claudes_folder_named_by_memory_dir_is_still_claudes(project: Path) -> None:
+    """Once versioned, the folder is Claude's however it is named: ``--memory-dir``, standing
+    in it, or a hand-made commit through the repository's own pre-commit hook."""
+    folder = claude_folder(project)
+    write_old(folder / "build-tool.md", CLAUDE_MEMORY)
+    write_old(folder / "MEMORY.md", CLAUDE_INDEX)
+    assert run(project, "--agent", "claude", "init").returncode == 0
+    named = ["--memory-dir", str(folder)]
+    where = json.loads(run(project, *named, "where", "--json").stdout)
+    assert where["mode"] == "claude" and where["state_dir"] == f"{folder}.qmem"
+    for args in (("remember", "x"), ("sync",), ("index",)):
+        refused = run(project, *named, *args)
+        assert refused.returncode == 2 and "Claude owns" in refused.stderr, args
+    assert run(folder, "recall", "pnpm build tool").returncode == 0  # standing in it
+    write_old(folder / "MEMORY.md", CLAUDE_INDEX + "- [Hand](hand.md) — by hand\n")
+    subprocess.run([*git_argv(folder), "add", "MEMORY.md"], check=True)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    hand = subprocess.run(
+        [*git_argv(folder), "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "hand"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert hand.returncode == 0, hand.stderr  # Claude's index is not held to Qwen's format
+    assert (folder / "MEMORY.md").read_text("utf-8").endswith("by hand\n")

@@ -17,6 +17,7 @@ import os
 import posixpath
 
 from qmem_git.core.claudepaths import (
+    STATE_SUFFIX,
     claude_layout,
     claude_memory_root,
     config_dir,
@@ -46,6 +47,26 @@ def claude_store(project: str | None, env: Mapping[str, str], home: str, cwd: st
         custom = custom_memory_dir(value, home)
     root = claude_memory_root(canonical_root(folder), env, home, custom)
     return claude_layout(expand_dir(root, home, cwd), folder, home, cwd)
+
+
+def claude_layout_for(
+    layout: Layout, agent: str, project: str | None, env: Mapping[str, str], home: str, cwd: str
+) -> tuple[Layout, str]:
+    """The store the options name, and whose it is: ``--agent claude`` is Claude's folder
+    (or the ``--memory-dir`` given, as Claude's), and a folder named explicitly (or stood in)
+    that has qmem-git's Claude state folder beside it is Claude's too."""
+    if layout.mode == "explicit":
+        if agent != "claude" and not is_claude_store(layout.memory_root):
+            return layout, agent
+        folder = project or layout.project_root or cwd
+        return claude_layout(layout.memory_root, folder, home, cwd), "claude"
+    return claude_store(project, env, home, cwd), "claude"
+
+
+def is_claude_store(memory_root: str) -> bool:
+    """True when ``memory_root`` is a Claude Code folder qmem-git versions: its state folder
+    (``<root>.qmem``) is beside it."""
+    return os.path.isdir(memory_root + STATE_SUFFIX)
 
 
 def auto_memory_on(env: Mapping[str, str], project: str, home: str) -> bool:
