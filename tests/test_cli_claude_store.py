@@ -188,3 +188,19 @@ def test_claudes_folder_named_by_memory_dir_is_still_claudes(project: Path) -> N
     )
     assert hand.returncode == 0, hand.stderr  # Claude's index is not held to Qwen's format
     assert (folder / "MEMORY.md").read_text("utf-8").endswith("by hand\n")
+
+
+def test_a_file_still_being_written_waits_for_the_next_snapshot(project: Path) -> None:
+    folder = claude_folder(project)
+    write_old(folder / "MEMORY.md", CLAUDE_INDEX)
+    assert run(project, "--agent", "claude", "init").returncode == 0
+    (folder / "build-tool.md").write_text(CLAUDE_MEMORY, "utf-8")  # just now
+    fresh = run(project, "--agent", "claude", "snapshot", env={"QMEM_QUIET_SECONDS": "60"})
+    assert fresh.returncode == 0 and "build-tool.md" in fresh.stderr
+    assert git_in(folder, "ls-files").split() == ["MEMORY.md"]
+    settled = run(project, "--agent", "claude", "snapshot", env={"QMEM_QUIET_SECONDS": "0"})
+    assert "add build-tool.md (Claude Code)" in settled.stdout, settled.stderr
+    (folder / "build-tool.md").unlink()
+    gone = run(project, "--agent", "claude", "snapshot")
+    assert "delete build-tool.md (Claude Code)" in gone.stdout, gone.stderr
+    assert git_in(folder, "ls-files").split() == ["MEMORY.md"]
