@@ -46,6 +46,7 @@ class Options:
     quiet: bool = False
     verbose: bool = False
     pager: bool = True
+    agent: str = "qwen"
 
     def settings(self, *, create: bool = False) -> Settings:
         """``create``: this command may make a missing ``--memory-dir`` (init, clone)."""
@@ -53,10 +54,19 @@ class Options:
 
         self.check_folders(create=create)
         settings = build_settings(
-            os.environ, project=self.project, memory_dir=self.memory_dir, tier=self.tier
+            os.environ,
+            project=self.project,
+            memory_dir=self.memory_dir,
+            tier=self.tier,
+            agent=self.agent,
         )
         command = click.get_current_context().command_path.split()[1:]  # "remote add"
         refuse_team_write(settings.layout, " ".join(command))
+        if settings.agent == "claude":  # --agent claude, or a Claude folder named explicitly
+            from qmem_git.ops.claude import check_claude_command
+
+            self.agent = "claude"
+            check_claude_command(click.get_current_context().info_name or "")
         return settings
 
     def check_folders(self, *, create: bool = False) -> None:
@@ -161,6 +171,11 @@ def note(opts: Options, text: str) -> None:
 QUIET_HELP = "Print only errors (the exit status tells the rest)."
 VERBOSE_HELP = "More detail: notes on what changed, tracebacks on internal errors."
 NO_PAGER_HELP = "Do not page log, show, diff or history output."
+AGENT_HELP = (
+    "Whose memory folder: qwen (Qwen Code's, the default) or claude (Claude Code's own "
+    "auto-memory, which qmem-git versions as Claude writes it)."
+)
+AGENT_CHOICE = click.Choice(["qwen", "claude"])
 PROJECT_HELP = "Project directory (default: the current one); it must exist."
 TIER_HELP = (
     "Which of Qwen Code's memory tiers: project (default), user (<base>/memories, yours on "
@@ -212,6 +227,7 @@ class QmemGroup(click.Group):
 @click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
 @click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)
 @click.option("--no-pager", is_flag=True, help=NO_PAGER_HELP)
+@click.option("--agent", type=AGENT_CHOICE, default="qwen", help=AGENT_HELP)
 @click.version_option(__version__, prog_name="qmem-git")
 @click.pass_context
 def main(
@@ -223,6 +239,7 @@ def main(
     quiet: bool,
     verbose: bool,
     no_pager: bool,
+    agent: str,
 ) -> None:
     """Managed auto-memory for AI coding agents, kept as a reviewable git repository.
 
@@ -240,7 +257,7 @@ def main(
     else less -FRX; --no-pager to turn it off) and output is coloured unless NO_COLOR is set.
     Global options may also follow the command name (qmem-git log --json).
     """
-    ctx.obj = Options(project, memory_dir, tier, as_json, quiet, verbose, not no_pager)
+    ctx.obj = Options(project, memory_dir, tier, as_json, quiet, verbose, not no_pager, agent)
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -309,6 +326,10 @@ def init(opts: Options, remote_url: str | None) -> None:
 
     settings = opts.settings(create=True)
     root = settings.layout.memory_root
+    if opts.agent == "claude":
+        require(not remote_url, "--remote is not for Claude Code's folder", "drop --remote")
+        init_claude_store(opts, settings)
+        return
     if remote_url:
         from qmem_git.ops.sync import clone_summary, connect
 
@@ -456,6 +477,10 @@ def validate(opts: Options, paths: tuple[str, ...], fmt: str, staged: bool) -> N
         report = validate_paths(root, paths, base=settings.cwd if inside else root)
     else:
         report = validate_tree(root)
+    if opts.agent == "claude":
+        from qmem_git.ops.claude import claude_report
+
+        report = claude_report(report, root)
     if fmt == "gcc" and not inside:
         report = report.anchored(root)  # editors resolve paths against their own workspace
     chosen = "json" if opts.json else fmt
@@ -1097,8 +1122,62 @@ def snapshot(opts: Options, op: str | None, dry_run: bool) -> None:
     """
     from qmem_git.ops.snapshot import run_snapshot
 
-    result = run_snapshot(opts.settings(), now(), op=op, dry_run=dry_run)
+    settings = opts.settings()
+    if settings.agent == "claude":
+        require(op is None, "--op is not for Claude Code's folder", "drop --op")
+        report_as_is(opts, settings, dry_run)
+        return
+    result = run_snapshot(settings, now(), op=op, dry_run=dry_run)
     report_outcome(opts, result.outcome, dry_run, {}, held=result.held)
+
+
+def init_claude_store(opts: Options, settings: Settings) -> None:
+    """``--agent claude init``: the repository beside Claude's folder, then its files as
+    they are as the first commit."""
+    from qmem_git.ops.claude import init_claude
+
+    created = init_claude(settings)
+    root = settings.layout.memory_root
+    result = report_as_is(opts, settings, False, quiet=True)
+    text = (
+        f"Initialized memory repository for {root} ({(result or 'no files yet')[:12]})"
+        if created
+        else f"Memory repository for {root} is ready (already initialized)"
+    )
+    emit(opts, text, {"memory_root": root, "commit": result, "created": created})
+
+
+def report_as_is(
+    opts: Options, settings: Settings, dry_run: bool, *, quiet: bool = False
+) -> str | None:
+    """Commit Claude Code's folder as it is and say what was committed; the commit id."""
+    from qmem_git.core.holdback import held_lines
+    from qmem_git.ops.claude import snapshot_claude
+
+    result = snapshot_claude(settings, now(), dry_run=dry_run)
+    for line in held_lines(result.held):
+        warn(line)
+    if quiet:
+        return result.commit
+    subject = result.message.split("\n", 1)[0]
+    if not result.changes:
+        text = "Nothing to change."
+    elif dry_run:
+        text = "\n".join(
+            [f"Would commit: {subject}"] + [f"  {c.status} {c.path}" for c in result.changes]
+        )
+    else:
+        text = f"[{(result.commit or 'no commit')[:12]}] {subject}"
+    data = {
+        "op": "snapshot",
+        "dry_run": dry_run,
+        "commit": result.commit,
+        "subject": subject,
+        "changes": [{"status": c.status, "path": c.path} for c in result.changes],
+        "held": result.held,
+    }
+    emit(opts, text, data)
+    return result.commit
 
 
 @main.command()
@@ -1165,6 +1244,7 @@ def recall(opts: Options, query: str, limit: int, exclude: tuple[str, ...]) -> N
         exclude=list(exclude),
         as_json=opts.json,
         quiet=opts.quiet,
+        agent=opts.agent,
     )
     if code:
         exit_with(code)
@@ -1627,6 +1707,7 @@ def hook(opts: Options, args: tuple[str, ...]) -> None:
 
     argv = ["--project", opts.project] if opts.project else []
     argv += ["--memory-dir", opts.memory_dir] if opts.memory_dir else []
+    argv += ["--agent", "claude"] if opts.agent == "claude" else []
     exit_with(hook_main([*argv, *args]))
 
 
@@ -1648,7 +1729,8 @@ def hook(opts: Options, args: tuple[str, ...]) -> None:
 @click.option(
     "--engine",
     is_flag=True,
-    help="Qwen Code: also switch its own auto-memory and dream off, so qmem-git extracts.",
+    help="Switch the agent's own auto-memory off (Qwen Code: and its dream; Claude Code: "
+    "autoMemoryEnabled false, restored by --uninstall), so qmem-git extracts.",
 )
 @dry_run_option
 @pass_options
@@ -1769,7 +1851,8 @@ def _global_option(
 
     if flag:
         return click.Option(decls, is_flag=True, expose_value=False, callback=store, help=help_text)
-    kind = click.Choice(TIERS) if field == "tier" else click.Path(file_okay=False)
+    kinds = {"tier": click.Choice(TIERS), "agent": AGENT_CHOICE}
+    kind = kinds.get(field, click.Path(file_okay=False))
     return click.Option(decls, type=kind, expose_value=False, callback=store, help=help_text)
 
 
@@ -1798,6 +1881,10 @@ def _accept_global_options(group: click.Group) -> None:
             _global_option("--tier", field="tier", flag=False, help_text=TIER_HELP),
             _global_option("--no-pager", field="pager", value=False, help_text=NO_PAGER_HELP),
         ]
+        if name != "install-hooks":  # its own --agent names whose settings it edits
+            command.params.append(
+                _global_option("--agent", field="agent", flag=False, help_text=AGENT_HELP)
+            )
 
 
 _accept_global_options(main)

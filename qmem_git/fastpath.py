@@ -18,6 +18,8 @@ import sys
 
 from qmem_git.core.limits import CURSOR_NAME, INDEX_NAME, META_NAME, TYPE_NAMES
 
+CLAUDE_MODE = "claude"  # = core.claudepaths.CLAUDE_MODE (Layout.mode of Claude's folder)
+
 TYPE_CHECKING = False  # typing itself is not imported on the recall path (~10 ms)
 
 if TYPE_CHECKING:
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from qmem_git.store.writer import WriterStart
 
 _GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir", "--tier": "tier"}
+_GLOBAL_VALUE["--agent"] = "agent"
 TIERS = ("project", "user", "team")
 _GLOBAL_FLAG = {"--json": "json", "-q": "quiet", "--quiet": "quiet", "-v": "verbose"}
 _GLOBAL_FLAG["--verbose"] = "verbose"
@@ -85,6 +88,8 @@ def plain_globals(opts: dict[str, object]) -> bool:
         return False
     if opts.get("tier", "project") not in TIERS:
         return False  # click names the valid choices
+    if opts.get("agent", "qwen") not in ("qwen", "claude"):
+        return False  # click names the choices
     folders = (opts.get(key) for key in ("project", "memory_dir"))
     return all(
         os.path.isdir(os.path.expanduser(folder)) for folder in folders if isinstance(folder, str)
@@ -125,6 +130,7 @@ def fast_recall(opts: dict[str, object]) -> int:
         exclude=[str(p) for p in excluded] if isinstance(excluded, list) else [],
         as_json=bool(opts.get("json")),
         quiet=bool(opts.get("quiet")),
+        agent=str(opts.get("agent") or "qwen"),
     )
 
 
@@ -138,6 +144,7 @@ def run_recall(
     as_json: bool,
     quiet: bool = False,
     tier: str = "project",
+    agent: str = "qwen",
 ) -> int:
     """Print the Relevant memory block (or JSON) for ``query``; shared with the click command.
 
@@ -147,15 +154,13 @@ def run_recall(
     import os
     import time
 
-    from qmem_git.envvalues import current_dir
     from qmem_git.ops.recall import recall, result_to_json
-    from qmem_git.store.qwensettings import qwen_layout
 
     started = time.monotonic()
     env = os.environ
     home = env.get("HOME") or os.path.expanduser("~")
     try:
-        layout = qwen_layout(project, memory_dir, env, home, current_dir(), tier)
+        layout = store_layout(project, memory_dir, env, home, agent, tier)
         model = configured_model(env, home)
         also = user_tier_too(layout, memory_dir, env, home)
         result = recall(
@@ -167,6 +172,7 @@ def run_recall(
             excluded=tuple(exclude),
             model=model,  # None unless configured: requests is imported only then
             also=also,
+            nested_type=layout.mode == CLAUDE_MODE,
         )
     except (Exception, KeyboardInterrupt) as exc:  # one Error: line, as in remember
         message, code, _ = failure(exc)
@@ -205,6 +211,26 @@ def user_tier_too(
     if user.memory_root == layout.memory_root or not os.path.isdir(user.memory_root):
         return []
     return [(user.memory_root, user.state_dir if os.path.isdir(user.state_dir) else None)]
+
+
+def store_layout(
+    project: str | None,
+    memory_dir: str | None,
+    env: Mapping[str, str],
+    home: str,
+    agent: str,
+    tier: str = "project",
+) -> Layout:
+    """The store the global options name: ``--agent claude`` is Claude Code's own folder."""
+    from qmem_git.envvalues import current_dir
+    from qmem_git.store.qwensettings import qwen_layout
+
+    layout = qwen_layout(project, memory_dir, env, home, current_dir(), tier)
+    if agent == "claude" or layout.mode == "explicit":
+        from qmem_git.store.claudesettings import claude_layout_for
+
+        layout, _ = claude_layout_for(layout, agent, project, env, home, current_dir())
+    return layout
 
 
 ERROR_LABEL = "\x1b[31m\x1b[1mError:\x1b[0m"  # click.style("Error:", fg="red", bold=True)
@@ -316,6 +342,8 @@ def set_up_layout(opts: dict[str, object]) -> Layout | None:
         return None
     if layout.tier == "team":
         return None  # click's path refuses the write with its Error: line
+    if os.path.isdir(layout.memory_root + ".qmem"):  # Claude's folder: click refuses
+        return None
     needed = [layout.git_dir, os.path.join(layout.memory_root, INDEX_NAME)]
     needed += [layout.state_file(name) for name in (META_NAME, CURSOR_NAME)]
     return layout if all(os.path.exists(path) for path in needed) else None
@@ -331,6 +359,8 @@ def fast_remember(opts: dict[str, object]) -> int | None:
     import gc
     import os
 
+    if opts.get("agent") == "claude":
+        return None  # Claude's folder is Claude's: click refuses
     gc.disable()
     layout = set_up_layout(opts)
     if layout is None:
@@ -434,8 +464,8 @@ def fast_snapshot(opts: dict[str, object]) -> int | None:
     import gc
     import os
 
-    if getattr(sys.stderr, "isatty", lambda: True)():
-        return None
+    if getattr(sys.stderr, "isatty", lambda: True)() or opts.get("agent") == "claude":
+        return None  # Claude's folder is committed as it is, by click's path
     gc.disable()  # as in remember: a short process that frees by reference counting
     layout = set_up_layout(opts)
     if layout is None:
@@ -509,7 +539,7 @@ def fast_sync(opts: dict[str, object]) -> int | None:
     import os
     from datetime import datetime, timezone
 
-    if getattr(sys.stderr, "isatty", lambda: True)():
+    if getattr(sys.stderr, "isatty", lambda: True)() or opts.get("agent") == "claude":
         return None
     try:
         from qmem_git.core.paths import refuse_team_write
@@ -522,6 +552,8 @@ def fast_sync(opts: dict[str, object]) -> int | None:
             os.environ, project=project, memory_dir=memory_dir, with_model=False, tier=_tier(opts)
         )
         refuse_team_write(settings.layout, "sync")
+        if settings.agent == "claude":  # a Claude folder named by --memory-dir: click refuses
+            return None
         outcome = run_sync(
             settings,
             datetime.now(timezone.utc),

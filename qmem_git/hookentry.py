@@ -149,7 +149,7 @@ def prepare(argv: list[str], stdin: bytes | None, env: Mapping[str, str]) -> Hoo
     memory_dir = expand_dir(memory_dir, home, cwd) if memory_dir else None
     event = EVENTS.get(opts.get("event") or "") or EVENTS.get(_text(payload, "hook_event_name"))
     agent = opts.get("--agent") or detect_agent(env, _text(payload, "transcript_path"))
-    layout = memory_layout(project, memory_dir, env, home)
+    layout = memory_layout(project, memory_dir, env, home, agent)
     hook = Hook(agent, event or "?", payload or {}, project, memory_dir, home, layout)
     if problem or payload is None or event is None:
         reason = problem or ("unreadable or empty payload" if payload is None else "unknown event")
@@ -237,11 +237,24 @@ def detect_agent(env: Mapping[str, str], transcript_path: str) -> str:
 
 
 def memory_layout(
-    project: str, memory_dir: str | None, env: Mapping[str, str], home: str
+    project: str, memory_dir: str | None, env: Mapping[str, str], home: str, agent: str = "qwen"
 ) -> tuple[str, str]:
-    """(memory root, state dir) exactly as ``settings.build_settings`` resolves them."""
-    layout = qwen_layout(project, memory_dir, env, home, os.getcwd())
+    """(memory root, state dir) exactly as ``settings.build_settings`` resolves them: for
+    Claude Code in companion mode (its own auto-memory on), Claude's folder."""
+    if agent == "claude" and memory_dir is None and claude_companion(env, project, home):
+        from qmem_git.store.claudesettings import claude_store
+
+        layout = claude_store(project, env, home, os.getcwd())
+    else:
+        layout = qwen_layout(project, memory_dir, env, home, os.getcwd())
     return layout.memory_root, layout.state_dir
+
+
+def claude_companion(env: Mapping[str, str], project: str, home: str) -> bool:
+    """Whether a Claude Code session runs in companion mode (``agents.detect_mode``)."""
+    from qmem_git.integrations.agents import detect_mode
+
+    return detect_mode("claude", env, project, home) == COMPANION
 
 
 # --------------------------------------------------------------------------- session state
@@ -554,9 +567,18 @@ def start_worker(
 
 
 def _scope(hook: Hook) -> list[str]:
-    """The global options that point a worker's qmem-git at this hook's memory."""
+    """The global options that point a worker's qmem-git at this hook's memory (Claude's
+    own folder: ``--agent claude``)."""
     scope = ["--project", hook.project]
+    if hook.agent == "claude" and hook.memory_dir is None and _is_claude_store(hook):
+        scope += ["--agent", "claude"]
     return scope + (["--memory-dir", hook.memory_dir] if hook.memory_dir else [])
+
+
+def _is_claude_store(hook: Hook) -> bool:
+    from qmem_git.core.claudepaths import STATE_SUFFIX
+
+    return hook.state_dir == hook.memory_root + STATE_SUFFIX
 
 
 def transcript_for(hook: Hook, env: Mapping[str, str]) -> str | None:

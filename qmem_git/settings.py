@@ -34,6 +34,7 @@ class Settings:
     output_dir: str | None = None  # Qwen's settings: advanced.runtimeOutputDir, as written
     # QMEM_QUIET_SECONDS: a file changed more recently is held back as still being written
     quiet_seconds: float = QUIET_SECONDS
+    agent: str = "qwen"  # --agent claude: the store is Claude Code's auto-memory folder
 
     @property
     def chats_dir(self) -> str:
@@ -50,6 +51,7 @@ def build_settings(
     home: str | None = None,
     with_model: bool = True,
     tier: str = "project",
+    agent: str = "qwen",
 ) -> Settings:
     """Resolve the layout from flags and env (``--memory-dir`` > spec §2 resolution).
 
@@ -61,6 +63,10 @@ def build_settings(
     home = home or env.get("HOME") or os.path.expanduser("~")
     output_dir = runtime_output_dir(env, home, cwd, expand_dir(project or cwd, home, cwd))
     layout = tier_layout(tier, project, memory_dir, env, home, cwd, os.path.lexists, output_dir)
+    if agent == "claude" or layout.mode == "explicit":
+        from qmem_git.store.claudesettings import claude_layout_for
+
+        layout, agent = claude_layout_for(layout, agent, project, env, home, cwd)
     return Settings(
         layout=layout,
         host=env.get("QMEM_HOST") or _hostname() or "localhost",
@@ -75,6 +81,7 @@ def build_settings(
         auto_dream=env.get("QMEM_AUTO_DREAM", "1") != "0",
         output_dir=output_dir,
         quiet_seconds=_seconds(env.get("QMEM_QUIET_SECONDS"), QUIET_SECONDS),
+        agent=agent,
     )
 
 

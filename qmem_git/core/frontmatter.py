@@ -45,8 +45,11 @@ def field(frontmatter: str, key: str) -> str | None:
     return None
 
 
-def parse_fields(text: str | None) -> Fields | None:
-    """The fields of a memory document (spec §4.2 steps 1-6), or None when it is not one."""
+def parse_fields(text: str | None, *, nested_type: bool = False) -> Fields | None:
+    """The fields of a memory document (spec §4.2 steps 1-6), or None when it is not one.
+
+    ``nested_type``: Claude Code's shape, ``type:`` under ``metadata:``, counts too (its own
+    auto-memory folder); Qwen Code reads only a top-level ``type:``."""
     if text is None:
         return None
     parts = split(text)
@@ -54,6 +57,8 @@ def parse_fields(text: str | None) -> Fields | None:
         return None
     frontmatter, body, _ = parts
     kind = qwen_field(frontmatter, "type")
+    if kind is None and nested_type:
+        kind = metadata_type(frontmatter)
     if kind is None or kind not in TYPE_NAMES:
         return None
     title = qwen_field(frontmatter, "name")
@@ -61,6 +66,19 @@ def parse_fields(text: str | None) -> Fields | None:
         title = qwen_field(frontmatter, "title")
     description = qwen_field(frontmatter, "description") or ""
     return (kind, title or kind, description, body.strip(), frontmatter)
+
+
+def metadata_type(frontmatter: str) -> str | None:
+    """``type:`` indented under a ``metadata:`` line (Claude Code 2.1's memories), or None."""
+    nested = False
+    for line in frontmatter.split("\n"):
+        if not line.startswith((" ", "\t")):
+            nested = line.rstrip() == "metadata:"
+            continue
+        key, _, value = line.strip().partition(":")
+        if nested and key == "type":
+            return value.strip()
+    return None
 
 
 # JavaScript's line terminators (where ^ and $ match in a multiline regex, and . does not)

@@ -129,16 +129,22 @@ def detect_mode(
     home: str,
     report: Callable[[str], None] | None = None,
 ) -> str:
-    """``engine`` (qmem-git extracts) or ``companion`` (Qwen Code writes, we commit).
+    """``engine`` (qmem-git extracts) or ``companion`` (the agent writes, we commit).
 
-    ``QMEM_MODE`` decides when set. Otherwise Qwen Code with its managed auto-memory on (the
-    default, unless ``memory.enableManagedAutoMemory`` is false in the project's or the user's
-    settings) is companion mode; everything else, Claude Code included, is engine mode.
+    ``QMEM_MODE`` decides when set. Otherwise an agent whose own memory is on is companion
+    mode: Qwen Code with its managed auto-memory on (the default, unless
+    ``memory.enableManagedAutoMemory`` is false in the project's or the user's settings),
+    Claude Code with its auto-memory on (the default, unless ``autoMemoryEnabled`` is false or
+    ``CLAUDE_CODE_DISABLE_AUTO_MEMORY`` is set, ``store.claudesettings``); else engine mode.
     ``report`` hears about settings files that cannot be read (the hooks log them).
     """
     chosen = env.get("QMEM_MODE", "").strip().lower()
     if chosen in (ENGINE, COMPANION):
         return chosen
+    if agent == "claude":
+        from qmem_git.store.claudesettings import auto_memory_on
+
+        return COMPANION if auto_memory_on(env, project_dir, home) else ENGINE
     if agent != "qwen":
         return ENGINE
     return COMPANION if qwen_managed_memory_on(project_dir, home, report) else ENGINE

@@ -343,11 +343,15 @@ def install_hooks(
     """
     if agent not in AGENTS:
         raise UsageError(f"unknown agent {agent!r}", "use --agent qwen or --agent claude")
-    if engine and agent != "qwen":
-        raise UsageError("--engine applies to Qwen Code only", "drop --engine for Claude Code")
     path = settings_path(agent, scope, project_dir, home)
     target, link_notes = write_target(path)
     current, previous = read_settings(target)
+    if uninstall and agent == "claude":
+        from qmem_git.integrations.originals import read_record
+
+        record = read_record(path)
+        if record is not None:
+            return _restore_claude(path, current, previous, record, dry_run=dry_run, now=now)
     if uninstall:
         updated = remove_hooks(current)
     else:
@@ -355,7 +359,8 @@ def install_hooks(
             updated = add_hooks(current, agent, prefix or command_prefix())
         except QmemError as exc:  # name the file: "<path>: its hooks.Stop value is not ..."
             raise QmemError(f"{target}: {exc.message}", exc.hint) from None
-        updated = set_engine_mode(updated) if engine else updated
+        engine_mode = set_engine_mode if agent == "qwen" else set_claude_engine_mode
+        updated = engine_mode(updated) if engine else updated
     changed = updated != current
     text = dumps(updated)
     notes = install_notes(agent, scope, updated, uninstall=uninstall, engine=engine)
@@ -364,7 +369,54 @@ def install_hooks(
     backup = None
     if changed and not dry_run:
         backup = write_with_backup(path, text, previous, now)
+        if agent == "claude" and not uninstall:
+            from qmem_git.integrations.originals import keep_original
+            from qmem_git.store.workdir import file_mode
+
+            keep_original(path, previous, text, file_mode(write_target(path)[0]))
     return InstallResult(path, changed, backup, text, notes)
+
+
+def set_claude_engine_mode(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Switch Claude Code's own auto-memory off so only qmem-git writes memory."""
+    return {**settings, "autoMemoryEnabled": False}
+
+
+def _restore_claude(
+    path: str,
+    current: dict[str, Any],
+    previous: str | None,
+    record: dict[str, Any],
+    *,
+    dry_run: bool,
+    now: datetime,
+) -> InstallResult:
+    """Uninstall from Claude Code's settings: the file as it was before the first install,
+    byte for byte, unless it changed since (then qmem-git's parts alone are taken out)."""
+    from qmem_git.integrations import originals
+
+    cleaned = originals.original_switch(record, remove_hooks(current))
+    text, exact = originals.restored(record, previous, cleaned)
+    notes: tuple[str, ...] = ()
+    if not exact:
+        text = dumps(cleaned)
+        notes = (
+            "settings.json changed since qmem-git's install: only qmem-git's hooks and its "
+            "autoMemoryEnabled were taken out; the rest of the change is kept",
+        )
+    changed = text != previous
+    backup = None
+    if not dry_run:
+        if text is None and previous is not None:  # there was no file before the install
+            from qmem_git.store.workdir import atomic_write
+
+            backup = free_backup_name(path, now, os.path.lexists)
+            atomic_write(backup, previous.encode("utf-8"))
+            os.unlink(write_target(path)[0])
+        elif changed and text is not None:
+            backup = write_with_backup(path, text, previous, now)
+        originals.forget_record(path)
+    return InstallResult(path, changed, backup, text or "", notes)
 
 
 def rewrite_notes(previous: str | None, name: str) -> tuple[str, ...]:
@@ -381,6 +433,13 @@ def install_notes(
     notes: list[str] = []
     if settings.get("disableAllHooks") is True:
         notes.append("this settings file has disableAllHooks: true; no hook will run")
+    if agent == "claude" and not uninstall:
+        notes.append(
+            "Claude Code's own auto-memory is off: qmem-git extracts each turn (engine mode)"
+            if settings.get("autoMemoryEnabled") is False
+            else "Claude Code's own auto-memory is on: qmem-git commits what Claude writes in "
+            "its memory folder (companion mode); use --engine to let qmem-git extract instead"
+        )
     if uninstall:
         if agent == "qwen" and _managed_memory_off(settings):
             notes.append(

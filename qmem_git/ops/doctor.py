@@ -34,7 +34,9 @@ def run_checks(settings: Settings) -> list[Check]:
         checks.append(Check("repository", False, f"{root} is not a repository", "qmem-git init"))
         return [*checks, _model(settings)]
     checks += [_location(root, git_dir), _head(root), _objects(root), _locks(git_dir)]
-    checks += [_index(settings), _validation(root), _hook(git_dir)]
+    claude = settings.agent == "claude"  # Claude's MEMORY.md is Claude's own format
+    checks += [] if claude else [_index(settings)]
+    checks += [_validation(root, claude), _hook(git_dir)]
     checks.append(_model(settings))
     return checks
 
@@ -178,10 +180,14 @@ def _index(settings: Settings) -> Check:
     return Check("index", True, "MEMORY.md is up to date")
 
 
-def _validation(root: str) -> Check:
+def _validation(root: str, claude: bool = False) -> Check:
     from qmem_git.ops.validate import validate_tree
 
     report = validate_tree(root)
+    if claude:
+        from qmem_git.ops.claude import claude_report
+
+        report = claude_report(report, root)
     errors, warnings = report.count("error"), report.count("warning")
     detail = f"{report.files_checked} files: {errors} error(s), {warnings} warning(s)"
     return Check("validate", errors == 0, detail, "qmem-git validate" if errors else "")

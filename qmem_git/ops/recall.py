@@ -31,6 +31,8 @@ def recall(
     selector: Selector[CachedDoc] | None = None,
     model: ModelConfig | None = None,
     also: Sequence[tuple[str, str | None]] = (),
+    *,
+    nested_type: bool = False,
 ) -> RecallResult:
     """Scan (cached, top 200 in scan order), drop ``excluded`` paths, select and render.
 
@@ -41,9 +43,11 @@ def recall(
     when the model is actually asked. ``also``: more (memory root, state dir) stores recalled
     with this one, after it, as Qwen Code recalls the user tier with the project's; an
     absolute ``excluded`` path inside one of them excludes that memory there.
+    ``nested_type``: Claude Code's folder (its memories nest ``type`` under ``metadata``).
     """
     skip = {relative_to_root(path, memory_root) for path in excluded}
-    docs = [doc for doc in scan_cached(memory_root, state_dir) if doc.relative_path not in skip]
+    scanned = scan_cached(memory_root, state_dir, nested_type=nested_type)
+    docs = [doc for doc in scanned if doc.relative_path not in skip]
     for root, state in also:
         there = {relative_to_root(path, root) for path in excluded if _inside(root, path)}
         docs += [doc for doc in scan_cached(root, state) if doc.relative_path not in there]

@@ -36,6 +36,8 @@ def read_status(settings: Settings) -> Status:
 
     require_repository(settings)
     layout = settings.layout
+    if settings.agent == "claude":
+        return _claude_status(settings)
     plan = plan_snapshot(
         layout.memory_root,
         layout.state_dir,
@@ -65,3 +67,18 @@ def render_status(status: Status) -> str:
     for remote, ahead, behind in status.tracking:
         lines.append(f"main is {ahead} ahead, {behind} behind {remote}/main")
     return "\n".join(lines)
+
+
+def _claude_status(settings: Settings) -> Status:
+    """Claude Code's folder: what a snapshot would commit (MEMORY.md is Claude's, as it is)."""
+    from datetime import datetime, timezone
+
+    from qmem_git.ops.claude import snapshot_claude
+    from qmem_git.store.tracking import tracking
+
+    plan = snapshot_claude(settings, datetime.now(timezone.utc), dry_run=True)
+    return Status(
+        uncommitted={change.path: change.status for change in plan.changes},
+        held=dict(sorted(plan.held.items())),
+        tracking=tuple(tracking(settings.layout.memory_root)),
+    )

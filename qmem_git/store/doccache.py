@@ -100,7 +100,11 @@ def cache_path(state_dir: str) -> str:
 
 
 def scan_cached(
-    memory_root: str, state_dir: str | None, limit: int = MAX_SCANNED_DOCUMENTS
+    memory_root: str,
+    state_dir: str | None,
+    limit: int = MAX_SCANNED_DOCUMENTS,
+    *,
+    nested_type: bool = False,
 ) -> list[CachedDoc]:
     """The newest ``limit`` documents in scan order (spec §5), parsing only changed files.
 
@@ -113,15 +117,16 @@ def scan_cached(
     found = walk_memory_files(root)
     found.sort()  # spec §5: newest first, then basename, then relative path
     path = cache_path(state_dir) if state_dir else None
-    old = load_cache(path, root) if path else {}
-    docs, new, parsed = collect_documents(root, found, old, limit)
+    key = root + "\0nested-type" if nested_type else root  # the other reading is not reused
+    old = load_cache(path, key) if path else {}
+    docs, new, parsed = collect_documents(root, found, old, limit, nested_type)
     if path and (parsed or new.keys() != old.keys()):
-        save_cache(path, root, new)
+        save_cache(path, key, new)
     return docs
 
 
 def collect_documents(
-    root: str, found: list[Found], old: dict[str, Entry], limit: int
+    root: str, found: list[Found], old: dict[str, Entry], limit: int, nested_type: bool = False
 ) -> tuple[list[CachedDoc], dict[str, Entry], int]:
     """Walk files in scan order until ``limit`` documents; returns docs, entries, parse count."""
     docs: list[CachedDoc] = []
@@ -132,7 +137,7 @@ def collect_documents(
             break
         entry = old.get(rel)
         if entry is None or not fresh(entry, mtime_ns, size):
-            entry = parse_entry(os.path.join(root, rel), mtime_ns, size)
+            entry = parse_entry(os.path.join(root, rel), mtime_ns, size, nested_type)
             parsed += 1
         new[rel] = entry
         fields = entry[2]
@@ -142,9 +147,10 @@ def collect_documents(
     return docs, new, parsed
 
 
-def parse_entry(path: str, mtime_ns: int, size: int) -> Entry:
-    """A fresh cache entry: the parsed fields and, for a document, its search index."""
-    fields = parse_fields(read_text(path))
+def parse_entry(path: str, mtime_ns: int, size: int, nested_type: bool = False) -> Entry:
+    """A fresh cache entry: the parsed fields and, for a document, its search index
+    (``nested_type``: Claude Code's ``metadata: type:`` counts, ``frontmatter.parse_fields``)."""
+    fields = parse_fields(read_text(path), nested_type=nested_type)
     index = search_index(fields[1], fields[2], fields[3]) if fields else None
     return (mtime_ns, size, fields, index)
 

@@ -1,12 +1,14 @@
 """The real Claude Code 2.1.197, headless (``claude -p``), with qmem-git's hooks installed.
 
-Issue 19, Tests, second bullet (engine mode: qmem-git recalls and extracts). Each scenario runs
-``claude -p …`` once with an isolated HOME (its ``~/.claude.json`` and ``~/.claude/`` inside it;
-telemetry, auto-update and nonessential traffic off), inside a network namespace that has only
-loopback, against the scripted Messages API of ``headless.py`` (the only stand-in: the language
-model). The driver waits for claude to exit and then for qmem-git's detached hook worker; the
-tests then read the requests the model received and the memory repository (``qmem-git log
---json`` and C git).
+Issue 19, Tests, second bullet: engine mode (``install-hooks --agent claude --engine``:
+Claude's auto-memory off, qmem-git recalls and extracts) and companion mode (Claude's
+auto-memory on: a memory Claude's model writes with its Write tool is committed in Claude's
+folder). Each scenario runs ``claude -p …`` once with an isolated HOME (its
+``~/.claude.json`` and ``~/.claude/`` inside it; telemetry, auto-update and nonessential
+traffic off), inside a network namespace that has only loopback, against the scripted
+Messages API of ``headless.py`` (the only stand-in: the language model). The driver waits for
+claude to exit and then for qmem-git's detached hook worker; the tests then read the requests
+the model received and the memory repository (``qmem-git log --json`` and C git).
 
 What Claude Code 2.1.197 does in a headless turn (observed with these scripts and a logging
 hook; FACTS-claude-headless.md): SessionStart, UserPromptSubmit, Stop and SessionEnd fire, each
@@ -75,14 +77,23 @@ def _user_settings(home: Path) -> None:
     (home / ".claude" / "settings.json").write_bytes(_claude_format(USER_SETTINGS))
 
 
-def run_headless(tmp: Path, claude: Path, args: list[str], rules: Rules) -> ClaudeRun:
-    """A project with one remembered memory and the hooks installed; ``claude -p`` once."""
-    run = ClaudeRun.set_up(tmp, CLAUDE_ENV, _user_settings, "--agent", "claude")
+def run_headless(
+    tmp: Path, claude: Path, args: list[str], rules: Rules | None, *install: str
+) -> ClaudeRun:
+    """A project with one remembered memory and the hooks installed; ``claude -p`` once
+    (``rules`` None: the caller drives it)."""
+    run = ClaudeRun.set_up(tmp, CLAUDE_ENV, _user_settings, "--agent", "claude", *install)
     run.settings = {"before": _claude_format(USER_SETTINGS)}
     run.settings["installed"] = run.settings_path.read_bytes()
     (tmp / "first").mkdir()
-    run.result = run.drive(claude, args, rules, tmp / "first")
+    if rules is not None:
+        run.result = run.drive(claude, args, rules, tmp / "first")
     return run
+
+
+def claude_where(run: ClaudeRun) -> dict[str, Any]:
+    """``qmem-git --agent claude where``: Claude's own memory folder for the project."""
+    return dict(json.loads(run.qmem("--agent", "claude", "where", "--json")))
 
 
 def _engine_rules(project: Path) -> Rules:
@@ -100,7 +111,15 @@ def engine_run(claude_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> Cl
     tmp = tmp_path_factory.mktemp("claude-engine")
     project = tmp / "proj"
     args = ["-p", PROMPT, "--permission-mode", "acceptEdits"]
-    return run_headless(tmp, claude_exe, args, _engine_rules(project))
+    return run_headless(tmp, claude_exe, args, _engine_rules(project), "--engine")
+
+
+def test_engine_mode_turns_claudes_auto_memory_off(engine_run: ClaudeRun) -> None:
+    run = engine_run
+    assert json.loads(run.settings["installed"])["autoMemoryEnabled"] is False
+    folder = claude_where(run)["memory_root"]
+    assert all(count(body, folder) == 0 for body in run.model_requests()), run.explain()
+    assert not Path(f"{folder}.git").exists()  # nothing of Claude's to commit
 
 
 def test_engine_run_is_headless_and_offline(engine_run: ClaudeRun) -> None:
@@ -181,6 +200,86 @@ def test_next_session_recalls_what_the_first_one_extracted(
     assert [context.count(f"({path})") for path in added] == [1] * len(added)
     assert run.result["still_running"] == [], run.explain()
     assert run.hook_problems() == [], run.explain()
+
+
+# --------------------------------------------------------------------------- companion mode
+
+COMPANION_PROMPT = "Remember: before building zebra we always run the kestrel9 linter."
+CLAUDE_MEMORY = """---
+name: zebra-linter
+description: Run the kestrel9 linter before building zebra
+metadata:
+  type: project
+---
+
+Run the kestrel9 linter before every zebra build.
+
+**Why:** the user said so.
+**How to apply:** lint first, then build.
+"""
+CLAUDE_INDEX = "- [Zebra linter](zebra-linter.md) — kestrel9 before building\n"
+
+
+def _companion_rules(folder: str) -> Rules:
+    """The model saves a memory in Claude's folder with the Write tool, as Claude's own
+    auto-memory instructions tell it to (the file, then its line in MEMORY.md)."""
+    writes = [
+        {
+            "name": "Write",
+            "input": {"file_path": f"{folder}/zebra-linter.md", "content": CLAUDE_MEMORY},
+        },
+        {"name": "Write", "input": {"file_path": f"{folder}/MEMORY.md", "content": CLAUDE_INDEX}},
+    ]
+    return [
+        {"when": ["kestrel9"], "unless": ["tool_result"], "times": 1,
+         "reply": {"text": "Saving that.", "tool_uses": writes}},
+        {"when": ["tool_result"], "reply": {"text": "Saved."}},
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def companion_run(claude_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> ClaudeRun:
+    """``install-hooks --agent claude`` (Claude's auto-memory stays on), one ``claude -p``."""
+    tmp = tmp_path_factory.mktemp("claude-companion")
+    run = run_headless(tmp, claude_exe, [], None)
+    where = claude_where(run)
+    rules = _companion_rules(where["memory_root"])
+    run.result = run.drive(claude_exe, ["-p", COMPANION_PROMPT], rules, tmp / "first")
+    return dataclasses.replace(run, where={**where, "project_store": run.where})
+
+
+def test_companion_claudes_folder_is_the_one_qmem_git_names(companion_run: ClaudeRun) -> None:
+    """Claude's system prompt points its model at the folder ``--agent claude`` resolves."""
+    run = companion_run
+    assert run.result["claude"]["rc"] == 0, run.explain()
+    requests = run.model_requests()
+    assert requests and count(requests[0], run.where["memory_root"]) >= 1, run.explain()
+    assert run.settings_path.read_bytes() == run.settings["installed"]
+    assert "autoMemoryEnabled" not in json.loads(run.settings["installed"])
+
+
+def test_companion_memory_claude_wrote_is_committed_after_exit(companion_run: ClaudeRun) -> None:
+    run = companion_run
+    assert run.result["still_running"] == [], run.explain()
+    folder = run.memory_root
+    assert b"kestrel9" in (folder / "zebra-linter.md").read_bytes(), run.explain()
+    log = json.loads(run.qmem("--agent", "claude", "log", "--json"))
+    assert [entry["op"] for entry in log] == ["snapshot"], run.explain()
+    committed = {change["path"] for change in log[0]["changes"]}
+    assert committed == {"MEMORY.md", "zebra-linter.md"}, run.explain()
+    assert run.git("show", "HEAD:MEMORY.md") == CLAUDE_INDEX.encode()  # Claude's, as it is
+    assert (folder / "MEMORY.md").read_text("utf-8") == CLAUDE_INDEX
+    assert run.uncommitted() == [], run.explain()
+    run.git("fsck", "--strict")
+    assert run.hook_problems() == [], run.explain()
+
+
+def test_companion_extracts_nothing_into_the_project_store(companion_run: ClaudeRun) -> None:
+    run = companion_run
+    project_log = json.loads(run.qmem("log", "--json"))
+    assert [entry["op"] for entry in project_log] == ["remember", "index"], run.explain()
+    recall = json.loads(run.qmem("--agent", "claude", "recall", "kestrel9 linter", "--json"))
+    assert recall["selected"] == ["zebra-linter.md"]
 
 
 # --------------------------------------------------------------------------- uninstall

@@ -31,8 +31,11 @@ HEAVY = ("click", "dulwich", "requests", "yaml", "filelock", "frontmatter", "psu
 
 @pytest.fixture
 def project(tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A project dir with its runtime dir in tmp; the memory root does not exist yet."""
+    """A project dir with its runtime dir in tmp; the memory root does not exist yet. Claude
+    Code's own auto-memory is off here, so its hooks run in engine mode on the project store
+    (``test_claude_companion_*`` below turn it on)."""
     monkeypatch.setenv("QWEN_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setenv("CLAUDE_CODE_DISABLE_AUTO_MEMORY", "1")
     proj = tmp_path / "proj"
     proj.mkdir()
     return proj
@@ -766,8 +769,10 @@ def test_worker_names_every_step_by_its_command() -> None:
 @pytest.mark.parametrize(
     ("agent", "env", "project_settings", "user_settings", "expected"),
     [
-        ("claude", {}, None, None, "engine"),
-        ("claude", {"QMEM_MODE": "companion"}, None, None, "companion"),
+        ("claude", {}, None, None, "companion"),
+        ("claude", {"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}, None, None, "engine"),
+        ("claude", {"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1", "QMEM_MODE": "companion"}, None,
+         None, "companion"),
         ("qwen", {}, None, None, "companion"),
         ("qwen", {"QMEM_MODE": "engine"}, None, None, "engine"),
         ("qwen", {}, None, '{"memory": {"enableManagedAutoMemory": false}}', "engine"),
@@ -790,6 +795,32 @@ def test_detect_mode(
             (base / ".qwen").mkdir(parents=True)
             (base / ".qwen" / "settings.json").write_text(text)
     assert agents.detect_mode(agent, env, str(proj), str(home)) == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "project_settings", "user_settings", "expected"),
+    [
+        ({}, None, '{"autoMemoryEnabled": false}', "engine"),
+        ({}, '{"autoMemoryEnabled": true}', '{"autoMemoryEnabled": false}', "companion"),
+        ({"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "0"}, None, '{"autoMemoryEnabled": false}',
+         "companion"),
+        ({"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "true"}, None, None, "engine"),
+        ({"QMEM_MODE": "engine"}, None, None, "engine"),
+    ],
+)  # fmt: skip
+def test_detect_mode_follows_claudes_auto_memory_switch(
+    tmp_path: Path,
+    env: dict[str, str],
+    project_settings: str | None,
+    user_settings: str | None,
+    expected: str,
+) -> None:
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    for base, text in ((proj, project_settings), (home, user_settings)):
+        if text is not None:
+            (base / ".claude").mkdir(parents=True)
+            (base / ".claude" / "settings.json").write_text(text)
+    assert agents.detect_mode("claude", env, str(proj), str(home)) == expected
 
 
 def test_detect_agent() -> None:
@@ -978,3 +1009,36 @@ def test_qwen_prompt_recall_also_reads_the_user_tier(
     assert "Always brew green tea for the user." in context
     claude = run(capsys, ["--agent", "claude", "prompt"], data)  # Claude has no user tier
     assert claude is None or "green tea" not in context_of(claude, "UserPromptSubmit")
+
+
+# --------------------------------------------------------------------------- Claude companion
+
+
+def test_claude_companion_hooks_watch_claudes_own_folder(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    spawned: list[list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Claude's auto-memory on: no recall, no index, no extraction; the worker watches and
+    snapshots Claude's folder, through ``--agent claude``, and its state sits beside it."""
+    monkeypatch.delenv("CLAUDE_CODE_DISABLE_AUTO_MEMORY")
+    claude = build_settings(os.environ, project=str(project), agent="claude").layout
+    Path(claude.memory_root).mkdir(parents=True)
+    assert run(capsys, ["session-start"], payload(project, "SessionStart")) is None
+    assert run(capsys, ["prompt"], payload(project, "UserPromptSubmit", prompt="hi")) is None
+    path = transcript(project)
+    stop = payload(project, "Stop", transcript_path=str(path), stop_hook_active=False)
+    assert run(capsys, ["--agent", "claude", "stop"], stop) is None
+    end = payload(project, "SessionEnd", transcript_path=str(path), reason="other")
+    assert run(capsys, ["--agent", "claude", "session-end"], end) is None
+    assert [steps_of(argv) for argv in spawned] == [[], []]  # the watcher's work, no extract
+    watch = json.loads(spawned[0][-1])
+    assert watch["memory_root"] == claude.memory_root
+    assert watch["companion"] is True
+    assert watch["scope"] == ["--project", str(project), "--agent", "claude"]
+    session = json.loads(Path(claude.state_dir, "hooks", "sess-1.json").read_text())
+    assert session["mode"] == "companion" and session["ended"] is True
+    assert not Path(layout(project)[1]).exists()  # nothing in Qwen's project store
+    steps = agents.worker_steps("SessionEnd", "companion", watch["scope"], None, "sess-1")
+    assert steps == [["--project", str(project), "--agent", "claude", "snapshot"]]

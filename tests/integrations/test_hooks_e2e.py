@@ -39,6 +39,8 @@ class Session:
             "QWEN_RUNTIME_DIR": str(tmp / "runtime"),
             "QMEM_TELEMETRY": "0",
         }
+        if agent == "claude":  # engine mode on the project store (tests/claude: companion)
+            self.env["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] = "1"
         layout = build_settings(self.env, project=str(self.project)).layout
         self.memory_root = Path(layout.memory_root)
         self.state_dir = Path(layout.state_dir)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qmem_git.errors import QmemError, UsageError
+from qmem_git.errors import QmemError
 from qmem_git.integrations import hooksettings as hs
 
 NOW = datetime(2026, 5, 20, 8, 0, 0, tzinfo=timezone.utc)
@@ -193,7 +193,7 @@ def test_backup_holds_the_previous_text(tmp_path: Path) -> None:
     assert Path(result.backup).read_text() == original
     second = install("claude", tmp_path, tmp_path, uninstall=True)
     assert second.backup == f"{path}.bak-20260520-080000-1"
-    assert json.loads(path.read_text()) == {"model": "opus"}
+    assert path.read_text() == original  # the comment and the trailing comma are back
 
 
 def test_dry_run_writes_nothing(tmp_path: Path) -> None:
@@ -276,9 +276,40 @@ def test_flat_managed_memory_key_means_engine_mode_at_install(tmp_path: Path) ->
     assert any("/memory" in note for note in removed.notes)
 
 
-def test_engine_is_for_qwen_only(tmp_path: Path) -> None:
-    with pytest.raises(UsageError):
-        install("claude", tmp_path, tmp_path, engine=True)
+def test_claude_engine_switches_auto_memory_off_and_uninstall_restores_the_bytes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    original = b'{ "model": "opus",\r\n  "autoMemoryEnabled": true }'
+    path.write_bytes(original)
+    result = install("claude", tmp_path, tmp_path, engine=True)
+    assert json.loads(path.read_text())["autoMemoryEnabled"] is False
+    assert any("engine mode" in note for note in result.notes)
+    assert not install("claude", tmp_path, tmp_path, engine=True).changed  # twice: no change
+    install("claude", tmp_path, tmp_path, uninstall=True)
+    assert path.read_bytes() == original
+    assert not Path(f"{path}.qmem-git-original").exists()
+
+
+def test_claude_uninstall_removes_a_file_there_was_not(tmp_path: Path) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    install("claude", tmp_path, tmp_path, engine=True)
+    assert path.exists()
+    install("claude", tmp_path, tmp_path, uninstall=True)
+    assert not path.exists()
+
+
+def test_claude_uninstall_keeps_a_later_change_and_the_original_switch(tmp_path: Path) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text('{"autoMemoryEnabled": true}')
+    install("claude", tmp_path, tmp_path, engine=True)
+    changed = json.loads(path.read_text())
+    path.write_text(json.dumps({**changed, "theme": "light"}))
+    result = install("claude", tmp_path, tmp_path, uninstall=True)
+    assert json.loads(path.read_text()) == {"autoMemoryEnabled": True, "theme": "light"}
+    assert any("changed since" in note for note in result.notes)
 
 
 def test_disabled_hooks_are_reported(tmp_path: Path) -> None:
