@@ -94,7 +94,7 @@ def test_generated_team_folders_give_qwens_team_index_byte_for_byte(
     written = [
         (tmp_path / f"c{i}/proj/.qwen/team-memory/MEMORY.md").read_text() for i in range(150)
     ]
-    assert sum(text.count("(also: ") for text in written) > 30  # grouping was exercised
+    assert sum(text.count("(also: ") for text in written) >= 20  # grouping was exercised
 
 
 def test_team_limits_and_long_groups_give_qwens_index(qwen: Bridge, tmp_path: Path) -> None:
