@@ -38,7 +38,6 @@ import stat
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol, TypeVar
@@ -120,8 +119,11 @@ Progress = Callable[[str], None]
 # --- results ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SyncOptions:
+# The result and option types are NamedTuples or plain classes, not dataclasses: a dataclass
+# costs ~0.5 ms to define (it exec()s its methods), paid at start-up by every sync and push.
+
+
+class SyncOptions(NamedTuple):
     """What the caller asked for; ``timeout`` bounds every network wait (seconds)."""
 
     dry_run: bool = False
@@ -130,25 +132,46 @@ class SyncOptions:
     timeout: float = 20.0
 
 
-@dataclass
 class SyncResult:
     """What one sync did (``action``: up-to-date, pushed, fast-forward, merged, empty)."""
 
-    remote: str
-    url: str
-    action: str = "up-to-date"
-    before: str | None = None
-    head: str | None = None
-    remote_head: str | None = None
-    fetched: int = 0
-    merge_commit: str | None = None
-    index_commit: str | None = None  # MEMORY.md rebuilt after a fast-forward
-    pushed: bool = False
-    reconciled: list[Reconciled] = field(default_factory=list)
-    attempts: int = 0
-    dry_run: bool = False
-    packed: int = 0
-    changed_paths: list[str] = field(default_factory=list)
+    __slots__ = (
+        "action",
+        "attempts",
+        "before",
+        "changed_paths",
+        "dry_run",
+        "fetched",
+        "head",
+        "index_commit",
+        "merge_commit",
+        "packed",
+        "pushed",
+        "reconciled",
+        "remote",
+        "remote_head",
+        "url",
+    )
+
+    def __init__(self, remote: str, url: str, *, attempts: int = 0, dry_run: bool = False) -> None:
+        self.remote = remote
+        self.url = url
+        self.action = "up-to-date"
+        self.before: str | None = None
+        self.head: str | None = None
+        self.remote_head: str | None = None
+        self.fetched = 0
+        self.merge_commit: str | None = None
+        self.index_commit: str | None = None  # MEMORY.md rebuilt after a fast-forward
+        self.pushed = False
+        self.reconciled: list[Reconciled] = []
+        self.attempts = attempts
+        self.dry_run = dry_run
+        self.packed = 0
+        self.changed_paths: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"SyncResult({self.as_dict()!r})"
 
     @property
     def merged(self) -> bool:
@@ -409,13 +432,15 @@ class CommitFacts(NamedTuple):
     parents: tuple[str, ...]
 
 
-@dataclass
 class TreeDiff:
     """Paths that differ between trees: files (``paths``) and whole folders that appeared,
     vanished or changed kind (``prefixes``, ending in ``/``)."""
 
-    paths: set[str] = field(default_factory=set)
-    prefixes: list[str] = field(default_factory=list)
+    __slots__ = ("paths", "prefixes")
+
+    def __init__(self) -> None:
+        self.paths: set[str] = set()
+        self.prefixes: list[str] = []
 
     def differs(self, path: str) -> bool:
         return path in self.paths or any(path.startswith(p) for p in self.prefixes)
@@ -516,13 +541,17 @@ def remove_stale_quarantines(git_dir: str) -> None:
             owner.release()
 
 
-@dataclass
 class Fetched:
-    remote_head: str | None
-    quarantine: Quarantine
-    objects: Objects
-    new_commits: int = 0
-    times: dict[str, int] | None = None  # a clone's: every file's history time
+    """The remote's ``main`` (None: it has none), fetched into a checked quarantine."""
+
+    __slots__ = ("new_commits", "objects", "quarantine", "remote_head", "times")
+
+    def __init__(self, remote_head: str | None, quarantine: Quarantine, objects: Objects) -> None:
+        self.remote_head = remote_head
+        self.quarantine = quarantine
+        self.objects = objects
+        self.new_commits = 0
+        self.times: dict[str, int] | None = None  # a clone's: every file's history time
 
 
 def fetch(
@@ -789,12 +818,14 @@ def _local_heads(repo: Repository) -> list[str]:
 def _network(transport: Transport, action: str, timeout: float) -> Iterator[None]:
     """Bound the exchange and turn transport failures into one redacted RemoteError.
 
-    ``timeout`` bounds every single wait (socket timeout) and, for a network remote, the whole
-    exchange too: a server that sends a byte now and then cannot keep a sync alive.
+    For a network remote ``timeout`` bounds every single wait (socket timeout) and the whole
+    exchange too: a server that sends a byte now and then cannot keep a sync alive. A local
+    remote uses no socket (its hooks have their own bound, ``store.receive``).
     """
-    whole = url_kind(transport.url) not in ("local", "file")
+    network = url_kind(transport.url) not in ("local", "file")
+    bound = socket_timeout(timeout) if network else contextlib.nullcontext()
     try:
-        with socket_timeout(timeout), _deadline(timeout if whole else None):
+        with bound, _deadline(timeout if network else None):
             yield
     except (QmemError, RemoteMoved):
         raise
@@ -1414,8 +1445,7 @@ def _own_times(commit: Commit) -> dict[str, int]:
 # --- the merge --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MergePlan:
+class MergePlan(NamedTuple):
     """The merged file map (path -> blob id and text for new blobs) and what was reconciled."""
 
     files: dict[str, str]
@@ -1609,8 +1639,7 @@ def commit_merge(
     return commit, sorted(c.path for c in touched.changes)
 
 
-@dataclass
-class _MergeWrite:
+class _MergeWrite(NamedTuple):
     files: dict[str, str | None]  # touched path -> blob id (None: deleted), for the git index
     changes: list[FileChange]
     tree: str
@@ -1822,9 +1851,9 @@ def writer_locker(
     return lock
 
 
-@dataclass(frozen=True)
-class _SyncRun:
-    """What every fetch-decide-push round of one sync shares."""
+class _SyncRun(NamedTuple):
+    """What every fetch-decide-push round of one sync shares (``reports``: what recovery did
+    in each tenure, filled as they come)."""
 
     layout: Layout
     name: str
@@ -1836,7 +1865,7 @@ class _SyncRun:
     now: datetime
     progress: Progress | None
     lock: Locker
-    reports: list[RecoveryReport] = field(default_factory=list)
+    reports: list[RecoveryReport]
 
     @contextlib.contextmanager
     def tenure(self, recover: bool) -> Iterator[None]:
@@ -1867,7 +1896,7 @@ def sync_remote(
         result = SyncResult(name, url, dry_run=options.dry_run)
         result.before = _open(layout.memory_root).head()[1]
         run = _SyncRun(
-            layout, name, transport_for, options, result, identity, host, now, progress, lock
+            layout, name, transport_for, options, result, identity, host, now, progress, lock, []
         )
         for attempt in range(1, MAX_PUSH_ATTEMPTS + 1):
             result.attempts = attempt
@@ -2250,7 +2279,7 @@ def adopt_remote(
         url = redact_all(transport.url, transport.secrets)
         result = SyncResult(name, url, attempts=1)
         run = _SyncRun(
-            layout, name, transport_for, options, result, identity, host, now, progress, lock
+            layout, name, transport_for, options, result, identity, host, now, progress, lock, []
         )
         _adopt(run, transport)
     finally:
