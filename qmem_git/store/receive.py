@@ -16,18 +16,19 @@ import contextlib
 import errno
 import os
 import shutil
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from qmem_git.store.localrepo import LocalRepository
+
 if TYPE_CHECKING:
+    from subprocess import Popen
+
     from dulwich.client import DetermineWantsFunc, GeneratePackDataFunc
     from dulwich.object_store import GraphWalker, PackBasedObjectStore
     from dulwich.objects import ObjectID
     from dulwich.refs import Ref
-    from dulwich.repo import Repo
 
 # what C git clears before it runs receive-pack for a local push (``local_repo_env``)
 _LOCAL_REPO_ENV = frozenset(
@@ -81,9 +82,7 @@ class LocalClient:
         self.timeout = timeout
 
     def get_refs(self, path: str | bytes) -> RefsResult:
-        from dulwich.repo import Repo
-
-        with Repo(os.fsdecode(path)) as source:
+        with LocalRepository(os.fsdecode(path)) as source:
             return RefsResult(dict(source.get_refs()))
 
     def fetch_pack(
@@ -96,10 +95,8 @@ class LocalClient:
     ) -> RefsResult:
         """The pack for ``determine_wants``, as ``sync.pack_records`` makes it (as for a push):
         dulwich's own reads every object of the source for every fetch, new or not."""
-        from dulwich.repo import Repo
-
         del progress  # qmem-git fetches main whole: no depth, filter or ref prefix
-        with Repo(os.fsdecode(path)) as source:
+        with LocalRepository(os.fsdecode(path)) as source:
             refs = source.get_refs()
             wants = determine_wants(refs, None)
             if wants:
@@ -174,18 +171,15 @@ class LocalReceiver:
         timeout: float,
         progress: Callable[[bytes], None] | None,
     ) -> None:
-        from dulwich.repo import Repo
-
         self.path = path
         self.env = {k: v for k, v in env.items() if k not in _LOCAL_REPO_ENV}
         self.timeout = timeout
         self.progress = progress
         self._deadline: float | None = None  # set when the first hook starts
-        with Repo(path) as target:
-            self.git_dir = target.controldir()
-            self.config = target.get_config_stack()
-            # dulwich calls the .git folder of a checkout bare; its config says otherwise
-            self.bare = bool(self.config.get_boolean((b"core",), b"bare", target.bare))
+        with LocalRepository(path) as target:
+            self.git_dir = target.git_dir
+            self.config = target.config
+            self.bare = target.bare
         self.objects_dir = os.path.join(self.git_dir, "objects")
 
     def receive(
@@ -194,9 +188,8 @@ class LocalReceiver:
         generate_pack_data: GeneratePackDataFunc,
     ) -> SendResult:
         from dulwich.protocol import ZERO_SHA
-        from dulwich.repo import Repo
 
-        with Repo(self.path) as target:
+        with LocalRepository(self.path) as target:
             old_refs = target.get_refs()
             new_refs = update_refs(dict(old_refs))
         refs: dict[Ref, ObjectID | None] = dict(new_refs)
@@ -213,10 +206,10 @@ class LocalReceiver:
         if declined is not None:
             return SendResult(refs, {ref: declined for ref, _, _ in updates})
         status: dict[bytes, str | None] = {}
-        with Repo(self.path) as target:  # opened again: it sees the objects just moved in
+        with LocalRepository(self.path) as target:  # again: it sees the objects moved in
             for ref, old, new in updates:
                 status[ref] = (
-                    self._denied(target, ref, old, new)
+                    self._denied(ref, old, new)
                     or self.run_hook("update", [ref, old, new])
                     or _move_ref(target, ref, old, new, self._reflog_message(ref))
                 )
@@ -261,15 +254,18 @@ class LocalReceiver:
         finally:
             shutil.rmtree(quarantine, ignore_errors=True)
 
-    def _denied(self, target: Repo, ref: Ref, old: ObjectID, new: ObjectID) -> str | None:
-        from dulwich.graph import can_fast_forward
+    def _denied(self, ref: Ref, old: ObjectID, new: ObjectID) -> str | None:
         from dulwich.protocol import ZERO_SHA
 
         if new == ZERO_SHA:
             return "deletion prohibited" if self._config_flag(b"denyDeletes") else None
         if old == ZERO_SHA or not self._config_flag(b"denyNonFastForwards"):
             return None
-        return None if can_fast_forward(target, old, new) else "non-fast-forward"
+        from dulwich.graph import can_fast_forward
+        from dulwich.repo import Repo  # its parents provider (grafts, shallow), as git's
+
+        with Repo(self.path) as target:
+            return None if can_fast_forward(target, old, new) else "non-fast-forward"
 
     def _reflog_message(self, ref: Ref) -> bytes | None:
         """``push`` when C git's receive-pack would log this ref's update, else None: when the
@@ -314,6 +310,8 @@ class LocalReceiver:
         path = self.hook_path(name)
         if path is None:
             return None
+        import subprocess  # only when the target has the hook (~3 ms to import)
+
         env = {**self.env, "GIT_DIR": self.git_dir, **(extra_env or {})}
         argv = [path, *(os.fsdecode(arg) for arg in args)]
         if self._deadline is None:
@@ -367,6 +365,8 @@ def _run_in_own_group(
     ``subprocess.run(timeout=)`` kills only the direct child: a hook's ``sleep 60`` would be
     left behind (adopted by init) on every sync.
     """
+    import subprocess
+
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise subprocess.TimeoutExpired(argv, 0)
@@ -387,9 +387,11 @@ def _run_in_own_group(
         return _HookRun(proc.returncode, stdout, stderr)
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: Popen[bytes]) -> None:
     """SIGKILL the hook's process group, then reap the hook (its pipes are not read again:
     a process that left the group may still hold them open)."""
+    import signal
+
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.kill()  # in case the group is gone but the hook itself is not (never blocks)
@@ -402,7 +404,7 @@ def _ref_lines(updates: Sequence[tuple[Ref, ObjectID, ObjectID]]) -> bytes:
 
 
 def _move_ref(
-    target: Repo, ref: Ref, old: ObjectID, new: ObjectID, message: bytes | None
+    target: LocalRepository, ref: Ref, old: ObjectID, new: ObjectID, message: bytes | None
 ) -> str | None:
     """Compare-and-swap ``ref`` from ``old`` to ``new`` (zero id: absent); why it failed.
     ``message``: the reflog line's (None: no reflog line)."""

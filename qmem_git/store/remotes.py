@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
@@ -339,13 +338,13 @@ def open_transport(
 
 def _local_transport(url: str, for_push: bool, env: Mapping[str, str], timeout: float) -> Transport:
     from dulwich.errors import NotGitRepository
-    from dulwich.repo import Repo
+
+    from qmem_git.store.localrepo import LocalRepository
 
     path = urlsplit(url).path if url.startswith("file://") else url
     try:
-        with Repo(path) as repo:
-            # dulwich calls the .git folder of a checkout bare; its config says otherwise
-            bare = repo.bare and repo.get_config().get_boolean(b"core", b"bare", True)
+        with LocalRepository(path) as repo:
+            bare = repo.bare
     except (NotGitRepository, OSError) as exc:
         raise RemoteError(
             f"no git repository at {redact(url)}",
@@ -505,6 +504,8 @@ def credential_fill(url: str, env: Mapping[str, str], timeout: float) -> tuple[s
     """
     parts = urlsplit(url)
     request = f"protocol={parts.scheme}\nhost={parts.netloc}\npath={parts.path.lstrip('/')}\n\n"
+    import subprocess
+
     child_env = {**env, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
     try:
         proc = subprocess.run(

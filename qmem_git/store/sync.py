@@ -100,7 +100,6 @@ from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, fsync_dir, rend
 if TYPE_CHECKING:
     from dulwich.object_store import BaseObjectStore, DiskObjectStore, PackBasedObjectStore
     from dulwich.pack import Pack, UnpackedObject
-    from dulwich.repo import ParentsProvider
 
     from qmem_git.core.merge import MergeResult, Reconciled
     from qmem_git.store.packscan import SizeChecks
@@ -841,10 +840,13 @@ class ExchangeTimeout(TimeoutError):
 def _deadline(seconds: float | None) -> Iterator[None]:
     """Raise :class:`ExchangeTimeout` in this thread once ``seconds`` have passed (a real-time
     interval timer; only the main thread receives signals, elsewhere only reads are bounded)."""
+    if seconds is None:
+        yield
+        return
     import signal
     import threading
 
-    if seconds is None or threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
 
@@ -1324,21 +1326,31 @@ def content_problem(path: str, data: bytes) -> str | None:
 
 
 class _Graph:
-    """What dulwich.graph.find_merge_base needs from a repository."""
+    """What dulwich.graph.find_merge_base needs from a repository (``object_store[id]``,
+    ``parents_provider().get_parents``), answered from :class:`Objects`: its parsed commits
+    are cached, and dulwich's ParentsProvider would import ``dulwich.repo`` (~5 ms of a push)
+    for grafts and shallow commits a memory repository never has."""
 
-    def __init__(self, store: BaseObjectStore) -> None:
-        self.object_store = store
+    def __init__(self, objects: Objects) -> None:
+        self.objects = objects
+        self.object_store = self
+        self.shallows: set[ObjectID] = set()
 
-    def parents_provider(self) -> ParentsProvider:
-        from dulwich.repo import ParentsProvider
+    def __getitem__(self, sha: ObjectID) -> Commit:
+        return self.objects.commit(_hex(sha))
 
-        return ParentsProvider(self.object_store)
+    def parents_provider(self) -> _Graph:
+        return self
+
+    def get_parents(self, sha: ObjectID, commit: Commit | None = None) -> list[ObjectID]:
+        found = self.objects.commit(_hex(sha)) if commit is None else commit
+        return list(found.parents)
 
 
 def merge_base(objects: Objects, ours: str, theirs: str) -> str | None:
     from dulwich.graph import find_merge_base
 
-    bases = find_merge_base(_Graph(objects.store), [_oid(ours), _oid(theirs)])  # type: ignore[arg-type]
+    bases = find_merge_base(_Graph(objects), [_oid(ours), _oid(theirs)])  # type: ignore[arg-type]
     best = _independent(objects, [_hex(b) for b in bases])
     return min(best) if best else None
 
