@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from dulwich.errors import NotGitRepository
+from dulwich.refs import Ref
 from dulwich.repo import Repo
 from servers import Machine, git_in, init_bare
 
@@ -33,7 +34,7 @@ def _same_as_dulwich(path: Path, bare: bool) -> None:
         assert ours.git_dir == theirs.controldir()
         assert ours.get_refs() == theirs.get_refs()
         assert ours.bare is bare
-        head = theirs.refs[b"refs/heads/main"]
+        head = theirs.refs[Ref(b"refs/heads/main")]
         assert ours.object_store[head].id == theirs.object_store[head].id
         assert ours.config.get((b"core",), b"bare") == theirs.get_config_stack().get(
             (b"core",), b"bare"
