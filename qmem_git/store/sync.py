@@ -111,6 +111,9 @@ MAX_PUSH_ATTEMPTS = 4
 LOCKED_PUSH_ATTEMPTS = 5  # ~2.5 s for a concurrent push to let go of the remote's main
 MAX_INCOMING_PACK_BYTES = 256 * 1024 * 1024
 REPACK_THRESHOLD = 16
+# loose objects a sync leaves loose (C git's gc.auto waits for 6,700): a commit makes ~5, and
+# packing them at every sync cost three disk flushes (pack, index, folder) per push
+LOOSE_OBJECTS_TO_PACK = 128
 MAX_TREE_ENTRIES = 20_000  # files in one folder of a memory store: far more than an agent reads
 Progress = Callable[[str], None]
 
@@ -2077,7 +2080,7 @@ def _finish(run: _SyncRun) -> None:
         repo = _open(run.layout.memory_root)
         if run.result.pushed and run.result.remote_head is not None:
             _set_tracking(repo, run.name, run.result.remote_head)
-        run.result.packed = pack_objects(repo)
+        run.result.packed = pack_objects(repo, LOOSE_OBJECTS_TO_PACK)
 
 
 def rebuild_stale_index(
@@ -2160,12 +2163,13 @@ def _say(progress: Progress | None, text: str) -> None:
         progress(text)
 
 
-def pack_objects(repo: Repository) -> int:
-    """Pack loose objects (automatic gc is off); fold packs together when they pile up."""
+def pack_objects(repo: Repository, minimum: int = 1) -> int:
+    """Pack the loose objects once there are ``minimum`` of them (automatic gc is off); fold
+    packs together when they pile up. Their count (0: nothing packed)."""
     from qmem_git.store.packcheck import damaged_packs
 
     store = repo.objects
-    if not _has_loose_objects(repo.objects_dir):
+    if _count_loose(repo.objects_dir, minimum) < minimum:
         close_store(store)
         damaged_packs(repo.git_dir)  # the fetched packs are checked now, not by the next writer
         return 0
@@ -2252,6 +2256,16 @@ def _fold_small_packs(store: DiskObjectStore, packs: list[Pack]) -> None:
         for suffix in (".idx", ".rev", ".bitmap", ".pack"):  # the index first, as git does
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(base + suffix)
+
+
+def _count_loose(objects_dir: str, enough: int) -> int:
+    """How many loose objects ``objects_dir`` holds, counted up to ``enough`` at least."""
+    count = 0
+    for name in os.listdir(objects_dir):
+        if len(name) == 2 and count < enough:
+            with contextlib.suppress(OSError):  # not a folder
+                count += len(os.listdir(os.path.join(objects_dir, name)))
+    return count
 
 
 def _has_loose_objects(objects_dir: str) -> bool:

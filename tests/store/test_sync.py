@@ -545,17 +545,36 @@ def test_clone_gives_files_their_history_times_and_the_same_index(
 # --- housekeeping -----------------------------------------------------------------------------
 
 
-def test_sync_packs_loose_objects_and_removes_stale_quarantines(
-    pair: tuple[Machine, Machine],
+def _loose_and_packs(root: Path) -> tuple[int, int]:
+    counts = dict(line.split(": ") for line in git_in(root, "count-objects", "-v").splitlines())
+    return int(counts["count"]), int(counts["packs"])
+
+
+def test_sync_packs_loose_objects_once_they_pile_up_and_removes_stale_quarantines(
+    pair: tuple[Machine, Machine], tmp_path: Path
 ) -> None:
+    """A commit's few loose objects stay loose (packing them cost three disk flushes per push);
+    from LOOSE_OBJECTS_TO_PACK on, a sync packs them all, as git's gc.auto does (later)."""
+    from qmem_git.store.sync import LOOSE_OBJECTS_TO_PACK
+
     a, _ = pair
     stale = gitdir(a.root) / "qmem-incoming-deadbeef"
     (stale / "pack").mkdir(parents=True)
-    a.remember("Packing happens during every sync run")
-    a.sync()
+    a.remember("Packing waits until loose objects pile up")
+    assert a.sync().packed == 0
     assert not stale.exists()
-    counts = dict(line.split(": ") for line in git_in(a.root, "count-objects", "-v").splitlines())
-    assert counts["count"] == "0" and int(counts["packs"]) >= 1
+    loose, _ = _loose_and_packs(a.root)
+    assert 0 < loose < LOOSE_OBJECTS_TO_PACK
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    for n in range(LOOSE_OBJECTS_TO_PACK):
+        (extra / f"{n}.txt").write_text(f"loose object {n}\n")
+    names = "".join(f"{path}\n" for path in sorted(extra.iterdir()))
+    git_in(a.root, "hash-object", "-w", "--stdin-paths", stdin=names)
+    a.remember("Then one sync packs every loose object")
+    assert a.sync().packed >= LOOSE_OBJECTS_TO_PACK + loose
+    loose, packs = _loose_and_packs(a.root)
+    assert loose == 0 and packs >= 1
     fsck_strict(a.root)
 
 
