@@ -31,12 +31,12 @@ class LocalRepository:
 
     def __init__(self, path: str) -> None:
         self._repo: Repo | None = None
-        own = plain_bare_config(path)
+        self._store: DiskObjectStore | None = None
+        own = self._own = plain_bare_config(path)
         if own is None:
             self._open_with_dulwich(path)
             return
         from dulwich.config import StackedConfig
-        from dulwich.object_store import DiskObjectStore
         from dulwich.refs import DiskRefsContainer
 
         self.git_dir = path
@@ -45,9 +45,22 @@ class LocalRepository:
         )
         self.bare = bool(own.get_boolean((b"core",), b"bare", True))
         self.refs: RefsContainer = DiskRefsContainer(path, path, logger=self._write_reflog)
-        self.object_store: DiskObjectStore = DiskObjectStore.from_config(
-            os.path.join(path, "objects"), own
-        )
+
+    @property
+    def object_store(self) -> DiskObjectStore:
+        """Opened on first use: a push reads only the remote's refs and config."""
+        if self._store is None:
+            from dulwich.object_store import DiskObjectStore
+
+            if self._own is None:
+                assert self._repo is not None and isinstance(
+                    self._repo.object_store, DiskObjectStore
+                )
+                self._store = self._repo.object_store
+            else:
+                objects = os.path.join(self.git_dir, "objects")
+                self._store = DiskObjectStore.from_config(objects, self._own)
+        return self._store
 
     def _open_with_dulwich(self, path: str) -> None:
         from dulwich.repo import Repo
@@ -58,7 +71,6 @@ class LocalRepository:
         # dulwich calls the .git folder of a checkout bare; its config says otherwise
         self.bare = bool(repo.bare and repo.get_config().get_boolean(b"core", b"bare", True))
         self.refs = repo.refs
-        self.object_store = repo.object_store
 
     def _write_reflog(self, *line: bytes | int | None) -> None:
         """A reflog line, written as dulwich's Repo writes it (its committer identity rules):
@@ -74,8 +86,8 @@ class LocalRepository:
     def close(self) -> None:
         if self._repo is not None:
             self._repo.close()
-        else:
-            self.object_store.close()
+        elif self._store is not None:
+            self._store.close()
 
     def __enter__(self) -> LocalRepository:
         return self
