@@ -2165,23 +2165,22 @@ def _say(progress: Progress | None, text: str) -> None:
 
 def pack_objects(repo: Repository, minimum: int = 1) -> int:
     """Pack the loose objects once there are ``minimum`` of them (automatic gc is off); fold
-    packs together when they pile up. Their count (0: nothing packed)."""
+    packs together when they pile up (each fetch adds one), whether or not any were loose.
+    Returns how many objects were packed (0: none)."""
     from qmem_git.store.packcheck import damaged_packs
 
     store = repo.objects
-    if _count_loose(repo.objects_dir, minimum) < minimum:
-        close_store(store)
-        damaged_packs(repo.git_dir)  # the fetched packs are checked now, not by the next writer
-        return 0
     try:
-        packed = _pack_loose(store, repo.objects_dir)
+        packed = 0
+        if _count_loose(repo.objects_dir, minimum) >= minimum:
+            packed = _pack_loose(store, repo.objects_dir)
         packs = store.packs
         if len(packs) > REPACK_THRESHOLD:
             _fold_small_packs(store, packs)
         return packed
     finally:
         close_store(store)
-        damaged_packs(repo.git_dir)  # and so are the packs just made
+        damaged_packs(repo.git_dir)  # the fetched packs and those just made, checked now
 
 
 def _pack_loose(store: DiskObjectStore, objects_dir: str) -> int:

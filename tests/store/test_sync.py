@@ -579,8 +579,9 @@ def test_sync_packs_loose_objects_once_they_pile_up_and_removes_stale_quarantine
 
 
 def test_packs_piling_up_are_folded_without_rewriting_the_history_pack(tmp_path: Path) -> None:
-    """Past REPACK_THRESHOLD packs, the small ones (one per sync) become one; the largest (a
-    clone's history) is neither read nor rewritten, and nothing is lost."""
+    """Past REPACK_THRESHOLD packs, the small ones (one per fetch) become one, at a sync that
+    packs no loose object too; the largest (a clone's history) is neither read nor rewritten,
+    and nothing is lost."""
     from qmem_git.store.sync import REPACK_THRESHOLD, pack_objects
 
     work = tmp_path / "w"
@@ -600,6 +601,14 @@ def test_packs_piling_up_are_folded_without_rewriting_the_history_pack(tmp_path:
         git_in(work, "prune-packed")
     blobs.append(git_in(work, "hash-object", "-w", "--stdin", stdin="still loose\n").strip())
     assert len(list(pack_dir.glob("*.pack"))) == REPACK_THRESHOLD + 3
+    with Repository(str(work)) as repo:  # fewer loose objects than asked for: packs folded only
+        assert pack_objects(repo, minimum=2) == 0
+    assert len(list(pack_dir.glob("*.pack"))) == 2
+    git_in(work, "cat-file", "-e", blobs[-1])  # still loose
+    for n in range(REPACK_THRESHOLD + 1):  # and they pile up again
+        blobs.append(git_in(work, "hash-object", "-w", "--stdin", stdin=f"again {n}\n").strip())
+        git_in(work, "pack-objects", "-q", str(pack_dir / "pack"), stdin=blobs[-1] + "\n")
+        git_in(work, "prune-packed")
     with Repository(str(work)) as repo:
         assert pack_objects(repo) == 1
     packs = sorted(pack_dir.glob("*.pack"))
