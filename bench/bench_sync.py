@@ -9,7 +9,11 @@ user + system time with the children it waited for (wait4): on a machine other w
 CPU ratios move far less than wall-clock ones.
 
 Rows: fetch 1 commit + fast-forward at several history lengths (the cost must stay flat),
-clone, push of 1 commit, and a diverged sync (fetch 1, merge, push).
+clone, push of 1 commit, and a diverged sync (fetch 1, merge, push). C git clones with
+``--no-local``: from a path it would otherwise only hard-link the packs and check nothing,
+while ``qmem-git clone`` (which hard-links them too) checks every commit, tree and blob and
+times every file from history; over ``--no-local`` C git packs, sends and indexes every
+object (hashing each), as it does over any network transport.
 ``--sizes 100,5000`` (or ``BENCH_SYNC_SIZES``) picks the history lengths (default
 100,5000,10000); ``--runs N`` measures each row N times (default 3) and keeps the fastest.
 """
@@ -163,7 +167,8 @@ def measure(tmp: Path, commits: int, full: bool, repeat: int) -> list[Row]:
     for n in range(repeat):
         reader, c_reader = base / f"reader{n}" / "memory", base / f"c-reader{n}"
         clone.add(
-            qmem(reader, "clone", str(served_q)), git("clone", "-q", str(served_c), str(c_reader))
+            qmem(reader, "clone", str(served_q)),
+            git("clone", "-q", "--no-local", str(served_c), str(c_reader)),
         )
     reader, c_reader = base / "reader0" / "memory", base / "c-reader0"
     pushed = Row("push 1 commit", commits, [], [])

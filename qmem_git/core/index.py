@@ -84,12 +84,32 @@ def utf16_key(text: str) -> bytes:
 # file must not forge structure in the index every session loads into its prompt. These run on
 # "JavaScript strings" (one Python character per UTF-16 code unit, see :func:`to_js`), so
 # lengths, cuts and regexes count as Qwen's do.
-_FIELD_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0/C1 controls -> a space
-_FIELD_HIDDEN = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")  # removed
-_JS_SPACE = re.escape(JS_SPACE)  # JavaScript's \s, as Qwen's field cleaner uses it
-_SPACE_RUN = re.compile(f"[{_JS_SPACE}]+")
-_TRIM_START = re.compile(f"^[{_JS_SPACE}]+")
-_TRIM_END = re.compile(f"[{_JS_SPACE}]+$")
+class _FieldPatterns(NamedTuple):
+    control: re.Pattern[str]  # C0/C1 controls -> a space
+    hidden: re.Pattern[str]  # zero-width and bidi controls: removed
+    space_run: re.Pattern[str]  # JavaScript's \s, as Qwen's field cleaner uses it
+    trim_start: re.Pattern[str]
+    trim_end: re.Pattern[str]
+
+
+_FIELD: list[_FieldPatterns] = []  # compiled on first use: a push or a recall never needs them
+
+
+def _field_patterns() -> _FieldPatterns:
+    if not _FIELD:
+        space = re.escape(JS_SPACE)
+        _FIELD.append(
+            _FieldPatterns(
+                re.compile("[\x00-\x1f\x7f-\x9f]"),
+                re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"),
+                re.compile(f"[{space}]+"),
+                re.compile(f"^[{space}]+"),
+                re.compile(f"[{space}]+$"),
+            )
+        )
+    return _FIELD[0]
+
+
 _PATH_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-/")
 
 
@@ -109,17 +129,14 @@ def from_js(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def _trim_end(text: str) -> str:
-    return _TRIM_END.sub("", text)
-
-
 def _sanitize_js(value: str) -> str:
-    text = _FIELD_HIDDEN.sub("", _FIELD_CONTROL.sub(" ", value))
+    field = _FIELD[0] if _FIELD else _field_patterns()
+    text = field.hidden.sub("", field.control.sub(" ", value))
     text = text.replace("`", "'").replace("](", "] (")
-    text = _trim_end(_TRIM_START.sub("", _SPACE_RUN.sub(" ", text)))
+    text = field.trim_end.sub("", field.trim_start.sub("", field.space_run.sub(" ", text)))
     if len(text) <= MAX_FIELD_UNITS:
         return text
-    return _trim_end(text[: MAX_FIELD_UNITS - 1]) + "…"
+    return field.trim_end.sub("", text[: MAX_FIELD_UNITS - 1]) + "…"
 
 
 def sanitize_field(value: str) -> str:
@@ -155,7 +172,7 @@ def truncate_line_js(line: str) -> str:
     """Qwen's ``truncateIndexLine``: over 150 UTF-16 code units, cut to 149 and ``…``."""
     if len(line) <= MAX_LINE_CHARS:
         return line
-    return _trim_end(line[: MAX_LINE_CHARS - 1]) + "…"
+    return _field_patterns().trim_end.sub("", line[: MAX_LINE_CHARS - 1]) + "…"
 
 
 def _index_line_js(doc: Document) -> str:

@@ -10,6 +10,7 @@ lives in ops.validate; this module never touches the file system.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import re
 import unicodedata
@@ -295,14 +296,18 @@ def check_secrets(rel_path: str, text: str, lines: _Lines | None = None) -> list
     ]
 
 
-_INVISIBLE = re.compile(
-    "[\U000e0000-\U000e007f\u202a-\u202e\u2066-\u2069\u200b-\u200d\u2060\ufeff]"
-)
+# The larger patterns are compiled on first use (functools.cache): a push checks its commits
+# with this module but never runs these rules, and compiling them cost ~2 ms of its start.
+
+
+@functools.cache
+def _invisible() -> re.Pattern[str]:
+    return re.compile("[\U000e0000-\U000e007f\u202a-\u202e\u2066-\u2069\u200b-\u200d\u2060\ufeff]")
 
 
 def _invisible_unicode(rel_path: str, text: str, lines: _Lines) -> Iterator[Finding]:
     last_line = 0
-    for match in _INVISIBLE.finditer(text):
+    for match in _invisible().finditer(text):
         line, col = lines.position(match.start())
         if line == last_line:
             continue
@@ -313,22 +318,25 @@ def _invisible_unicode(rel_path: str, text: str, lines: _Lines) -> Iterator[Find
         yield Finding(rel_path, line, col, "warning", message, "invisible-unicode")
 
 
-_INJECTION = re.compile(
-    r"\b(?:ignore|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+)?"
-    r"(?:previous|prior|above|earlier|preceding)\s+(?:instructions?|prompts?|messages?|rules)\b"
-    r"|\bdisregard\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?"
-    r"(?:above|previous|prior|earlier|preceding|instructions?)\b"
-    r"|\byou\s+must\s+now\b"
-    r"|\bsystem\s+prompt\b"
-    r"|^[ \t]{0,3}#{1,6}[ \t]*system(?:[ \t]*:|[ \t]+(?:prompt|message|instructions?)\b|[ \t]*$)"
-    r"|<\|(?:im_start|im_end|system|endoftext)\|>",
-    re.IGNORECASE | re.MULTILINE,
-)
+@functools.cache
+def _injection() -> re.Pattern[str]:
+    return re.compile(
+        r"\b(?:ignore|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+)?"
+        r"(?:previous|prior|above|earlier|preceding)\s+(?:instructions?|prompts?|messages?|rules)\b"
+        r"|\bdisregard\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?"
+        r"(?:above|previous|prior|earlier|preceding|instructions?)\b"
+        r"|\byou\s+must\s+now\b"
+        r"|\bsystem\s+prompt\b"
+        r"|^[ \t]{0,3}#{1,6}[ \t]*system"
+        r"(?:[ \t]*:|[ \t]+(?:prompt|message|instructions?)\b|[ \t]*$)"
+        r"|<\|(?:im_start|im_end|system|endoftext)\|>",
+        re.IGNORECASE | re.MULTILINE,
+    )
 
 
 def _prompt_injection(rel_path: str, text: str, lines: _Lines) -> Iterator[Finding]:
     last_line = 0
-    for match in _INJECTION.finditer(text):
+    for match in _injection().finditer(text):
         line, col = lines.position(match.start())
         if line == last_line:
             continue
@@ -667,11 +675,13 @@ def _byte_position(data: bytes, offset: int) -> tuple[int, int]:
     return data.count(b"\n", 0, offset) + 1, col
 
 
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+@functools.cache
+def _unprintable() -> re.Pattern[str]:
+    return re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def _one_line(text: str) -> str:
-    return _UNPRINTABLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+    return _unprintable().sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
 
 
 def _clip(text: str, limit: int = 60) -> str:

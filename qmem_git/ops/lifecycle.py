@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from qmem_git.core.changes import ChangeSet
 from qmem_git.core.codec import parse_document
@@ -21,16 +21,14 @@ from qmem_git.store.walk import check_store, memory_paths
 from qmem_git.store.workdir import index_path, read_text
 
 
-@dataclass(frozen=True)
-class Committed:
+class Committed(NamedTuple):
     commit: str | None
     dropped: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what recovery did first (stale locks, a recover commit)
     held: tuple[tuple[str, str], ...] = ()  # (path, why) left uncommitted where they are
 
 
-@dataclass(frozen=True)
-class IndexStatus:
+class IndexStatus(NamedTuple):
     up_to_date: bool
     expected: str
     dropped: tuple[str, ...]

@@ -10,9 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from qmem_git.core.model import INDEX_NAME
 from qmem_git.errors import QmemError
@@ -40,8 +39,7 @@ from qmem_git.store.workdir import iter_memory_files
 Progress = Callable[[str], None]
 
 
-@dataclass(frozen=True)
-class SyncOutcome:
+class SyncOutcome(NamedTuple):
     """A sync's result plus what recovery committed or repaired before it."""
 
     result: SyncResult
@@ -53,8 +51,7 @@ class SyncOutcome:
         return data
 
 
-@dataclass(frozen=True)
-class CloneOutcome:
+class CloneOutcome(NamedTuple):
     """``mode``: ``cloned`` (adopted the remote's history), ``merged``, ``pushed``, or the
     sync's action when there was nothing to merge or push (``up-to-date``, ``fast-forward``)."""
 

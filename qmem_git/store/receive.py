@@ -1,9 +1,13 @@
-"""Pushing into a local repository (a path or ``file://``) as ``git receive-pack`` does.
+"""Fetching from and pushing into a local repository (a path or ``file://``), the second as
+``git receive-pack`` does.
 
 dulwich's LocalGitClient writes the target's refs directly, so the target's ``pre-receive`` and
 ``update`` hooks never run and a push C git would refuse gets in. :class:`LocalReceiver` does
 it with dulwich only: objects into a quarantine, ``pre-receive``, ``receive.deny*``,
 ``update``, a compare-and-swap ref update, then ``post-receive`` and ``post-update``.
+:class:`LocalClient` answers what the sync asks a transport's client (``get_refs``,
+``fetch_pack``, ``send_pack``) without ``dulwich.client``, whose import (sockets, bundles, the
+network clients: ~6 ms) a push to a path never needs.
 """
 
 from __future__ import annotations
@@ -12,18 +16,19 @@ import contextlib
 import errno
 import os
 import shutil
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from qmem_git.store.localrepo import LocalRepository
+
 if TYPE_CHECKING:
-    from dulwich.client import DetermineWantsFunc, GeneratePackDataFunc, GitClient, SendPackResult
+    from subprocess import Popen
+
+    from dulwich.client import DetermineWantsFunc, GeneratePackDataFunc
     from dulwich.object_store import GraphWalker, PackBasedObjectStore
     from dulwich.objects import ObjectID
     from dulwich.refs import Ref
-    from dulwich.repo import Repo
 
 # what C git clears before it runs receive-pack for a local push (``local_repo_env``)
 _LOCAL_REPO_ENV = frozenset(
@@ -51,57 +56,68 @@ _LOCAL_REPO_ENV = frozenset(
 _HOOK_MESSAGE_LIMIT = 300
 
 
-def local_client(env: Mapping[str, str], timeout: float) -> GitClient:
-    """dulwich's LocalGitClient, with pushes that do what ``git receive-pack`` does.
+class RefsResult(NamedTuple):
+    """The refs a local repository has (what ``get_refs`` and ``fetch_pack`` answer)."""
+
+    refs: dict[Ref, ObjectID | None]
+
+
+class SendResult(NamedTuple):
+    """The refs after a local push, and per updated ref why it was refused (None: moved)."""
+
+    refs: dict[Ref, ObjectID | None]
+    ref_status: dict[bytes, str | None]
+
+
+class LocalClient:
+    """The client of a local remote: dulwich's LocalGitClient's three calls a sync makes, with
+    pushes that do what ``git receive-pack`` does.
 
     Plain LocalGitClient writes the target's refs directly, so its ``pre-receive`` and
     ``update`` hooks never run and a push C git would refuse gets in.
     """
-    from dulwich.client import FetchPackResult, LocalGitClient
 
-    class ReceivingLocalGitClient(LocalGitClient):
-        def fetch_pack(
-            self,
-            path: str | bytes,
-            determine_wants: DetermineWantsFunc,
-            graph_walker: GraphWalker,
-            pack_data: Callable[[bytes], int],
-            progress: Callable[[bytes], None] | None = None,
-            depth: int | None = None,
-            ref_prefix: Sequence[bytes] | None = None,
-            filter_spec: bytes | None = None,
-            protocol_version: int | None = None,
-            shallow_since: str | None = None,
-            shallow_exclude: list[str] | None = None,
-        ) -> FetchPackResult:
-            """The pack for ``determine_wants``, as ``sync.pack_records`` makes it (as for a push):
-            dulwich's own reads every object of the source for every fetch, new or not."""
-            # qmem-git fetches main whole: no depth, filter or ref prefix is ever asked for
-            del progress, depth, ref_prefix, filter_spec, protocol_version
-            del shallow_since, shallow_exclude
-            with self._open_repo(path) as source:
-                refs = source.get_refs()
-                wants = determine_wants(refs, None)
-                if wants:
-                    store = source.object_store
-                    _write_pack(store, wants, store.find_common_revisions(graph_walker), pack_data)
-                found: dict[Ref, ObjectID | None] = dict(refs)
-                return FetchPackResult(found, source.refs.get_symrefs(), agent=None)
+    def __init__(self, env: Mapping[str, str], timeout: float) -> None:
+        self.env = env
+        self.timeout = timeout
 
-        def send_pack(
-            self,
-            path: str | bytes,
-            update_refs: Callable[[dict[Ref, ObjectID]], dict[Ref, ObjectID]],
-            generate_pack_data: GeneratePackDataFunc,
-            progress: Callable[[bytes], None] | None = None,
-            push_options: Sequence[bytes] | None = None,
-            atomic: bool = False,
-        ) -> SendPackResult:
-            del push_options, atomic  # one ref, no options: qmem-git pushes main only
-            receiver = LocalReceiver(os.fsdecode(path), env, timeout, progress)
-            return receiver.receive(update_refs, generate_pack_data)
+    def get_refs(self, path: str | bytes) -> RefsResult:
+        with LocalRepository(os.fsdecode(path)) as source:
+            return RefsResult(dict(source.get_refs()))
 
-    return ReceivingLocalGitClient()
+    def fetch_pack(
+        self,
+        path: str | bytes,
+        determine_wants: DetermineWantsFunc,
+        graph_walker: GraphWalker,
+        pack_data: Callable[[bytes], int],
+        progress: Callable[[bytes], None] | None = None,
+    ) -> RefsResult:
+        """The pack for ``determine_wants``, as ``sync.pack_records`` makes it (as for a push):
+        dulwich's own reads every object of the source for every fetch, new or not."""
+        del progress  # qmem-git fetches main whole: no depth, filter or ref prefix
+        with LocalRepository(os.fsdecode(path)) as source:
+            refs = source.get_refs()
+            wants = determine_wants(refs, None)
+            if wants:
+                store = source.object_store
+                _write_pack(store, wants, store.find_common_revisions(graph_walker), pack_data)
+            return RefsResult(dict(refs))
+
+    def send_pack(
+        self,
+        path: str | bytes,
+        update_refs: Callable[[dict[Ref, ObjectID]], dict[Ref, ObjectID]],
+        generate_pack_data: GeneratePackDataFunc,
+        progress: Callable[[bytes], None] | None = None,
+    ) -> SendResult:
+        receiver = LocalReceiver(os.fsdecode(path), self.env, self.timeout, progress)
+        return receiver.receive(update_refs, generate_pack_data)
+
+
+def local_client(env: Mapping[str, str], timeout: float) -> LocalClient:
+    """The client for a local remote (see :class:`LocalClient`)."""
+    return LocalClient(env, timeout)
 
 
 INCOMING_PREFIX = "tmp_objdir-incoming-"
@@ -155,28 +171,25 @@ class LocalReceiver:
         timeout: float,
         progress: Callable[[bytes], None] | None,
     ) -> None:
-        from dulwich.repo import Repo
-
         self.path = path
         self.env = {k: v for k, v in env.items() if k not in _LOCAL_REPO_ENV}
         self.timeout = timeout
         self.progress = progress
         self._deadline: float | None = None  # set when the first hook starts
-        with Repo(path) as target:
-            self.git_dir = target.controldir()
-            self.config = target.get_config_stack()
+        with LocalRepository(path) as target:
+            self.git_dir = target.git_dir
+            self.config = target.config
+            self.bare = target.bare
         self.objects_dir = os.path.join(self.git_dir, "objects")
 
     def receive(
         self,
         update_refs: Callable[[dict[Ref, ObjectID]], dict[Ref, ObjectID]],
         generate_pack_data: GeneratePackDataFunc,
-    ) -> SendPackResult:
-        from dulwich.client import SendPackResult
+    ) -> SendResult:
         from dulwich.protocol import ZERO_SHA
-        from dulwich.repo import Repo
 
-        with Repo(self.path) as target:
+        with LocalRepository(self.path) as target:
             old_refs = target.get_refs()
             new_refs = update_refs(dict(old_refs))
         refs: dict[Ref, ObjectID | None] = dict(new_refs)
@@ -186,25 +199,25 @@ class LocalReceiver:
             if old_refs.get(ref, ZERO_SHA) != sha
         ]
         if not updates:
-            return SendPackResult(refs, ref_status={})
+            return SendResult(refs, {})
         have = {sha for sha in old_refs.values() if sha != ZERO_SHA}
         want = {sha for _, _, sha in updates if sha != ZERO_SHA and sha not in have}
         declined = self._receive_objects(have, want, generate_pack_data, updates)
         if declined is not None:
-            return SendPackResult(refs, ref_status={ref: declined for ref, _, _ in updates})
+            return SendResult(refs, {ref: declined for ref, _, _ in updates})
         status: dict[bytes, str | None] = {}
-        with Repo(self.path) as target:  # opened again: it sees the objects just moved in
+        with LocalRepository(self.path) as target:  # again: it sees the objects moved in
             for ref, old, new in updates:
                 status[ref] = (
-                    self._denied(target, ref, old, new)
+                    self._denied(ref, old, new)
                     or self.run_hook("update", [ref, old, new])
-                    or _move_ref(target, ref, old, new)
+                    or _move_ref(target, ref, old, new, self._reflog_message(ref))
                 )
         done = [update for update in updates if status[update[0]] is None]
         if done:
             self.run_hook("post-receive", stdin=_ref_lines(done))
             self.run_hook("post-update", [ref for ref, _, _ in done])
-        return SendPackResult(refs, ref_status=status)
+        return SendResult(refs, status)
 
     def _receive_objects(
         self,
@@ -241,15 +254,34 @@ class LocalReceiver:
         finally:
             shutil.rmtree(quarantine, ignore_errors=True)
 
-    def _denied(self, target: Repo, ref: Ref, old: ObjectID, new: ObjectID) -> str | None:
-        from dulwich.graph import can_fast_forward
+    def _denied(self, ref: Ref, old: ObjectID, new: ObjectID) -> str | None:
         from dulwich.protocol import ZERO_SHA
 
         if new == ZERO_SHA:
             return "deletion prohibited" if self._config_flag(b"denyDeletes") else None
         if old == ZERO_SHA or not self._config_flag(b"denyNonFastForwards"):
             return None
-        return None if can_fast_forward(target, old, new) else "non-fast-forward"
+        from dulwich.graph import can_fast_forward
+        from dulwich.repo import Repo  # its parents provider (grafts, shallow), as git's
+
+        with Repo(self.path) as target:
+            return None if can_fast_forward(target, old, new) else "non-fast-forward"
+
+    def _reflog_message(self, ref: Ref) -> bytes | None:
+        """``push`` when C git's receive-pack would log this ref's update, else None: when the
+        ref has a log already, or ``core.logAllRefUpdates`` asks for one (``always``; true or,
+        unset, in a repository with a work tree: branches). A bare remote keeps none by default;
+        dulwich's own rule (always log) grew it by a line per push."""
+        if os.path.isfile(os.path.join(self.git_dir, "logs", os.fsdecode(ref))):
+            return b"push"
+        try:
+            value = self.config.get((b"core",), b"logAllRefUpdates").lower()
+        except KeyError:
+            value = b"false" if self.bare else b"true"
+        if value == b"always":
+            return b"push"
+        heads = ref.startswith((b"refs/heads/", b"refs/remotes/", b"refs/notes/"))
+        return b"push" if heads and value in (b"true", b"yes", b"on", b"1") else None
 
     def _config_flag(self, name: bytes) -> bool:
         try:
@@ -278,6 +310,8 @@ class LocalReceiver:
         path = self.hook_path(name)
         if path is None:
             return None
+        import subprocess  # only when the target has the hook (~3 ms to import)
+
         env = {**self.env, "GIT_DIR": self.git_dir, **(extra_env or {})}
         argv = [path, *(os.fsdecode(arg) for arg in args)]
         if self._deadline is None:
@@ -331,6 +365,8 @@ def _run_in_own_group(
     ``subprocess.run(timeout=)`` kills only the direct child: a hook's ``sleep 60`` would be
     left behind (adopted by init) on every sync.
     """
+    import subprocess
+
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise subprocess.TimeoutExpired(argv, 0)
@@ -351,9 +387,11 @@ def _run_in_own_group(
         return _HookRun(proc.returncode, stdout, stderr)
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: Popen[bytes]) -> None:
     """SIGKILL the hook's process group, then reap the hook (its pipes are not read again:
     a process that left the group may still hold them open)."""
+    import signal
+
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.kill()  # in case the group is gone but the hook itself is not (never blocks)
@@ -365,16 +403,19 @@ def _ref_lines(updates: Sequence[tuple[Ref, ObjectID, ObjectID]]) -> bytes:
     return b"".join(old + b" " + new + b" " + ref + b"\n" for ref, old, new in updates)
 
 
-def _move_ref(target: Repo, ref: Ref, old: ObjectID, new: ObjectID) -> str | None:
-    """Compare-and-swap ``ref`` from ``old`` to ``new`` (zero id: absent); why it failed."""
+def _move_ref(
+    target: LocalRepository, ref: Ref, old: ObjectID, new: ObjectID, message: bytes | None
+) -> str | None:
+    """Compare-and-swap ``ref`` from ``old`` to ``new`` (zero id: absent); why it failed.
+    ``message``: the reflog line's (None: no reflog line)."""
     from dulwich.file import FileLocked
     from dulwich.protocol import ZERO_SHA
 
     try:
         if new == ZERO_SHA:
-            moved = target.refs.remove_if_equals(ref, old, message=b"push")
+            moved = target.refs.remove_if_equals(ref, old, message=message)
         else:
-            moved = target.refs.set_if_equals(ref, old, new, message=b"push")
+            moved = target.refs.set_if_equals(ref, old, new, message=message)
     except FileLocked as exc:  # as C git's receive-pack words it
         lock = os.fsdecode(exc.lockfilename)
         return f"cannot lock ref '{ref.decode()}': Unable to create '{lock}': File exists."

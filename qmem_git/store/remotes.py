@@ -20,12 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shlex
-import socket
-import subprocess
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from qmem_git.errors import RemoteError, UsageError
@@ -33,6 +29,8 @@ from qmem_git.errors import RemoteError, UsageError
 if TYPE_CHECKING:
     from dulwich.client import GitClient
     from dulwich.config import ConfigFile, StackedConfig
+
+    from qmem_git.store.receive import LocalClient
 
 DEFAULT_REMOTE = "origin"
 DEFAULT_TIMEOUT = 20.0
@@ -55,8 +53,7 @@ _REJECTED_HINT = (
 )
 
 
-@dataclass(frozen=True)
-class Credentials:
+class Credentials(NamedTuple):
     """Explicit HTTP Basic credentials (from the environment, read by the CLI)."""
 
     username: str | None = None
@@ -66,8 +63,7 @@ class Credentials:
         return tuple(value for value in (self.password,) if value)
 
 
-@dataclass(frozen=True)
-class Remote:
+class Remote(NamedTuple):
     name: str
     url: str
 
@@ -305,11 +301,11 @@ def tracking_ref(name: str) -> bytes:
 # --- transports -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Transport:
-    """A dulwich client for one URL and the path to pass to it."""
+class Transport(NamedTuple):
+    """A client for one URL (dulwich's, or :class:`~qmem_git.store.receive.LocalClient` for a
+    local remote) and the path to pass to it."""
 
-    client: GitClient
+    client: GitClient | LocalClient
     path: str
     url: str
     secrets: tuple[str, ...]
@@ -323,11 +319,12 @@ def open_transport(
     timeout: float,
     for_push: bool = False,
 ) -> Transport:
-    """The dulwich client for ``url``; RemoteError when a local remote does not exist."""
+    """The client for ``url``; RemoteError when a local remote does not exist. A local remote
+    is read directly (no ``dulwich.client``: a push to a path does not pay for its import)."""
     kind = url_kind(url)
-    cap_ref_advertisements()
     if kind in ("local", "file"):
         return _local_transport(url, for_push, env, timeout)
+    cap_ref_advertisements()
     if kind == "git":
         from dulwich.client import TCPGitClient
 
@@ -341,13 +338,13 @@ def open_transport(
 
 def _local_transport(url: str, for_push: bool, env: Mapping[str, str], timeout: float) -> Transport:
     from dulwich.errors import NotGitRepository
-    from dulwich.repo import Repo
+
+    from qmem_git.store.localrepo import LocalRepository
 
     path = urlsplit(url).path if url.startswith("file://") else url
     try:
-        with Repo(path) as repo:
-            # dulwich calls the .git folder of a checkout bare; its config says otherwise
-            bare = repo.bare and repo.get_config().get_boolean(b"core", b"bare", True)
+        with LocalRepository(path) as repo:
+            bare = repo.bare
     except (NotGitRepository, OSError) as exc:
         raise RemoteError(
             f"no git repository at {redact(url)}",
@@ -412,6 +409,8 @@ def _ssh_transport(url: str, env: Mapping[str, str], timeout: float) -> Transpor
     ``GIT_SSH_COMMAND`` replaces ``ssh`` as git's does (``ssh -i key``, ``ssh -F config``); it is
     split like a shell command line, not run by a shell, and must accept OpenSSH's ``-o``.
     """
+    import shlex
+
     from dulwich.client import get_transport_and_path
 
     _ssh_host(url)
@@ -505,6 +504,8 @@ def credential_fill(url: str, env: Mapping[str, str], timeout: float) -> tuple[s
     """
     parts = urlsplit(url)
     request = f"protocol={parts.scheme}\nhost={parts.netloc}\npath={parts.path.lstrip('/')}\n\n"
+    import subprocess
+
     child_env = {**env, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
     try:
         proc = subprocess.run(
@@ -539,6 +540,8 @@ def _credentials_from_store(scheme: str, host: str) -> tuple[str, str] | None:
 @contextlib.contextmanager
 def socket_timeout(seconds: float) -> Iterator[None]:
     """Bound every blocking socket call made meanwhile (git:// has no timeout of its own)."""
+    import socket
+
     previous = socket.getdefaulttimeout()
     socket.setdefaulttimeout(seconds)
     try:
@@ -579,6 +582,8 @@ _CALLABLE_REPR = re.compile(r"<(?:bound method|function|built-in method|method)[
 
 
 def _classify(exc: BaseException, text: str, where: str, action: str) -> tuple[str, str]:
+    import socket
+
     from dulwich.client import HTTPUnauthorized
     from dulwich.errors import HangupException, NotGitRepository
 

@@ -38,7 +38,6 @@ import stat
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol, TypeVar
@@ -101,7 +100,6 @@ from qmem_git.store.workdir import FILE_MODE_BITS, atomic_write, fsync_dir, rend
 if TYPE_CHECKING:
     from dulwich.object_store import BaseObjectStore, DiskObjectStore, PackBasedObjectStore
     from dulwich.pack import Pack, UnpackedObject
-    from dulwich.repo import ParentsProvider
 
     from qmem_git.core.merge import MergeResult, Reconciled
     from qmem_git.store.packscan import SizeChecks
@@ -113,6 +111,9 @@ MAX_PUSH_ATTEMPTS = 4
 LOCKED_PUSH_ATTEMPTS = 5  # ~2.5 s for a concurrent push to let go of the remote's main
 MAX_INCOMING_PACK_BYTES = 256 * 1024 * 1024
 REPACK_THRESHOLD = 16
+# loose objects a sync leaves loose (C git's gc.auto waits for 6,700): a commit makes ~5, and
+# packing them at every sync cost three disk flushes (pack, index, folder) per push
+LOOSE_OBJECTS_TO_PACK = 128
 MAX_TREE_ENTRIES = 20_000  # files in one folder of a memory store: far more than an agent reads
 Progress = Callable[[str], None]
 
@@ -120,8 +121,11 @@ Progress = Callable[[str], None]
 # --- results ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SyncOptions:
+# The result and option types are NamedTuples or plain classes, not dataclasses: a dataclass
+# costs ~0.5 ms to define (it exec()s its methods), paid at start-up by every sync and push.
+
+
+class SyncOptions(NamedTuple):
     """What the caller asked for; ``timeout`` bounds every network wait (seconds)."""
 
     dry_run: bool = False
@@ -130,25 +134,46 @@ class SyncOptions:
     timeout: float = 20.0
 
 
-@dataclass
 class SyncResult:
     """What one sync did (``action``: up-to-date, pushed, fast-forward, merged, empty)."""
 
-    remote: str
-    url: str
-    action: str = "up-to-date"
-    before: str | None = None
-    head: str | None = None
-    remote_head: str | None = None
-    fetched: int = 0
-    merge_commit: str | None = None
-    index_commit: str | None = None  # MEMORY.md rebuilt after a fast-forward
-    pushed: bool = False
-    reconciled: list[Reconciled] = field(default_factory=list)
-    attempts: int = 0
-    dry_run: bool = False
-    packed: int = 0
-    changed_paths: list[str] = field(default_factory=list)
+    __slots__ = (
+        "action",
+        "attempts",
+        "before",
+        "changed_paths",
+        "dry_run",
+        "fetched",
+        "head",
+        "index_commit",
+        "merge_commit",
+        "packed",
+        "pushed",
+        "reconciled",
+        "remote",
+        "remote_head",
+        "url",
+    )
+
+    def __init__(self, remote: str, url: str, *, attempts: int = 0, dry_run: bool = False) -> None:
+        self.remote = remote
+        self.url = url
+        self.action = "up-to-date"
+        self.before: str | None = None
+        self.head: str | None = None
+        self.remote_head: str | None = None
+        self.fetched = 0
+        self.merge_commit: str | None = None
+        self.index_commit: str | None = None  # MEMORY.md rebuilt after a fast-forward
+        self.pushed = False
+        self.reconciled: list[Reconciled] = []
+        self.attempts = attempts
+        self.dry_run = dry_run
+        self.packed = 0
+        self.changed_paths: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"SyncResult({self.as_dict()!r})"
 
     @property
     def merged(self) -> bool:
@@ -409,13 +434,15 @@ class CommitFacts(NamedTuple):
     parents: tuple[str, ...]
 
 
-@dataclass
 class TreeDiff:
     """Paths that differ between trees: files (``paths``) and whole folders that appeared,
     vanished or changed kind (``prefixes``, ending in ``/``)."""
 
-    paths: set[str] = field(default_factory=set)
-    prefixes: list[str] = field(default_factory=list)
+    __slots__ = ("paths", "prefixes")
+
+    def __init__(self) -> None:
+        self.paths: set[str] = set()
+        self.prefixes: list[str] = []
 
     def differs(self, path: str) -> bool:
         return path in self.paths or any(path.startswith(p) for p in self.prefixes)
@@ -516,13 +543,17 @@ def remove_stale_quarantines(git_dir: str) -> None:
             owner.release()
 
 
-@dataclass
 class Fetched:
-    remote_head: str | None
-    quarantine: Quarantine
-    objects: Objects
-    new_commits: int = 0
-    times: dict[str, int] | None = None  # a clone's: every file's history time
+    """The remote's ``main`` (None: it has none), fetched into a checked quarantine."""
+
+    __slots__ = ("new_commits", "objects", "quarantine", "remote_head", "times")
+
+    def __init__(self, remote_head: str | None, quarantine: Quarantine, objects: Objects) -> None:
+        self.remote_head = remote_head
+        self.quarantine = quarantine
+        self.objects = objects
+        self.new_commits = 0
+        self.times: dict[str, int] | None = None  # a clone's: every file's history time
 
 
 def fetch(
@@ -789,12 +820,14 @@ def _local_heads(repo: Repository) -> list[str]:
 def _network(transport: Transport, action: str, timeout: float) -> Iterator[None]:
     """Bound the exchange and turn transport failures into one redacted RemoteError.
 
-    ``timeout`` bounds every single wait (socket timeout) and, for a network remote, the whole
-    exchange too: a server that sends a byte now and then cannot keep a sync alive.
+    For a network remote ``timeout`` bounds every single wait (socket timeout) and the whole
+    exchange too: a server that sends a byte now and then cannot keep a sync alive. A local
+    remote uses no socket (its hooks have their own bound, ``store.receive``).
     """
-    whole = url_kind(transport.url) not in ("local", "file")
+    network = url_kind(transport.url) not in ("local", "file")
+    bound = socket_timeout(timeout) if network else contextlib.nullcontext()
     try:
-        with socket_timeout(timeout), _deadline(timeout if whole else None):
+        with bound, _deadline(timeout if network else None):
             yield
     except (QmemError, RemoteMoved):
         raise
@@ -810,10 +843,13 @@ class ExchangeTimeout(TimeoutError):
 def _deadline(seconds: float | None) -> Iterator[None]:
     """Raise :class:`ExchangeTimeout` in this thread once ``seconds`` have passed (a real-time
     interval timer; only the main thread receives signals, elsewhere only reads are bounded)."""
+    if seconds is None:
+        yield
+        return
     import signal
     import threading
 
-    if seconds is None or threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
 
@@ -1293,21 +1329,31 @@ def content_problem(path: str, data: bytes) -> str | None:
 
 
 class _Graph:
-    """What dulwich.graph.find_merge_base needs from a repository."""
+    """What dulwich.graph.find_merge_base needs from a repository (``object_store[id]``,
+    ``parents_provider().get_parents``), answered from :class:`Objects`: its parsed commits
+    are cached, and dulwich's ParentsProvider would import ``dulwich.repo`` (~5 ms of a push)
+    for grafts and shallow commits a memory repository never has."""
 
-    def __init__(self, store: BaseObjectStore) -> None:
-        self.object_store = store
+    def __init__(self, objects: Objects) -> None:
+        self.objects = objects
+        self.object_store = self
+        self.shallows: set[ObjectID] = set()
 
-    def parents_provider(self) -> ParentsProvider:
-        from dulwich.repo import ParentsProvider
+    def __getitem__(self, sha: ObjectID) -> Commit:
+        return self.objects.commit(_hex(sha))
 
-        return ParentsProvider(self.object_store)
+    def parents_provider(self) -> _Graph:
+        return self
+
+    def get_parents(self, sha: ObjectID, commit: Commit | None = None) -> list[ObjectID]:
+        found = self.objects.commit(_hex(sha)) if commit is None else commit
+        return list(found.parents)
 
 
 def merge_base(objects: Objects, ours: str, theirs: str) -> str | None:
     from dulwich.graph import find_merge_base
 
-    bases = find_merge_base(_Graph(objects.store), [_oid(ours), _oid(theirs)])  # type: ignore[arg-type]
+    bases = find_merge_base(_Graph(objects), [_oid(ours), _oid(theirs)])  # type: ignore[arg-type]
     best = _independent(objects, [_hex(b) for b in bases])
     return min(best) if best else None
 
@@ -1414,8 +1460,7 @@ def _own_times(commit: Commit) -> dict[str, int]:
 # --- the merge --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MergePlan:
+class MergePlan(NamedTuple):
     """The merged file map (path -> blob id and text for new blobs) and what was reconciled."""
 
     files: dict[str, str]
@@ -1609,8 +1654,7 @@ def commit_merge(
     return commit, sorted(c.path for c in touched.changes)
 
 
-@dataclass
-class _MergeWrite:
+class _MergeWrite(NamedTuple):
     files: dict[str, str | None]  # touched path -> blob id (None: deleted), for the git index
     changes: list[FileChange]
     tree: str
@@ -1822,9 +1866,9 @@ def writer_locker(
     return lock
 
 
-@dataclass(frozen=True)
-class _SyncRun:
-    """What every fetch-decide-push round of one sync shares."""
+class _SyncRun(NamedTuple):
+    """What every fetch-decide-push round of one sync shares (``reports``: what recovery did
+    in each tenure, filled as they come)."""
 
     layout: Layout
     name: str
@@ -1836,7 +1880,7 @@ class _SyncRun:
     now: datetime
     progress: Progress | None
     lock: Locker
-    reports: list[RecoveryReport] = field(default_factory=list)
+    reports: list[RecoveryReport]
 
     @contextlib.contextmanager
     def tenure(self, recover: bool) -> Iterator[None]:
@@ -1867,7 +1911,7 @@ def sync_remote(
         result = SyncResult(name, url, dry_run=options.dry_run)
         result.before = _open(layout.memory_root).head()[1]
         run = _SyncRun(
-            layout, name, transport_for, options, result, identity, host, now, progress, lock
+            layout, name, transport_for, options, result, identity, host, now, progress, lock, []
         )
         for attempt in range(1, MAX_PUSH_ATTEMPTS + 1):
             result.attempts = attempt
@@ -2036,7 +2080,7 @@ def _finish(run: _SyncRun) -> None:
         repo = _open(run.layout.memory_root)
         if run.result.pushed and run.result.remote_head is not None:
             _set_tracking(repo, run.name, run.result.remote_head)
-        run.result.packed = pack_objects(repo)
+        run.result.packed = pack_objects(repo, LOOSE_OBJECTS_TO_PACK)
 
 
 def rebuild_stale_index(
@@ -2119,24 +2163,24 @@ def _say(progress: Progress | None, text: str) -> None:
         progress(text)
 
 
-def pack_objects(repo: Repository) -> int:
-    """Pack loose objects (automatic gc is off); fold packs together when they pile up."""
+def pack_objects(repo: Repository, minimum: int = 1) -> int:
+    """Pack the loose objects once there are ``minimum`` of them (automatic gc is off); fold
+    packs together when they pile up (each fetch adds one), whether or not any were loose.
+    Returns how many objects were packed (0: none)."""
     from qmem_git.store.packcheck import damaged_packs
 
     store = repo.objects
-    if not _has_loose_objects(repo.objects_dir):
-        close_store(store)
-        damaged_packs(repo.git_dir)  # the fetched packs are checked now, not by the next writer
-        return 0
     try:
-        packed = _pack_loose(store, repo.objects_dir)
+        packed = 0
+        if _count_loose(repo.objects_dir, minimum) >= minimum:
+            packed = _pack_loose(store, repo.objects_dir)
         packs = store.packs
         if len(packs) > REPACK_THRESHOLD:
             _fold_small_packs(store, packs)
         return packed
     finally:
         close_store(store)
-        damaged_packs(repo.git_dir)  # and so are the packs just made
+        damaged_packs(repo.git_dir)  # the fetched packs and those just made, checked now
 
 
 def _pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
@@ -2145,7 +2189,9 @@ def _pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
     dulwich's ``pack_loose_objects`` first compares the new pack's name with every existing
     pack's, computed by hashing the id of every object those packs hold: on each sync, a cost
     that grew with the history. Here the name (the same hash over the new objects' ids) is
-    looked up as a file. Written as C git does: .pack, then .idx, each durable, then renamed.
+    looked up as a file. Written as C git does: .pack, then .idx, each durable, then renamed
+    (``write_pack`` writes each through a GitFile, which fsyncs it before its own rename; a
+    second fsync here cost two more disk flushes per sync).
     """
     import hashlib
 
@@ -2175,9 +2221,8 @@ def _pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
 
         temp = os.path.join(pack_dir, TEMP_PACK_PREFIX + os.urandom(6).hex())
         try:
-            write_pack(temp, found, store.object_format)
+            write_pack(temp, found, store.object_format)  # each file fsynced (dulwich's GitFile)
             for suffix in (".pack", ".idx"):
-                _fsync_file(temp + suffix)
                 os.replace(temp + suffix, final + suffix)
         finally:
             for suffix in (".pack", ".idx"):
@@ -2212,9 +2257,14 @@ def _fold_small_packs(store: DiskObjectStore, packs: list[Pack]) -> None:
                 os.unlink(base + suffix)
 
 
-def _fsync_file(path: str) -> None:
-    with open(path, "rb") as handle:
-        os.fsync(handle.fileno())
+def _count_loose(objects_dir: str, enough: int) -> int:
+    """How many loose objects ``objects_dir`` holds, counted up to ``enough`` at least."""
+    count = 0
+    for name in os.listdir(objects_dir):
+        if len(name) == 2 and count < enough:
+            with contextlib.suppress(OSError):  # not a folder
+                count += len(os.listdir(os.path.join(objects_dir, name)))
+    return count
 
 
 def _has_loose_objects(objects_dir: str) -> bool:
@@ -2250,7 +2300,7 @@ def adopt_remote(
         url = redact_all(transport.url, transport.secrets)
         result = SyncResult(name, url, attempts=1)
         run = _SyncRun(
-            layout, name, transport_for, options, result, identity, host, now, progress, lock
+            layout, name, transport_for, options, result, identity, host, now, progress, lock, []
         )
         _adopt(run, transport)
     finally:

@@ -269,3 +269,31 @@ def test_a_quarantine_a_killed_receive_left_is_removed_once_stale(
     assert machine.sync().action == "pushed"
     assert not stale.exists()
     assert fresh.exists()  # may be another receive's, still running
+
+
+# --- reflogs in the remote ---------------------------------------------------------------------
+
+
+def test_a_push_keeps_a_remote_reflog_only_where_git_receive_pack_would(
+    machine: Machine, remote: Path, tmp_path: Path
+) -> None:
+    """A bare repository keeps no reflog unless ``core.logAllRefUpdates`` asks for one (C git's
+    default): dulwich's own rule wrote a line per push, forever. C git's push of the same
+    commit into another bare repository is the reference."""
+    reference = init_bare(tmp_path / "reference.git")
+    subprocess.run([*git_argv(str(machine.root)), "push", "-q", str(reference), "main"], check=True)
+    log = Path("logs", "refs", "heads", "main")
+    assert not (reference / log).exists()
+    machine.remember("Reflogs in a bare remote are git's choice, not ours")
+    assert machine.sync().pushed
+    assert not (remote / log).exists()
+    git_in(remote, "config", "core.logAllRefUpdates", "true")
+    machine.remember("With logAllRefUpdates the remote logs each push")
+    assert machine.sync().pushed
+    lines = (remote / log).read_text().splitlines()
+    assert len(lines) == 1 and lines[0].split()[1] == main_of(remote)
+    git_in(remote, "config", "core.logAllRefUpdates", "false")  # a log that exists grows on
+    machine.remember("An existing reflog keeps growing, as C git appends to it")
+    assert machine.sync().pushed
+    assert len((remote / log).read_text().splitlines()) == 2
+    fsck_strict(remote)

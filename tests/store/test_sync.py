@@ -545,23 +545,43 @@ def test_clone_gives_files_their_history_times_and_the_same_index(
 # --- housekeeping -----------------------------------------------------------------------------
 
 
-def test_sync_packs_loose_objects_and_removes_stale_quarantines(
-    pair: tuple[Machine, Machine],
+def _loose_and_packs(root: Path) -> tuple[int, int]:
+    counts = dict(line.split(": ") for line in git_in(root, "count-objects", "-v").splitlines())
+    return int(counts["count"]), int(counts["packs"])
+
+
+def test_sync_packs_loose_objects_once_they_pile_up_and_removes_stale_quarantines(
+    pair: tuple[Machine, Machine], tmp_path: Path
 ) -> None:
+    """A commit's few loose objects stay loose (packing them cost three disk flushes per push);
+    from LOOSE_OBJECTS_TO_PACK on, a sync packs them all, as git's gc.auto does (later)."""
+    from qmem_git.store.sync import LOOSE_OBJECTS_TO_PACK
+
     a, _ = pair
     stale = gitdir(a.root) / "qmem-incoming-deadbeef"
     (stale / "pack").mkdir(parents=True)
-    a.remember("Packing happens during every sync run")
-    a.sync()
+    a.remember("Packing waits until loose objects pile up")
+    assert a.sync().packed == 0
     assert not stale.exists()
-    counts = dict(line.split(": ") for line in git_in(a.root, "count-objects", "-v").splitlines())
-    assert counts["count"] == "0" and int(counts["packs"]) >= 1
+    loose, _ = _loose_and_packs(a.root)
+    assert 0 < loose < LOOSE_OBJECTS_TO_PACK
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    for n in range(LOOSE_OBJECTS_TO_PACK):
+        (extra / f"{n}.txt").write_text(f"loose object {n}\n")
+    names = "".join(f"{path}\n" for path in sorted(extra.iterdir()))
+    git_in(a.root, "hash-object", "-w", "--stdin-paths", stdin=names)
+    a.remember("Then one sync packs every loose object")
+    assert a.sync().packed >= LOOSE_OBJECTS_TO_PACK + loose
+    loose, packs = _loose_and_packs(a.root)
+    assert loose == 0 and packs >= 1
     fsck_strict(a.root)
 
 
 def test_packs_piling_up_are_folded_without_rewriting_the_history_pack(tmp_path: Path) -> None:
-    """Past REPACK_THRESHOLD packs, the small ones (one per sync) become one; the largest (a
-    clone's history) is neither read nor rewritten, and nothing is lost."""
+    """Past REPACK_THRESHOLD packs, the small ones (one per fetch) become one, at a sync that
+    packs no loose object too; the largest (a clone's history) is neither read nor rewritten,
+    and nothing is lost."""
     from qmem_git.store.sync import REPACK_THRESHOLD, pack_objects
 
     work = tmp_path / "w"
@@ -581,6 +601,14 @@ def test_packs_piling_up_are_folded_without_rewriting_the_history_pack(tmp_path:
         git_in(work, "prune-packed")
     blobs.append(git_in(work, "hash-object", "-w", "--stdin", stdin="still loose\n").strip())
     assert len(list(pack_dir.glob("*.pack"))) == REPACK_THRESHOLD + 3
+    with Repository(str(work)) as repo:  # fewer loose objects than asked for: packs folded only
+        assert pack_objects(repo, minimum=2) == 0
+    assert len(list(pack_dir.glob("*.pack"))) == 2
+    git_in(work, "cat-file", "-e", blobs[-1])  # still loose
+    for n in range(REPACK_THRESHOLD + 1):  # and they pile up again
+        blobs.append(git_in(work, "hash-object", "-w", "--stdin", stdin=f"again {n}\n").strip())
+        git_in(work, "pack-objects", "-q", str(pack_dir / "pack"), stdin=blobs[-1] + "\n")
+        git_in(work, "prune-packed")
     with Repository(str(work)) as repo:
         assert pack_objects(repo) == 1
     packs = sorted(pack_dir.glob("*.pack"))
