@@ -333,11 +333,11 @@ def _sort_key(path: str) -> tuple[bytes, int]:
     return name.encode("utf-8", "surrogateescape"), int(stage or 0)
 
 
-def read_index(git_dir: str, path: str | None = None) -> GitIndex:
+def read_index(git_dir: str, path: str | None = None, offsets: list[int] | None = None) -> GitIndex:
     """Parse ``<git_dir>/index`` (missing = empty) and attach the head record if it applies.
 
     ``path``: another index file of the repository (``GIT_INDEX_FILE``, as ``git commit -a``
-    gives its hook); the head record never applies to it.
+    gives its hook); the head record never applies to it. ``offsets``: see :func:`parse_index`.
     """
     own = os.path.join(git_dir, "index")
     try:
@@ -348,25 +348,30 @@ def read_index(git_dir: str, path: str | None = None) -> GitIndex:
         return GitIndex(head=None if path else _read_head_record(git_dir, b""))
     except IsADirectoryError as exc:
         raise IndexUnreadable(f"{path or own} is a folder") from exc
-    index = parse_index(data, mtime_ns)
+    index = parse_index(data, mtime_ns, offsets)
     if not path or os.path.realpath(path) == os.path.realpath(own):
         index.head = _read_head_record(git_dir, index.checksum)
     return index
 
 
-def read_unparsed(git_dir: str, checksum: bytes) -> GitIndex | None:
+def read_unparsed(
+    git_dir: str, checksum: bytes, offsets: list[int] | None = None
+) -> GitIndex | None:
     """The index as :func:`read_index` gives it, when its trailer is still ``checksum`` (a
-    survey parsed it in another process), with its entries found by bisecting the file's
-    bytes instead of parsed; None when it changed (or is damaged): read it the long way."""
+    survey parsed it in another process, which checked that the content has that SHA-1; git
+    replaces the file whole), with its entries found by bisecting the file's bytes instead of
+    parsed; None when it changed: read it the long way. ``offsets``: where its entries start
+    and end, as the survey's :func:`parse_index` found them."""
     try:
         with open(os.path.join(git_dir, "index"), "rb") as handle:
             data = handle.read()
             mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
     except OSError:
         return None
-    if data[-20:] != checksum or _sha1(data[:-20]) != checksum:
+    if data[-20:] != checksum:
         return None
-    offsets = entry_offsets(data)
+    if offsets is None or offsets[-1] > len(data) - 20:
+        offsets = entry_offsets(data)
     try:
         if offsets is None:
             index = parse_index(data, mtime_ns)
@@ -430,8 +435,10 @@ def _head_record(git_dir: str) -> tuple[str | None, str]:
     return (None if head in ("-", "") else head), recorded
 
 
-def parse_index(data: bytes, mtime_ns: int = 0) -> GitIndex:
-    """Entries as raw slices; raises IndexUnreadable when damaged or unsupported."""
+def parse_index(data: bytes, mtime_ns: int = 0, offsets: list[int] | None = None) -> GitIndex:
+    """Entries as raw slices; raises IndexUnreadable when damaged or unsupported. ``offsets``:
+    filled with where each entry starts, then where they end (not for version 4, whose
+    entries are no slices of the file)."""
     if len(data) < _HEADER.size + 20:
         raise IndexUnreadable("index file is truncated")
     signature, version, count = _HEADER.unpack_from(data)
@@ -444,17 +451,20 @@ def parse_index(data: bytes, mtime_ns: int = 0) -> GitIndex:
     if version == 4:  # kept as version 2/3 entries, and written back that way
         end, index.version = _read_entries_v4(data, count, index)
     else:
-        end = _read_entries(data, count, index)
+        end = _read_entries(data, count, index, offsets)
     _check_extensions(data, end)
     return index
 
 
-def _read_entries(data: bytes, count: int, index: GitIndex) -> int:
+def _read_entries(data: bytes, count: int, index: GitIndex, offsets: list[int] | None) -> int:
     offset = _HEADER.size
     entries = index.entries
     end = len(data) - 20
     fixed = _ENTRY.size
+    note = offsets.append if offsets is not None else None
     for _ in range(count):  # the hot loop of every writer's recovery: one pass, no struct call
+        if note is not None:
+            note(offset)
         if offset + fixed > end:
             raise IndexUnreadable("index entry runs past the end of the file")
         flags = (data[offset + 60] << 8) | data[offset + 61]
@@ -468,6 +478,8 @@ def _read_entries(data: bytes, count: int, index: GitIndex) -> int:
             name = f"{name}\0{(flags & _STAGE_MASK) >> 12}"
         entries[name] = data[offset : offset + size]
         offset += size
+    if note is not None:
+        note(offset)
     return offset
 
 
