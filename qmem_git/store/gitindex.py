@@ -20,12 +20,6 @@ import struct
 from qmem_git.core.limits import INDEX_RECORD_NAME
 from qmem_git.store.cachefile import write_cache
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    Buffer = bytes | memoryview  # an entry, or a run of them, as it goes into the file
-
 # Light imports only (no typing, hashlib until a checksum is due): a writer's forked survey
 # imports this module after the fork, on the critical path of `remember`.
 
@@ -83,11 +77,6 @@ class GitIndex:
 
     ``entries`` is in git's order except for the paths in ``added`` (new since it was read).
     ``head``: the commit this index matches, when we wrote it for that commit.
-
-    An index made by :meth:`from_base` keeps the file's bytes and its entry offsets instead
-    (a writer's survey parsed them in another process): a lookup bisects the offsets, a change
-    waits in an overlay and rendering splices it in, so a commit that changes two entries of
-    10,000 never builds the dict. Anything else parses the bytes into ``entries`` first.
     """
 
     def __init__(
@@ -99,71 +88,21 @@ class GitIndex:
         checksum: bytes = b"",
     ) -> None:
         self.version = version
-        self._entries: dict[str, bytes] | None = {} if entries is None else entries
+        self.entries: dict[str, bytes] = {} if entries is None else entries
         self.head = head
         self.mtime_ns = mtime_ns
         self.checksum = checksum
         self.changed = False
         self.added: set[str] = set()
-        self._base: _Base | None = None
-        self._overlay: dict[str, bytes | None] = {}  # path -> new entry, None = removed
-
-    @classmethod
-    def from_base(
-        cls,
-        data: bytes,
-        offsets: Sequence[int],
-        version: int,
-        mtime_ns: int,
-        checksum: bytes,
-    ) -> GitIndex:
-        """An index over ``data`` (a version 2/3 index file) whose entries start at
-        ``offsets``, plus one more offset where they end."""
-        index = cls(version=version, mtime_ns=mtime_ns, checksum=checksum)
-        index._entries = None
-        index._base = _Base(data, offsets)
-        return index
-
-    @property
-    def entries(self) -> dict[str, bytes]:
-        if self._entries is None:
-            self._entries = self._materialized()
-        return self._entries
-
-    @entries.setter
-    def entries(self, value: dict[str, bytes]) -> None:
-        self._entries = value
-
-    def _materialized(self) -> dict[str, bytes]:
-        assert self._base is not None
-        entries = parse_index(self._base.data).entries  # the one entry parser
-        for path, raw in self._overlay.items():
-            if raw is None:
-                entries.pop(path, None)
-                continue
-            if path not in entries:
-                self.added.add(path)
-            entries[path] = raw
-        self._base = None
-        self._overlay = {}
-        return entries
-
-    def _raw(self, path: str) -> bytes | None:
-        if self._entries is not None:
-            return self._entries.get(path)
-        if path in self._overlay:
-            return self._overlay[path]
-        assert self._base is not None
-        return self._base.get(path)
 
     def get(self, path: str) -> IndexEntry | None:
-        raw = self._raw(path)
+        raw = self.entries.get(path)
         return None if raw is None else _decode(path, raw)
 
     def skips_worktree(self, path: str) -> bool:
         """True when ``path`` is marked skip-worktree (sparse checkout): its absence from the
         work tree is not a deletion."""
-        raw = self._raw(path)
+        raw = self.entries.get(path)
         return raw is not None and bool(_extended_flags(raw) & _SKIP_WORKTREE)
 
     def paths(self) -> list[str]:
@@ -217,51 +156,31 @@ class GitIndex:
             raw = raw[:8] + bytes(8) + raw[16:]  # mtime seconds and nanoseconds
         self._drop_stages(path)
         self.changed = True
-        if self._entries is None:
-            self._overlay[path] = raw
-            return
-        if path not in self._entries:
+        if path not in self.entries:
             self.added.add(path)
-        self._entries[path] = raw
+        self.entries[path] = raw
 
     def remove(self, path: str) -> None:
         """Forget ``path``, its conflict stages too (``git rm``)."""
         self._drop_stages(path)
-        if self._entries is None:
-            if self._raw(path) is not None:
-                self._overlay[path] = None
-                self.changed = True
-        elif self._entries.pop(path, None) is not None:
+        if self.entries.pop(path, None) is not None:
             self.changed = True
 
     def _drop_stages(self, path: str) -> None:
         if "\0" in path:  # a stage's own key
             return
         for stage in (1, 2, 3):
-            key = f"{path}\0{stage}"
-            if self._raw(key) is None:
-                continue
-            self.changed = True
-            if self._entries is None:
-                self._overlay[key] = None
-            else:
-                del self._entries[key]
+            if self.entries.pop(f"{path}\0{stage}", None) is not None:
+                self.changed = True
 
-    def laid_out(self) -> list[Buffer]:
-        """The raw entries in git's order (path bytes, then stage), several to an item when
-        they come from the file's bytes unchanged."""
-        if self._entries is None:
-            assert self._base is not None
-            return self._base.spliced(self._overlay)
+    def laid_out(self) -> list[bytes]:
+        """The raw entries in git's order (path bytes, then stage)."""
         self.sort()
-        return list(self._entries.values())
+        return list(self.entries.values())
 
     def count(self) -> int:
         """How many entries the index holds."""
-        if self._entries is not None:
-            return len(self._entries)
-        assert self._base is not None
-        return self._base.count(self._overlay)
+        return len(self.entries)
 
     def sort(self) -> None:
         """Put the paths added since the last sort in place: inserted into the ordered rest,
@@ -272,72 +191,15 @@ class GitIndex:
         keys = [key for key in entries if key not in self.added]
         for key in self.added & entries.keys():
             bisect.insort(keys, key, key=_order_key)
-        self._entries = {key: entries[key] for key in keys}
+        self.entries = {key: entries[key] for key in keys}
         self.added.clear()
 
 
-class _Base:
-    """An index file's bytes with the offset of each entry (and of their end): entries found
-    by bisecting git's order, a new list of them made by splicing slices."""
-
-    __slots__ = ("data", "offsets")
-
-    def __init__(self, data: bytes, offsets: Sequence[int]) -> None:
-        self.data = data
-        self.offsets = offsets
-
-    def _key_at(self, number: int) -> tuple[bytes, int]:
-        data, offset = self.data, self.offsets[number]
-        flags = (data[offset + 60] << 8) | data[offset + 61]
-        start = offset + _ENTRY.size + (2 if flags & _EXTENDED else 0)
-        length = flags & _NAME_MASK
-        if length == _NAME_MASK:
-            length = data.index(b"\0", start) - start
-        return data[start : start + length], (flags & _STAGE_MASK) >> 12
-
-    def _find(self, key: tuple[bytes, int]) -> tuple[int, bool]:
-        """(position of the first entry not before ``key``, whether it is ``key``)."""
-        total = len(self.offsets) - 1
-        at = bisect.bisect_left(range(total), key, key=self._key_at)
-        return at, at < total and self._key_at(at) == key
-
-    def get(self, path: str) -> bytes | None:
-        at, found = self._find(_sort_key(path))
-        return self.data[self.offsets[at] : self.offsets[at + 1]] if found else None
-
-    def spliced(self, overlay: dict[str, bytes | None]) -> list[Buffer]:
-        """The entries with ``overlay`` applied, as views of the file's bytes and new entries."""
-        offsets, view = self.offsets, memoryview(self.data)
-        chunks: list[Buffer] = []
-        done = 0  # entries before this one are in chunks
-        for key, raw in sorted((_sort_key(path), raw) for path, raw in overlay.items()):
-            at, found = self._find(key)
-            chunks.append(view[offsets[done] : offsets[at]])  # no copy
-            if raw is not None:
-                chunks.append(raw)
-            done = at + 1 if found else at
-        chunks.append(view[offsets[done] : offsets[-1]])
-        return chunks
-
-    def count(self, overlay: dict[str, bytes | None]) -> int:
-        total = len(self.offsets) - 1
-        for path, raw in overlay.items():
-            present = self._find(_sort_key(path))[1]
-            total += (raw is not None) - present
-        return total
-
-
-def _sort_key(path: str) -> tuple[bytes, int]:
-    """git's order of an entry key: path bytes, then stage (``path\\0<stage>``)."""
-    name, _, stage = path.partition("\0")
-    return name.encode("utf-8", "surrogateescape"), int(stage or 0)
-
-
-def read_index(git_dir: str, path: str | None = None, offsets: list[int] | None = None) -> GitIndex:
+def read_index(git_dir: str, path: str | None = None) -> GitIndex:
     """Parse ``<git_dir>/index`` (missing = empty) and attach the head record if it applies.
 
     ``path``: another index file of the repository (``GIT_INDEX_FILE``, as ``git commit -a``
-    gives its hook); the head record never applies to it. ``offsets``: see :func:`parse_index`.
+    gives its hook); the head record never applies to it.
     """
     own = os.path.join(git_dir, "index")
     try:
@@ -348,67 +210,10 @@ def read_index(git_dir: str, path: str | None = None, offsets: list[int] | None 
         return GitIndex(head=None if path else _read_head_record(git_dir, b""))
     except IsADirectoryError as exc:
         raise IndexUnreadable(f"{path or own} is a folder") from exc
-    index = parse_index(data, mtime_ns, offsets)
+    index = parse_index(data, mtime_ns)
     if not path or os.path.realpath(path) == os.path.realpath(own):
         index.head = _read_head_record(git_dir, index.checksum)
     return index
-
-
-def read_unparsed(
-    git_dir: str, checksum: bytes, offsets: list[int] | None = None
-) -> GitIndex | None:
-    """The index as :func:`read_index` gives it, when its trailer is still ``checksum`` (a
-    survey parsed it in another process, which checked that the content has that SHA-1; git
-    replaces the file whole), with its entries found by bisecting the file's bytes instead of
-    parsed; None when it changed: read it the long way. ``offsets``: where its entries start
-    and end, as the survey's :func:`parse_index` found them."""
-    try:
-        with open(os.path.join(git_dir, "index"), "rb") as handle:
-            data = handle.read()
-            mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
-    except OSError:
-        return None
-    if data[-20:] != checksum:
-        return None
-    if offsets is None or offsets[-1] > len(data) - 20:
-        offsets = entry_offsets(data)
-    try:
-        if offsets is None:
-            index = parse_index(data, mtime_ns)
-        else:
-            _check_extensions(data, offsets[-1])
-            version = _HEADER.unpack_from(data)[1]
-            index = GitIndex.from_base(data, offsets, version, mtime_ns, checksum)
-    except IndexUnreadable:
-        return None
-    index.head = _read_head_record(git_dir, checksum)
-    return index
-
-
-def entry_offsets(data: bytes) -> list[int] | None:
-    """Where each entry of a version 2/3 index starts, then where they end, found without
-    decoding a path (~0.3 µs an entry); None for version 4 or entries that run past the end."""
-    if len(data) < _HEADER.size + 20:
-        return None
-    signature, version, count = _HEADER.unpack_from(data)
-    if signature != SIGNATURE or version not in (2, 3):
-        return None
-    offsets = [0] * (count + 1)
-    offset, end, fixed = _HEADER.size, len(data) - 20, _ENTRY.size
-    for number in range(count):
-        offsets[number] = offset
-        if offset + fixed > end:
-            return None
-        flags = (data[offset + 60] << 8) | data[offset + 61]
-        start = offset + fixed + (2 if flags & _EXTENDED else 0)
-        length = flags & _NAME_MASK
-        if length == _NAME_MASK:
-            length = data.find(b"\0", start, end) - start
-            if length < 0:
-                return None
-        offset += (start - offset + length + 8) & ~7
-    offsets[count] = offset
-    return offsets if offset <= end else None
 
 
 def _read_head_record(git_dir: str, checksum: bytes) -> str | None:
@@ -435,10 +240,8 @@ def _head_record(git_dir: str) -> tuple[str | None, str]:
     return (None if head in ("-", "") else head), recorded
 
 
-def parse_index(data: bytes, mtime_ns: int = 0, offsets: list[int] | None = None) -> GitIndex:
-    """Entries as raw slices; raises IndexUnreadable when damaged or unsupported. ``offsets``:
-    filled with where each entry starts, then where they end (not for version 4, whose
-    entries are no slices of the file)."""
+def parse_index(data: bytes, mtime_ns: int = 0) -> GitIndex:
+    """Entries as raw slices; raises IndexUnreadable when damaged or unsupported."""
     if len(data) < _HEADER.size + 20:
         raise IndexUnreadable("index file is truncated")
     signature, version, count = _HEADER.unpack_from(data)
@@ -451,20 +254,17 @@ def parse_index(data: bytes, mtime_ns: int = 0, offsets: list[int] | None = None
     if version == 4:  # kept as version 2/3 entries, and written back that way
         end, index.version = _read_entries_v4(data, count, index)
     else:
-        end = _read_entries(data, count, index, offsets)
+        end = _read_entries(data, count, index)
     _check_extensions(data, end)
     return index
 
 
-def _read_entries(data: bytes, count: int, index: GitIndex, offsets: list[int] | None) -> int:
+def _read_entries(data: bytes, count: int, index: GitIndex) -> int:
     offset = _HEADER.size
     entries = index.entries
     end = len(data) - 20
     fixed = _ENTRY.size
-    note = offsets.append if offsets is not None else None
     for _ in range(count):  # the hot loop of every writer's recovery: one pass, no struct call
-        if note is not None:
-            note(offset)
         if offset + fixed > end:
             raise IndexUnreadable("index entry runs past the end of the file")
         flags = (data[offset + 60] << 8) | data[offset + 61]
@@ -478,8 +278,6 @@ def _read_entries(data: bytes, count: int, index: GitIndex, offsets: list[int] |
             name = f"{name}\0{(flags & _STAGE_MASK) >> 12}"
         entries[name] = data[offset : offset + size]
         offset += size
-    if note is not None:
-        note(offset)
     return offset
 
 
@@ -547,9 +345,8 @@ def render_index(index: GitIndex) -> bytes:
     return b"".join(_rendered(index))
 
 
-def _rendered(index: GitIndex) -> list[Buffer]:
-    """:func:`render_index` in pieces, the SHA-1 trailer last. The pieces are views of the
-    bytes read, not copies of 1 MB at 10,000 entries."""
+def _rendered(index: GitIndex) -> list[bytes]:
+    """:func:`render_index` in pieces: header, entries, the SHA-1 trailer last."""
     import hashlib
 
     pieces = [_HEADER.pack(SIGNATURE, index.version, index.count()), *index.laid_out()]

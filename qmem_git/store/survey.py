@@ -7,8 +7,8 @@ data, our leftover temp files, the git index and the files whose stat disagrees 
 A command that still has its imports ahead of it (the ``remember`` fast path: dulwich alone is
 ~30 ms) can :func:`start` the survey in a forked child right after taking the lock, so the two
 run on separate cores; the child writes its answer (``marshal``) into memory shared with the
-parent and exits. The parent then reads the index file again without parsing it: its entries
-are found by bisecting the file's bytes (``gitindex.GitIndex.from_base``). This module imports
+parent and exits. The parent then reads the index again (~6 ms at 10,000 entries), and uses
+the answer only when the index is still the one the child compared with. This module imports
 nothing heavy (the index reader loads in the child), so forking costs the parent ~2 ms. Where
 ``fork`` is missing, or the process already runs threads (forking them is unsafe), the survey
 runs in process, and the result is the same either way.
@@ -392,11 +392,9 @@ def _threads_running() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-# (index trailer, entry offsets, files -> stamp, dirty, gone, oversized, temp files, links,
-# cut, linked)
+# (index trailer, files -> stamp, dirty, gone, oversized, temp files, links, cut, linked)
 _Wire = tuple[
     bytes,
-    "list[int]",
     "dict[str, Stamp]",
     "set[str]",
     "set[str]",
@@ -414,8 +412,7 @@ def _encoded(root: str) -> bytes:
     from qmem_git.store import gitindex
 
     seen = _scan(root)
-    offsets: list[int] = []
-    index = gitindex.read_index(repository(root), offsets=offsets)
+    index = gitindex.read_index(repository(root))
     if not index.checksum:
         raise ValueError("no index to compare with")
     dirty, gone = compared(index, seen.files)
@@ -423,20 +420,23 @@ def _encoded(root: str) -> bytes:
         *(seen.files, dirty, gone, seen.oversized, seen.temp_files, seen.links),
         *(_cut(seen), seen.linked),
     )
-    wire: _Wire = (index.checksum, offsets, *found)
+    wire: _Wire = (index.checksum, *found)
     return _MAGIC + marshal.dumps(wire)
 
 
 def _decode(data: bytes, root: str) -> Survey:
-    """The child's answer as a :class:`Survey`, with the index it names read again (its
-    entries found by bisecting the file, not parsed). ValueError when the index changed since."""
+    """The child's answer as a :class:`Survey`, with the index it names read again.
+    ValueError when the index changed since (or cannot be read now)."""
     if not data.startswith(_MAGIC):
         raise ValueError("not a survey")
     from qmem_git.store import gitindex
 
     wire: _Wire = marshal.loads(data[len(_MAGIC) :])
-    checksum, offsets, files, dirty, gone, oversized, temp_files, links, cut, linked = wire
-    index = gitindex.read_unparsed(repository(root), checksum, offsets or None)
-    if index is None:
+    checksum, files, dirty, gone, oversized, temp_files, links, cut, linked = wire
+    try:
+        index = gitindex.read_index(repository(root))
+    except gitindex.IndexUnreadable as exc:
+        raise ValueError("the index is damaged now") from exc
+    if index.checksum != checksum:
         raise ValueError("the index changed since the survey")
     return Survey(files, temp_files, index, dirty, links, gone, oversized, cut, linked)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import subprocess
 from pathlib import Path
 
@@ -85,20 +84,6 @@ def test_a_damaged_version_4_index_never_breaks_the_reader(repo: GitRepo, cut: i
         entries(repo)
 
 
-def lazy_and_parsed(repo: GitRepo) -> tuple[gitindex.GitIndex, gitindex.GitIndex]:
-    """The same index twice: from its bytes and entry offsets (as a writer's survey hands it
-    over), and parsed into a dict."""
-    git_dir = str(gitdir(repo.root))
-    parsed = gitindex.read_index(git_dir)
-    data = (gitdir(repo.root) / "index").read_bytes()
-    offsets = gitindex.entry_offsets(data)
-    assert offsets is not None
-    lazy = gitindex.GitIndex.from_base(
-        data, offsets, parsed.version, parsed.mtime_ns, parsed.checksum
-    )
-    return lazy, parsed
-
-
 def same_ops(indexes: tuple[gitindex.GitIndex, ...], repo: GitRepo) -> None:
     st = (repo.root / "project" / "a.md").stat()
     sha = repo.git("rev-parse", "HEAD:project/a.md").strip()
@@ -113,35 +98,21 @@ def same_ops(indexes: tuple[gitindex.GitIndex, ...], repo: GitRepo) -> None:
         index.remove("project/a.md")
 
 
-def test_an_index_from_bytes_and_offsets_reads_and_writes_as_the_parsed_one(
-    repo: GitRepo,
-) -> None:
+def test_entries_set_and_removed_are_what_c_git_reads(repo: GitRepo) -> None:
     repo.git("update-index", "--skip-worktree", "user/shared-prefix-03.md")  # version 3
-    lazy, parsed = lazy_and_parsed(repo)
-    assert lazy.version == parsed.version == 3
-    for path in [*parsed.paths(), "user/none.md", "", "zzz"]:
-        assert lazy.get(path) is None if parsed.get(path) is None else lazy.get(path) is not None
-        found, expected = lazy.get(path), parsed.get(path)
-        assert (found and vars_of(found)) == (expected and vars_of(expected))
-        assert lazy.skips_worktree(path) == parsed.skips_worktree(path)
-    assert lazy.skips_worktree("user/shared-prefix-03.md")
-    assert gitindex.render_index(lazy) == gitindex.render_index(parsed)  # no change: same bytes
-    same_ops((lazy, parsed), repo)
-    assert lazy.count() == parsed.count() == len(parsed.entries)
-    assert gitindex.render_index(lazy) == gitindex.render_index(parsed)
-    gitindex.write_index(str(gitdir(repo.root)), lazy)
+    git_dir = str(gitdir(repo.root))
+    index = gitindex.read_index(git_dir)
+    assert index.version == 3 and index.skips_worktree("user/shared-prefix-03.md")
+    same_ops((index,), repo)
+    gitindex.write_index(git_dir, index)
     listed = repo.git("ls-files", "-s").splitlines()
     assert [line.split("\t")[1] for line in listed][:1] == ["a-first.md"]
     assert "user/shared-prefix-05a.md" in repo.git("ls-files")
     assert "project/a.md" not in repo.git("ls-files")
-    assert lazy.entries == parsed.entries  # parsed on demand, changes applied
+    assert index.count() == len(listed)
 
 
-def vars_of(entry: gitindex.IndexEntry) -> tuple[object, ...]:
-    return tuple(getattr(entry, name) for name in gitindex.IndexEntry.__slots__)
-
-
-def test_an_index_from_bytes_keeps_conflict_stages(tmp_path: Path) -> None:
+def test_conflict_stages_are_kept_until_a_path_is_resolved(tmp_path: Path) -> None:
     repo = GitRepo(tmp_path / "memory")
     repo.write("user/a.md", "base\n")
     repo.git("add", "-A")
@@ -155,57 +126,15 @@ def test_an_index_from_bytes_keeps_conflict_stages(tmp_path: Path) -> None:
     repo.git("add", "-A")
     repo.git("commit", "-qm", "main")
     subprocess.run([*git_argv(repo.root), "merge", "-q", "other"], capture_output=True)
-    lazy, parsed = lazy_and_parsed(repo)
-    assert {"user/a.md\x001", "user/a.md\x002", "user/a.md\x003"} <= parsed.entries.keys()
-    assert lazy.get("user/a.md") is None
-    for stage in "123":
-        assert lazy.get(f"user/a.md\x00{stage}") is not None
+    index = gitindex.read_index(str(gitdir(repo.root)))
+    assert {"user/a.md\x001", "user/a.md\x002", "user/a.md\x003"} <= index.entries.keys()
+    assert index.get("user/a.md") is None
     st = (repo.root / "user" / "b.md").stat()
     sha = repo.git("rev-parse", "HEAD:user/b.md").strip()
-    for index in (lazy, parsed):
-        index.remove("user/a.md\x002")  # one stage alone
-        index.set("user/a0.md", st, sha)  # after every stage of user/a.md
-    assert gitindex.render_index(lazy) == gitindex.render_index(parsed)
-    for index in (lazy, parsed):
-        index.set("user/a.md", st, sha)  # resolved: the other stages go, as with git add
-    assert gitindex.render_index(lazy) == gitindex.render_index(parsed)
-    gitindex.write_index(str(gitdir(repo.root)), lazy)
+    index.remove("user/a.md\x002")  # one stage alone
+    index.set("user/a0.md", st, sha)  # after every stage of user/a.md
+    index.set("user/a.md", st, sha)  # resolved: the other stages go, as with git add
+    gitindex.write_index(str(gitdir(repo.root)), index)
     assert repo.git("ls-files", "-u") == ""  # nothing unmerged left
     assert "user/a.md" in repo.git("ls-files", "-s", "user/a.md")
     repo.git("write-tree")  # C git accepts the index (it refuses stage 0 beside stages)
-
-
-# --- reading an index a survey parsed elsewhere ------------------------------------------------
-
-
-def test_entry_offsets_find_every_entry_of_indexes_git_wrote(repo: GitRepo) -> None:
-    """Long names (over 0xFFF bytes) and extended flags included; version 4 has none."""
-    repo.git("update-index", "--skip-worktree", "user/shared-prefix-03.md")  # version 3
-    data = (gitdir(repo.root) / "index").read_bytes()
-    offsets = gitindex.entry_offsets(data)
-    assert offsets is not None and len(offsets) == 15  # 14 entries, then where they end
-    parsed = gitindex.parse_index(data)
-    pieces = [data[start:end] for start, end in itertools.pairwise(offsets)]
-    assert pieces == list(parsed.entries.values())
-    repo.git("update-index", "--index-version", "4")
-    assert gitindex.entry_offsets((gitdir(repo.root) / "index").read_bytes()) is None
-    assert gitindex.entry_offsets(data[:100] + data[-20:]) is None  # entries cut off
-
-
-def test_the_unparsed_index_equals_the_parsed_one(repo: GitRepo) -> None:
-    git_dir = str(gitdir(repo.root))
-    index = gitindex.read_index(git_dir)
-    index.head = "0" * 40
-    gitindex.write_index(git_dir, index)
-    checksum = (gitdir(repo.root) / "index").read_bytes()[-20:]
-    lazy = gitindex.read_unparsed(git_dir, checksum)
-    assert lazy is not None
-    parsed = gitindex.read_index(git_dir)
-    assert gitindex.render_index(lazy) == gitindex.render_index(parsed)
-    assert lazy.head == parsed.head == "0" * 40 and lazy.mtime_ns == parsed.mtime_ns
-    assert gitindex.read_unparsed(git_dir, b"\1" * 20) is None  # another index now
-    offsets: list[int] = []
-    gitindex.read_index(git_dir, offsets=offsets)  # as the survey's child hands them over
-    assert offsets == gitindex.entry_offsets((gitdir(repo.root) / "index").read_bytes())
-    handed = gitindex.read_unparsed(git_dir, checksum, offsets)
-    assert handed is not None and gitindex.render_index(handed) == gitindex.render_index(parsed)
