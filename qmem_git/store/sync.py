@@ -12,7 +12,7 @@ rejects because it moved meanwhile starts over (bounded). A remote with branches
 
 Fetched objects land in a quarantine object store (``.git/qmem-incoming-*``, alternates to the
 real one) and are checked there like ``git fsck`` would, plus the memory layout rules: only
-regular files (100644) with allowed names under the four type folders and MEMORY.md, no
+regular files (100644) with safe names, in any folder (Qwen Code 0.24 reads them all), no
 symlinks, submodules, ``.git``-like names, device names, no case-folding collisions in the tip, no
 blob over 256 KiB, no credential in any new blob of any new commit (history keeps what a later
 commit removes, so a push never sends a secret that ``forget`` took out of the tip), and the
