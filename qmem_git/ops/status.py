@@ -11,6 +11,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmem_git.core.paths import Layout
 
+WRITE_HEADER = "Uncommitted (the next write commits them):"
+TEAM_HEADER = "Uncommitted (git add and commit them in the project):"
+
 
 @dataclass(frozen=True)
 class Status:
@@ -64,7 +67,7 @@ def render_status(status: Status) -> str:
     if not lines:
         lines.append("Nothing to commit.")
     else:
-        lines.insert(0, "Uncommitted (the next write commits them):")
+        lines.insert(0, WRITE_HEADER)
     if status.held:
         lines.append("Held back (stay where they are, not committed):")
         lines += [f"  {rel}: {why}" for rel, why in status.held.items()]
@@ -190,6 +193,8 @@ def render_all(found: list[StoreStatus]) -> str:
             body = f"  not set up ({there}; no repository at {store.repository})"
         else:
             lines = render_status(store.status or Status()).splitlines()
+            if store.note:  # the team tier: the project's git commits it, not qmem-git
+                lines = [TEAM_HEADER if line == WRITE_HEADER else line for line in lines]
             lines += [store.note] if store.note else []
             body = "\n".join(f"  {line}" for line in lines)
         blocks.append(f"{head}\n{body}")

@@ -118,10 +118,13 @@ def test_status_lists_every_store_of_the_project_and_creates_none(tmp_path: Path
     assert text.code == 0, text.err
     assert f"user: {user_root}\n" in text.out and "A feedback/tea.md" in text.out
     assert "key.md: secret:" in text.out and "claude: " in text.out
+    assert "Uncommitted (git add and commit them in the project):\n   A new.md" in text.out
     assert "not set up (no folder; no repository at" in text.out
     assert tree(home, project) == before  # listing made, moved and rewrote nothing
 
     one = run_in(project, "--tier", "user", "--json", "status")
     assert one.code == 0 and one.json()["uncommitted"] == {"feedback/tea.md": "A"}
+    named = run_in(project, "--json", "status", "--tier", "project").json()
+    assert isinstance(named, dict) and named["uncommitted"] == {}  # that store only
     absent = run_in(project, "status", "--agent", "claude")
     assert absent.code == 2 and "not a memory repository" in absent.err
