@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from qmem_git import __version__
 from qmem_git.core.limits import TYPE_NAMES
@@ -47,6 +48,7 @@ class Options:
     verbose: bool = False
     pager: bool = True
     agent: str = "qwen"
+    named: bool = False  # --tier, --agent or --memory-dir given: one store, not every one
 
     def settings(self, *, create: bool = False) -> Settings:
         """``create``: this command may make a missing ``--memory-dir`` (init, clone)."""
@@ -258,6 +260,9 @@ def main(
     Global options may also follow the command name (qmem-git log --json).
     """
     ctx.obj = Options(project, memory_dir, tier, as_json, quiet, verbose, not no_pager, agent)
+    given = {name: ctx.get_parameter_source(name) for name in ("tier", "agent")}
+    named = any(source is not ParameterSource.DEFAULT for source in given.values())
+    ctx.obj.named = named or memory_dir is not None
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -418,19 +423,48 @@ def _rebuild_team_index(opts: Options, root: str) -> None:
         note(opts, f"warning: over the index limits, not listed: {path}")
 
 
+STORES = (
+    ("project", "project", "qwen"),
+    ("user", "user", "qwen"),
+    ("team", "team", "qwen"),
+    ("claude", "project", "claude"),
+)
+
+
 @main.command()
 @pass_options
 def status(opts: Options) -> None:
     """What is not committed yet, what is held back and why, and how main stands against
     each remote (as last fetched). Reads only.
 
+    With no --tier, --agent or --memory-dir: every store of this project and machine (the
+    project, user and team tiers and Claude Code's folder), each with where it is and whether
+    it is set up; --json gives a list of them. With one of those options: that store only.
+
     Held back: files that stay where they are, uncommitted, until fixed: a secret, over 256
     KiB, not UTF-8, a symlink, an unsafe name, a conflict marker, or still being written.
     """
     from qmem_git.ops.status import read_status, render_status
 
+    if not opts.named:
+        _status_of_every_store(opts)
+        return
     found = read_status(opts.settings())
     emit(opts, render_status(found), found.as_dict())
+
+
+def _status_of_every_store(opts: Options) -> None:
+    """``status`` with no store named: the project, user and team tiers and Claude Code's
+    folder of this project, each listed (one absent is said so, never made)."""
+    from qmem_git.ops.status import read_all, render_all
+
+    opts.check_folders()
+    stores = [
+        (name, build_settings(os.environ, project=opts.project, tier=tier, agent=agent))
+        for name, tier, agent in STORES
+    ]
+    found = read_all(stores)
+    emit(opts, render_all(found), [store.as_dict() for store in found])
 
 
 @main.command()
@@ -1848,6 +1882,8 @@ def _global_option(
     def store(ctx: click.Context, _param: click.Parameter, given: object) -> None:
         if given:
             setattr(ctx.ensure_object(Options), field, value if flag else given)
+            if field in ("tier", "agent", "memory_dir"):
+                ctx.ensure_object(Options).named = True
 
     if flag:
         return click.Option(decls, is_flag=True, expose_value=False, callback=store, help=help_text)

@@ -35,6 +35,7 @@ from qmem_git.store.qwensettings import qwen_layout
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
 
     from qmem_git.modelconfig import ModelConfig
 
@@ -537,12 +538,30 @@ def schedule(hook: Hook, env: Mapping[str, str], awaiting: bool | None) -> None:
     }
     write_session(hook.state_dir, hook.session, {**state, **record})
     steps: list[list[str]] = []
+    others = other_stores(hook, env)
     if ended and not hook.session:  # no state file to hand over: the end steps run at once
         sync = agents.has_remote(hook.memory_root)
-        steps = agents.worker_steps(hook.event, mode, _scope(hook), transcript, "", sync)
+        also = [(other["scope"], agents.has_remote(other["root"])) for other in others]
+        steps = agents.worker_steps(hook.event, mode, _scope(hook), transcript, "", sync, also)
     elif not ended and size is not None and size != _offset(state):  # engine: a new part
         steps = agents.worker_steps(hook.event, mode, _scope(hook), transcript, hook.session)
-    start_worker(hook, env, steps, delay, {"agent_pid": agent, "companion": mode == COMPANION})
+    watch = {"agent_pid": agent, "companion": mode == COMPANION, "others": others}
+    start_worker(hook, env, steps, delay, watch)
+
+
+def other_stores(hook: Hook, env: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The other stores this session's agent writes itself, that qmem-git versions too: for
+    Qwen Code its user tier (``<base>/memories``: user and feedback memories), once
+    ``qmem-git --tier user init`` has made its repository. Never made here."""
+    from qmem_git.core.paths import git_dir_of
+
+    if hook.agent != "qwen":
+        return []
+    user = qwen_layout(hook.project, None, env, hook.home, os.getcwd(), tier="user")
+    root = user.memory_root
+    if root == hook.memory_root or not os.path.isdir(git_dir_of(root)):
+        return []
+    return [{"root": root, "scope": ["--project", hook.project, "--tier", "user"]}]
 
 
 def start_worker(

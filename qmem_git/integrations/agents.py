@@ -220,6 +220,7 @@ def worker_steps(
     transcript: str | None,
     session_id: str,
     sync: bool = False,
+    others: Sequence[tuple[Sequence[str], bool]] = (),
 ) -> list[list[str]]:
     """The qmem-git commands (after ``qmem-git``) for a turn's end or a session's end.
 
@@ -227,7 +228,9 @@ def worker_steps(
     PreCompact) engine mode extracts; companion mode runs nothing here, as the watcher commits
     what Qwen Code writes once it goes quiet. At a session's end engine mode extracts and
     dreams, companion mode takes a last snapshot (Qwen Code extracts and dreams itself), and
-    with ``sync`` (a remote is configured) both push-sync.
+    with ``sync`` (a remote is configured) both push-sync. ``others``: (scope, sync) of the
+    other stores the agent writes itself (Qwen Code's user tier, ``--tier user``): at a
+    session's end each takes a snapshot, and push-syncs when it has a remote.
     """
     base = list(scope)  # not -q: their warnings go to the hook log
     session = ["--session-id", session_id] if session_id else []
@@ -245,6 +248,9 @@ def worker_steps(
             steps.append(dream)
     if sync and event == "SessionEnd":
         steps.append([*base, "sync"])
+    for other, other_sync in others if event == "SessionEnd" else ():
+        steps.append([*other, "snapshot"])
+        steps += [[*other, "sync"]] if other_sync else []
     return steps
 
 
@@ -376,7 +382,10 @@ def command_name(step: Sequence[str]) -> str:
     """The qmem-git command a worker step runs (what follows the global options)."""
     from qmem_git.fastpath import take_globals
 
-    return next(iter(take_globals(list(step), {})), "step")
+    opts: dict[str, object] = {}
+    name = next(iter(take_globals(list(step), opts)), "step")
+    tier = opts.get("tier")
+    return f"{name} --tier {tier}" if isinstance(tier, str) and tier != "project" else name
 
 
 def worker_main(argv: Sequence[str]) -> int:

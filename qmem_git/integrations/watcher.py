@@ -65,6 +65,8 @@ class WatchConfig:
     quiet: float
     grace: float
     log: str = ""
+    # the other stores the agent writes itself (Qwen's user tier): {"root": ..., "scope": [...]}
+    others: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in self.__dict__.items() if key != "log"}
@@ -240,11 +242,20 @@ class Watcher:
         self.config = config
         self.agents: dict[int, Agent] = {}
         self.folder: Folder | None = None
+        self.others: list[tuple[Folder, list[str]]] = []
         self.last_activity = now
         if config.agent_pid > 0:
             self.agents[config.agent_pid] = Agent(config.agent_pid, time.time(), now)
         if config.companion:
-            self.folder = Folder(config.memory_root, now)
+            self._watch_folders(now)
+
+    def _watch_folders(self, now: float) -> None:
+        """Watch the store's folder, and the other stores' the agent writes (companion mode)."""
+        self.folder = Folder(self.config.memory_root, now)
+        self.others = [
+            (Folder(str(other["root"]), now), [str(part) for part in other["scope"]])
+            for other in self.config.others
+        ]
 
     def step(self, now: float) -> bool:
         """One poll: snapshot a quiet change, finish sessions; False when nothing is left."""
@@ -253,7 +264,7 @@ class Watcher:
             if session.pid not in self.agents:
                 self.agents[session.pid] = Agent(session.pid, session.written, now)
             if session.mode == COMPANION and self.folder is None:
-                self.folder = Folder(self.config.memory_root, now)
+                self._watch_folders(now)
         folder = self.folder
         if folder is not None:
             folder.poll(now)
@@ -268,8 +279,21 @@ class Watcher:
             self.last_activity = now
         if folder is not None and folder.dirty:
             self.last_activity = now
+        others_dirty = self._snapshot_others(now)
         waiting = any(a.gone_for(now) < self.config.grace for a in self.agents.values())
-        return bool(waiting or sessions or (folder is not None and folder.dirty))
+        return bool(waiting or sessions or others_dirty or (folder is not None and folder.dirty))
+
+    def _snapshot_others(self, now: float) -> bool:
+        """Snapshot each other store (``--tier user``) once its folder is quiet after a change;
+        True while a change there still waits."""
+        for other, scope in self.others:
+            other.poll(now)
+            if other.dirty and other.quiet(now, self.config.quiet):
+                before = other.seen
+                run_step([*scope, "snapshot"], self.config.log)
+                other.committed(before, time.monotonic())
+                self.last_activity = now
+        return any(other.dirty for other, _ in self.others)
 
     def _ready(self, session: Session, now: float) -> bool:
         if session.ended:
@@ -284,16 +308,26 @@ class Watcher:
         except FileNotFoundError:
             return
         sync = has_remote(self.config.memory_root)
+        others = [(o["scope"], has_remote(str(o["root"]))) for o in self.config.others]
         steps = worker_steps(
-            "SessionEnd", session.mode, session.scope, session.transcript, session.session, sync
+            "SessionEnd",
+            session.mode,
+            session.scope,
+            session.transcript,
+            session.session,
+            sync,
+            others,
         )
         why = "SessionEnd" if session.ended else "its agent has gone"
         names = ", ".join(command_name(step) for step in steps)
         append_log(self.config.log, f"watcher: session {session.session} ended ({why}): {names}")
         before = self.folder.seen if self.folder is not None else None
+        others_before = [other.seen for other, _ in self.others]
         run_steps(self.config.log, steps)
         if self.folder is not None and before is not None and session.mode == COMPANION:
             self.folder.committed(before, time.monotonic())
+            for (other, _), seen in zip(self.others, others_before, strict=True):
+                other.committed(seen, time.monotonic())
         self.last_activity = now
 
     def poll_interval(self, now: float) -> float:

@@ -7,6 +7,13 @@ from dataclasses import dataclass, field
 
 from qmem_git.settings import Settings
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from qmem_git.core.paths import Layout
+
+WRITE_HEADER = "Uncommitted (the next write commits them):"
+TEAM_HEADER = "Uncommitted (git add and commit them in the project):"
+
 
 @dataclass(frozen=True)
 class Status:
@@ -60,7 +67,7 @@ def render_status(status: Status) -> str:
     if not lines:
         lines.append("Nothing to commit.")
     else:
-        lines.insert(0, "Uncommitted (the next write commits them):")
+        lines.insert(0, WRITE_HEADER)
     if status.held:
         lines.append("Held back (stay where they are, not committed):")
         lines += [f"  {rel}: {why}" for rel, why in status.held.items()]
@@ -82,3 +89,113 @@ def _claude_status(settings: Settings) -> Status:
         held=dict(sorted(plan.held.items())),
         tracking=tuple(tracking(settings.layout.memory_root)),
     )
+
+
+# --------------------------------------------------------------------------- every store
+
+STORE_NAMES = ("project", "user", "team", "claude")
+TEAM_NOTE = "committed in the project's repository (qmem-git only reads it)"
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """One store of this project and machine: where it is, whether it is set up, and (when
+    it is) its :class:`Status`; ``error``: why it could not be read."""
+
+    store: str
+    memory_root: str
+    repository: str
+    exists: bool
+    initialized: bool
+    status: Status | None = None
+    note: str = ""
+    error: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        found = self.status or Status()
+        return {
+            "store": self.store,
+            "memory_root": self.memory_root,
+            "repository": self.repository,
+            "exists": self.exists,
+            "initialized": self.initialized,
+            **found.as_dict(),
+            "note": self.note,
+            "error": self.error,
+        }
+
+
+def read_all(stores: list[tuple[str, Settings]]) -> list[StoreStatus]:
+    """``status`` with no store named: each of ``stores`` (name, settings), read only; a store
+    that is not there is listed as absent, never made."""
+    return [_one(name, settings) for name, settings in stores]
+
+
+def _one(name: str, settings: Settings) -> StoreStatus:
+    import os
+
+    from qmem_git.errors import QmemError
+    from qmem_git.store.relocate import repository
+
+    layout = settings.layout
+    root = layout.memory_root
+    team = layout.tier == "team"
+    git_dir = layout.git_dir if team else repository(root)
+    found = StoreStatus(name, root, git_dir, os.path.isdir(root), os.path.exists(git_dir))
+    if not found.initialized:
+        return found
+    try:
+        status = _team_status(layout) if team else read_status(settings)
+    except QmemError as exc:
+        return _replace(found, error=str(exc))
+    return _replace(found, status=status, note=TEAM_NOTE if team else "")
+
+
+def _replace(found: StoreStatus, **changes: object) -> StoreStatus:
+    from dataclasses import replace
+
+    return replace(found, **changes)  # type: ignore[arg-type]
+
+
+def _team_status(layout: Layout) -> Status:
+    """The team folder as the project's git sees it: what ``git add`` there would commit
+    (``git status --porcelain``); a file a pre-commit hook refuses (a secret, too big) is
+    held back. qmem-git never commits there, so there is no remote of its own."""
+    import os
+
+    from qmem_git.core.holdback import hold_reason
+    from qmem_git.ops.teamhistory import team_porcelain
+
+    uncommitted: dict[str, str] = {}
+    held: dict[str, str] = {}
+    for kind, rel in team_porcelain(layout):
+        path = os.path.join(layout.memory_root, rel)
+        why = None
+        if kind != "D" and os.path.isfile(path) and not os.path.islink(path):
+            with open(path, "rb") as handle:
+                why = hold_reason(rel, handle.read())
+        if why is None:
+            uncommitted[rel] = kind
+        else:
+            held[rel] = why
+    return Status(uncommitted=dict(sorted(uncommitted.items())), held=dict(sorted(held.items())))
+
+
+def render_all(found: list[StoreStatus]) -> str:
+    """One block per store: its name and place, then what :func:`render_status` says."""
+    blocks = []
+    for store in found:
+        head = f"{store.store}: {store.memory_root}"
+        if store.error:
+            body = f"  cannot be read: {store.error}"
+        elif not store.initialized:
+            there = "the folder exists" if store.exists else "no folder"
+            body = f"  not set up ({there}; no repository at {store.repository})"
+        else:
+            lines = render_status(store.status or Status()).splitlines()
+            if store.note:  # the team tier: the project's git commits it, not qmem-git
+                lines = [TEAM_HEADER if line == WRITE_HEADER else line for line in lines]
+            lines += [store.note] if store.note else []
+            body = "\n".join(f"  {line}" for line in lines)
+        blocks.append(f"{head}\n{body}")
+    return "\n".join(blocks)

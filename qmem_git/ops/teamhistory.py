@@ -44,6 +44,22 @@ def team_show(layout: Layout, rev: str) -> tuple[LogEntry, str]:
     return _entry(found.split("\x1e")[1]), diff
 
 
+def team_porcelain(layout: Layout) -> list[tuple[str, str]]:
+    """(A/M/D, path in the team folder) of what ``git add`` there would commit: C git's
+    ``status --porcelain`` of the team folder (an untracked file is A)."""
+    args = ["--no-optional-locks", "status", "--porcelain", "-z", "--no-renames"]
+    args += ["--untracked-files=all"]
+    records = _git(layout, [*args, "--", TEAM_DIR]).split("\0")
+    prefix = TEAM_DIR + "/"
+    found = []
+    for record in records:
+        code, path = record[:2], record[3:]
+        if path.startswith(prefix):
+            kind = "D" if "D" in code else "A" if code in ("??", "A ", "AM") else "M"
+            found.append((kind, path[len(prefix) :]))
+    return found
+
+
 def _spec(path: str | None) -> str:
     return TEAM_DIR if path in (None, ".", "") else f"{TEAM_DIR}/{path}"
 

@@ -1042,3 +1042,52 @@ def test_claude_companion_hooks_watch_claudes_own_folder(
     assert not Path(layout(project)[1]).exists()  # nothing in Qwen's project store
     steps = agents.worker_steps("SessionEnd", "companion", watch["scope"], None, "sess-1")
     assert steps == [["--project", str(project), "--agent", "claude", "snapshot"]]
+
+
+# --------------------------------------------------------------------------- the user tier
+
+
+def test_qwen_hooks_hand_the_user_tier_to_the_worker_once_it_is_set_up(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    memories: Path,
+    spawned: list[list[str]],
+    tmp_path: Path,
+) -> None:
+    """Qwen Code writes user and feedback memories into ``<base>/memories``: the watcher
+    snapshots that store too, once ``--tier user init`` made it; until then nothing is made."""
+    user = tmp_path / "runtime" / "memories"
+    stop = payload(project, "Stop", stop_hook_active=False)
+    assert run(capsys, ["--agent", "qwen", "stop"], stop) is None
+    assert json.loads(spawned[-1][-1])["others"] == []
+    assert not user.exists() and not Path(f"{user}.git").exists()
+    assert not Path(f"{user}.qmem").exists()
+    done = subprocess.run(
+        [sys.executable, "-m", "qmem_git", "--project", str(project), "--tier", "user", "init"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    end = payload(project, "SessionEnd", reason="other").replace(b"sess-1", b"")
+    assert run(capsys, ["--agent", "qwen", "session-end"], end) is None  # no id: steps at once
+    scope = ["--project", str(project), "--tier", "user"]
+    watch = json.loads(spawned[-1][-1])
+    assert watch["others"] == [{"root": str(user), "scope": scope}]
+    assert [*scope, "snapshot"] in steps_of(spawned[-1])
+    claude = payload(project, "Stop", stop_hook_active=False)
+    assert run(capsys, ["--agent", "claude", "stop"], claude) is None
+    assert json.loads(spawned[-1][-1])["others"] == []  # Claude Code has no user tier
+
+
+def test_session_end_steps_snapshot_and_push_each_other_store() -> None:
+    scope, user = ["--project", "/p"], ["--project", "/p", "--tier", "user"]
+    steps = agents.worker_steps(
+        "SessionEnd", agents.COMPANION, scope, None, "s1", True, [(user, True)]
+    )
+    names = ["snapshot", "sync", "snapshot --tier user", "sync --tier user"]
+    assert [agents.command_name(step) for step in steps] == names
+    assert steps[2] == [*user, "snapshot"]
+    after_a_turn = agents.worker_steps(
+        "Stop", agents.COMPANION, scope, None, "s1", False, [(user, True)]
+    )
+    assert after_a_turn == []  # the watcher's, once the folders are quiet

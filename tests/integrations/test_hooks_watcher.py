@@ -289,3 +289,40 @@ def test_a_watcher_killed_by_sigkill_is_replaced_and_only_one_runs(store: Store)
     (store.root / "project" / "build.md").write_text(written)
     store.wait("committed", lambda: "project/build.md" in store.git("ls-tree", "-r", "HEAD"))
     assert store.git("show", "HEAD:project/build.md") == written
+
+
+def test_companion_session_commits_what_qwen_wrote_into_the_user_tier(store: Store) -> None:
+    """Qwen Code's extraction routes user and feedback memories to ``<base>/memories``: once
+    ``--tier user init`` made that store, the watcher commits it as it goes quiet, and the
+    session's end takes its last snapshot and pushes it to its own remote."""
+    user_bare = store.tmp / "user-remote.git"
+    create_bare_repository(str(user_bare))
+    store.qmem("--tier", "user", "init", "--remote", str(user_bare))
+    user = store.tmp / "runtime" / "memories"
+    user_git = Path(f"{user}.git")
+    tea = memory("Tea", "The user always wants green tea. " * 8)
+    terse = memory("Terse", "The user wants terse replies. " * 8)
+    build = memory("Build tool", "Builds use pnpm, never npm.")
+    script = [
+        {"hook": "SessionStart", "payload": store.payload("SessionStart", source="startup")},
+        {"hook": "Stop", "payload": store.payload("Stop", stop_hook_active=False)},
+        {"write": str(user / "feedback" / "tea.md"), "pieces": pieces(tea), "pause": 0.3},
+        {"sleep": QUIET + 3.0},  # the watcher commits the user tier while the agent lives on
+        {"write": str(user / "user" / "terse.md"), "pieces": pieces(terse), "pause": 0.3},
+        {"write": str(store.root / "project" / "build.md"), "pieces": [build]},
+    ]
+    store.run_agent(script)
+    store.wait("session ended", lambda: store.session_gone() and store.watcher_gone())
+    assert store.git("show", "HEAD:feedback/tea.md", repo=user_git) == tea
+    assert store.git("show", "HEAD:user/terse.md", repo=user_git) == terse
+    assert store.git("show", "HEAD:project/build.md") == build
+    first = store.git("log", "--format=%H", "--", "feedback/tea.md", repo=user_git).split()
+    later = store.git("log", "--format=%H", "--", "user/terse.md", repo=user_git).split()
+    assert first[-1] != later[-1]  # tea.md was committed within the session, on its own
+    remote = store.git("rev-parse", "main", repo=user_bare).strip()
+    assert remote == store.git("rev-parse", "HEAD", repo=user_git).strip(), store.log()
+    subprocess.run(["git", "--git-dir", str(user_git), "fsck", "--strict"], check=True)
+    log = store.log()
+    ended = f"session {SESSION} ended (its agent has gone): snapshot, snapshot --tier user, sync"
+    assert log.count(ended + " --tier user") == 1, log
+    assert "exit " not in log
