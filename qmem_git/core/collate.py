@@ -9,6 +9,7 @@ full-width forms, kana and Han, and close elsewhere: three levels compared one a
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 from qmem_git.core.collate_table import GROUPS
@@ -36,6 +37,7 @@ Weight = tuple[int, ...]
 Element = tuple[Weight, int, int]  # (primary, secondary, tertiary) of one collation element
 
 
+@functools.lru_cache(maxsize=4096)  # a writer orders the same names up to four times
 def collation_key(text: str) -> tuple[tuple[Weight, ...], tuple[int, ...], tuple[int, ...]]:
     """Sort key: ``sorted(names, key=collation_key)`` orders as ``localeCompare`` does."""
     elements = [element for char in text for element in _elements(char)]
