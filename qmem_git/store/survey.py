@@ -22,7 +22,7 @@ import mmap
 import os
 import stat
 
-from qmem_git.core.limits import INDEX_NAME, MAX_FILE_BYTES, MAX_SCANNED_DOCUMENTS
+from qmem_git.core.limits import INDEX_NAME, MAX_SCANNED_DOCUMENTS
 from qmem_git.store.relocate import repository
 
 TYPE_CHECKING = False  # imported before the fork: the index reader loads in the child
@@ -36,13 +36,13 @@ Stamp = tuple[int, int, int, int]  # a file's lstat: mtime_ns, size, ino, ctime_
 
 class Survey:
     """``files``: memory file -> its lstat :data:`Stamp` (mtime_ns, size, ino, ctime_ns), any
-    size (oversized ones are held back).
+    size (recovery holds back the oversized ones).
 
     ``index`` is None when the git index cannot be read (recovery rebuilds it from HEAD);
     ``dirty`` then lists every file. ``gone``: stage-0 index paths with no memory file on
-    disk (None when the index cannot be read). ``oversized``: the files over
-    ``MAX_FILE_BYTES``. ``cut``: the mtime_ns of the :data:`NEWEST`-th newest file MEMORY.md
-    may be built from (all but MEMORY.md and the oversized), None when there are no more;
+    disk (None when the index cannot be read). ``cut``: the mtime_ns of the
+    :data:`NEWEST`-th newest file MEMORY.md may be built from (all but MEMORY.md), None when
+    there are no more;
     ``store.workdir`` ranks only the files from it on. ``links``: symlinks (never committed;
     recovery reports those named like memory files or standing for a memory folder).
     ``linked``: the ``*.md`` files Qwen Code reaches through them (a linked file, or files in a
@@ -58,7 +58,6 @@ class Survey:
         dirty: set[str],
         links: list[str] | None = None,
         gone: set[str] | None = None,
-        oversized: list[str] | None = None,
         cut: int | None = None,
         linked: dict[str, Stamp] | None = None,
     ) -> None:
@@ -69,7 +68,6 @@ class Survey:
         self.dirty = dirty
         self.links = links or []
         self.gone = gone
-        self.oversized = oversized or []
         self.cut = cut
 
 
@@ -87,7 +85,7 @@ def survey(root: str) -> Survey:
     else:
         dirty, gone = compared(index, seen.files)
     cut = _cut(seen)
-    found = (seen.links, gone, seen.oversized, cut, seen.linked)
+    found = (seen.links, gone, cut, seen.linked)
     return Survey(seen.files, seen.temp_files, index, dirty, *found)
 
 
@@ -100,15 +98,14 @@ def compared(index: GitIndex, files: dict[str, Stamp]) -> tuple[set[str], set[st
 
 class _Scan:
     """What :func:`_scan` found: every memory file -> its stamp; our temp files (full paths),
-    symlinks, the files over ``MAX_FILE_BYTES``, and what Qwen reaches through symlinks."""
+    symlinks, and what Qwen reaches through symlinks."""
 
-    __slots__ = ("files", "linked", "links", "oversized", "temp_files")
+    __slots__ = ("files", "linked", "links", "temp_files")
 
     def __init__(self) -> None:
         self.files: dict[str, Stamp] = {}
         self.temp_files: list[str] = []
         self.links: list[str] = []
-        self.oversized: list[str] = []
         self.linked: dict[str, Stamp] = {}
 
 
@@ -185,39 +182,31 @@ def _take(
             except OSError:  # removed between listing and stat
                 continue
             files[prefix + name] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-            if st.st_size > MAX_FILE_BYTES:
-                seen.oversized.append(prefix + name)
         elif entry.is_dir(follow_symlinks=False):
             stack.append((prefix + name + "/", os.path.join(directory, name), _NO_FOLLOW))
         elif entry.is_symlink():
             seen.links.append(prefix + name)
-            _follow(seen.linked, prefix + name, os.path.join(directory, name), set())
+            _follow(seen.linked, prefix + name, os.path.join(directory, name))
         elif TEMP_MARKER in name:
             seen.temp_files.append(os.path.join(directory, name))
 
 
-def _follow(linked: dict[str, Stamp], rel: str, path: str, seen: set[tuple[int, int]]) -> None:
-    """What Qwen Code lists behind the symlink at ``rel``: the file it points at when it is a
-    ``*.md`` one, every ``*.md`` below the folder it points at (Node's recursive ``readdir``
-    follows linked folders). ``seen``: the folders on the way, so a loop ends."""
+def _follow(linked: dict[str, Stamp], rel: str, path: str) -> None:
+    """What Qwen Code lists behind the symlink at ``rel`` (``store.walk.agent_listing``, its
+    listing to the letter): the file it points at when that is a ``*.md`` one, every ``*.md``
+    below the folder it points at. A folder Qwen could not list either is left out."""
+    from qmem_git.errors import QmemError
+    from qmem_git.store.walk import agent_listing
+
     try:
         st = os.stat(path)
-    except OSError:  # dangling, or a loop
+        found = agent_listing(path) if stat.S_ISDIR(st.st_mode) else [("", st)]
+    except (OSError, QmemError):  # dangling, a loop, unlistable or endless: as Qwen, nothing
         return
-    if stat.S_ISREG(st.st_mode):
-        if rel.endswith(".md"):
-            linked[rel] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-        return
-    if not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) in seen:
-        return
-    seen.add((st.st_dev, st.st_ino))
-    try:
-        names = sorted(os.listdir(path))
-    except OSError:
-        return
-    for name in names:
-        _follow(linked, f"{rel}/{name}", os.path.join(path, name), seen)
-    seen.discard((st.st_dev, st.st_ino))
+    for sub, info in found:
+        name = f"{rel}/{sub}" if sub else rel
+        if name.endswith(".md") and name.rsplit("/", 1)[-1] != INDEX_NAME:
+            linked[name] = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
 
 
 class Pending:
@@ -392,13 +381,12 @@ def _threads_running() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-# (index trailer, files -> stamp, dirty, gone, oversized, temp files, links, cut, linked)
+# (index trailer, files -> stamp, dirty, gone, temp files, links, cut, linked)
 _Wire = tuple[
     bytes,
     "dict[str, Stamp]",
     "set[str]",
     "set[str]",
-    "list[str]",
     "list[str]",
     "list[str]",
     "int | None",
@@ -417,7 +405,7 @@ def _encoded(root: str) -> bytes:
         raise ValueError("no index to compare with")
     dirty, gone = compared(index, seen.files)
     found = (
-        *(seen.files, dirty, gone, seen.oversized, seen.temp_files, seen.links),
+        *(seen.files, dirty, gone, seen.temp_files, seen.links),
         *(_cut(seen), seen.linked),
     )
     wire: _Wire = (index.checksum, *found)
@@ -432,11 +420,11 @@ def _decode(data: bytes, root: str) -> Survey:
     from qmem_git.store import gitindex
 
     wire: _Wire = marshal.loads(data[len(_MAGIC) :])
-    checksum, files, dirty, gone, oversized, temp_files, links, cut, linked = wire
+    checksum, files, dirty, gone, temp_files, links, cut, linked = wire
     try:
         index = gitindex.read_index(repository(root))
     except gitindex.IndexUnreadable as exc:
         raise ValueError("the index is damaged now") from exc
     if index.checksum != checksum:
         raise ValueError("the index changed since the survey")
-    return Survey(files, temp_files, index, dirty, links, gone, oversized, cut, linked)
+    return Survey(files, temp_files, index, dirty, links, gone, cut, linked)

@@ -19,8 +19,6 @@ from qmem_git.core.limits import INDEX_NAME, STATE_DIR_NAMES
 from qmem_git.core.paths import git_dir_of, is_legacy_repo, legacy_git_dir, worktree_of
 from qmem_git.errors import QmemError, UsageError
 
-_ANY_SIZE = 1 << 62  # larger than any file
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from qmem_git.core.paths import Layout
@@ -29,8 +27,8 @@ if TYPE_CHECKING:
     Found = tuple[float, str, str, int, int]
 
 
-def walk(root: str, max_bytes: int = _ANY_SIZE, *, versioned: bool = False) -> list[Found]:
-    """Every memory file under ``root`` of at most ``max_bytes``, as Qwen Code lists them
+def walk(root: str, *, versioned: bool = False) -> list[Found]:
+    """Every memory file under ``root``, of any size, as Qwen Code lists them
     (:func:`agent_listing`); a missing root is empty. ``versioned``: every file qmem-git
     commits instead: no symlink followed, and files named MEMORY.md below the root kept (Qwen
     Code skips that name at any depth; to history they are plain files)."""
@@ -39,11 +37,7 @@ def walk(root: str, max_bytes: int = _ANY_SIZE, *, versioned: bool = False) -> l
             listed = agent_listing(root)
         except (FileNotFoundError, NotADirectoryError):  # no folder (yet): nothing to list
             return []
-        return [
-            (-(info.st_mtime_ns / 1_000_000), rel.rsplit("/", 1)[-1], rel, info.st_mtime_ns, size)
-            for rel, info in listed
-            if (size := info.st_size) <= max_bytes
-        ]
+        return [_found(rel, info) for rel, info in listed]
     found: list[Found] = []
     stack = [("", root)]
     while stack:
@@ -51,7 +45,7 @@ def walk(root: str, max_bytes: int = _ANY_SIZE, *, versioned: bool = False) -> l
         try:
             with os.scandir(directory) as entries:
                 for entry in entries:
-                    _visit(entry, prefix, stack, found, max_bytes, bool(prefix))
+                    _visit(entry, prefix, stack, found, bool(prefix))
         except OSError:
             continue
     return found
@@ -164,7 +158,7 @@ def _utf16(text: str) -> bytes:  # core.index.utf16_key, without its imports
 def memory_paths(root: str) -> list[str]:
     """Relative paths of every file qmem-git versions under ``root`` (any size), sorted:
     :func:`is_versioned_path`."""
-    return sorted(found[2] for found in walk(root, max_bytes=_ANY_SIZE, versioned=True))
+    return sorted(found[2] for found in walk(root, versioned=True))
 
 
 def is_memory_path(rel: str) -> bool:
@@ -306,7 +300,6 @@ def _visit(
     prefix: str,
     stack: list[tuple[str, str]],
     found: list[Found],
-    max_bytes: int,
     nested_index: bool,
 ) -> None:
     name = entry.name
@@ -321,10 +314,15 @@ def _visit(
         info = entry.stat(follow_symlinks=False)
     except OSError:  # removed by a concurrent writer between listing and stat
         return
-    if stat.S_ISREG(info.st_mode) and info.st_size <= max_bytes:
-        mtime_ns = info.st_mtime_ns
-        # float milliseconds first, as core.index.scan_order_key sorts
-        found.append((-(mtime_ns / 1_000_000), name, prefix + name, mtime_ns, info.st_size))
+    if stat.S_ISREG(info.st_mode):
+        found.append(_found(prefix + name, info))
+
+
+def _found(rel: str, info: os.stat_result) -> Found:
+    """Float milliseconds first, as ``core.index.scan_order_key`` sorts (an int divided by an
+    int, rounded once: ``/ 1e6`` would round the nanoseconds to a float first)."""
+    mtime_ns = info.st_mtime_ns
+    return (-(mtime_ns / 1_000_000), rel.rsplit("/", 1)[-1], rel, mtime_ns, info.st_size)
 
 
 def read_text(path: str) -> str | None:
