@@ -789,12 +789,20 @@ def test_detect_mode(
     user_settings: str | None,
     expected: str,
 ) -> None:
+    home, proj = agent_settings(tmp_path, ".qwen", project_settings, user_settings)
+    assert agents.detect_mode(agent, env, str(proj), str(home)) == expected
+
+
+def agent_settings(
+    tmp_path: Path, folder: str, project_settings: str | None, user_settings: str | None
+) -> tuple[Path, Path]:
+    """(home, project) with the agent's settings.json in ``folder`` of each, where given."""
     home, proj = tmp_path / "home", tmp_path / "proj"
     for base, text in ((proj, project_settings), (home, user_settings)):
         if text is not None:
-            (base / ".qwen").mkdir(parents=True)
-            (base / ".qwen" / "settings.json").write_text(text)
-    assert agents.detect_mode(agent, env, str(proj), str(home)) == expected
+            (base / folder).mkdir(parents=True)
+            (base / folder / "settings.json").write_text(text)
+    return home, proj
 
 
 @pytest.mark.parametrize(
@@ -815,11 +823,7 @@ def test_detect_mode_follows_claudes_auto_memory_switch(
     user_settings: str | None,
     expected: str,
 ) -> None:
-    home, proj = tmp_path / "home", tmp_path / "proj"
-    for base, text in ((proj, project_settings), (home, user_settings)):
-        if text is not None:
-            (base / ".claude").mkdir(parents=True)
-            (base / ".claude" / "settings.json").write_text(text)
+    home, proj = agent_settings(tmp_path, ".claude", project_settings, user_settings)
     assert agents.detect_mode("claude", env, str(proj), str(home)) == expected
 
 
