@@ -68,7 +68,7 @@ class Options:
             from qmem_git.ops.claude import check_claude_command
 
             self.agent = "claude"
-            check_claude_command(click.get_current_context().info_name or "")
+            check_claude_command(" ".join(command))
         return settings
 
     def check_folders(self, *, create: bool = False) -> None:
