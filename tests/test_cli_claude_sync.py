@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,18 @@ class Machine:
         assert done.returncode == 0, (args, done.stdout, done.stderr)
         assert "MEMORY.md was stale" not in done.stdout  # Claude's index is never rebuilt
         return done
+
+    def hook(self, event: str, payload: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+        """A Claude Code hook, run as Claude runs it (JSON on stdin, in the project)."""
+        return subprocess.run(
+            [sys.executable, "-m", "qmem_git", "hook", "--agent", "claude", event],
+            input=json.dumps(payload).encode(),
+            capture_output=True,
+            cwd=self.project,
+            env={**os.environ, **self.env},
+            timeout=60,
+            check=False,
+        )
 
     def write(self, rel: str, text: str) -> None:
         """As Claude's Write tool does; dated in the past, so no snapshot waits on it."""
@@ -315,3 +328,59 @@ def test_clone_merge_keeps_what_claude_already_wrote_on_the_new_machine(
     index = b.files()["MEMORY.md"].decode()
     assert index == "- [Own](own.md) — dark themes\n" + INDEX  # no base: every line kept
     assert_clean_repo(b.folder)
+
+
+def test_claudes_hooks_push_at_session_end_and_pull_at_session_start(
+    tmp_path: Path, remote: Path
+) -> None:
+    """Companion mode (Claude's auto-memory on): the hooks sync Claude's folder once it has a
+    remote, as they sync any store: a push after the session's snapshot, a pull at the start."""
+    a, b = started(tmp_path, remote)
+    ci = claude_memory("ci", "project", "CI runs on every push to main.")
+    a.write("ci.md", ci)
+    a.write("MEMORY.md", INDEX + "- [CI](ci.md) — every push\n")
+    # no session id: the end's steps (snapshot, sync) run at once, not after the watcher waits
+    end = {"session_id": "", "cwd": str(a.project), "hook_event_name": "SessionEnd"}
+    assert a.hook("session-end", {**end, "reason": "other"}).returncode == 0
+    log = a.folder.with_name("memory.qmem") / "hook.log"
+    assert poll(lambda: remote_files(remote).get("ci.md") == ci.encode()), log.read_text()
+    start = {"session_id": "s-b", "cwd": str(b.project), "hook_event_name": "SessionStart"}
+    started_b = b.hook("session-start", {**start, "source": "startup"})
+    assert started_b.returncode == 0 and started_b.stdout == b""  # companion: no context
+    assert poll(lambda: b.files() == a.files()), b.folder.with_name("memory.qmem") / "hook.log"
+    assert b.files()["MEMORY.md"] == (INDEX + "- [CI](ci.md) — every push\n").encode()
+
+
+def poll(condition: Callable[[], bool], seconds: float = 60.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_claudes_index_of_any_format_passes_the_checks_and_merges_byte_for_byte(
+    tmp_path: Path, remote: Path
+) -> None:
+    """A byte order mark, CRLF line ends, a table, a comment: Claude's MEMORY.md is not Qwen's
+    and is taken as it is on both sides of the sync (only the safety rules apply)."""
+    a = Machine(tmp_path, "laptop", "shop")
+    head_lines = "\ufeff# Claude memory\r\n\r\n| file | why |\r\n|---|---|\r\n<!-- kept -->\r\n"
+    a.write("MEMORY.md", head_lines + "- [Build](build-tool.md)\r\n")
+    a.write("build-tool.md", BUILD)
+    a.ok("init")
+    a.ok("remote", "add", "origin", str(remote))
+    a.ok("sync")
+    b = Machine(tmp_path, "desktop", "shop")
+    b.ok("clone", str(remote))
+    assert b.files() == a.files()
+    a.write("MEMORY.md", head_lines + "- [Build](build-tool.md)\r\n- [Y](y.md)\r\n")
+    b.write("MEMORY.md", head_lines + "- [X](x.md)\r\n- [Build](build-tool.md)\r\n")
+    a.ok("sync")
+    b.ok("sync")
+    a.ok("sync")
+    merged = head_lines + "- [X](x.md)\r\n- [Build](build-tool.md)\r\n- [Y](y.md)\r\n"
+    assert a.files()["MEMORY.md"] == b.files()["MEMORY.md"] == merged.encode("utf-8")
+    assert remote_files(remote)["MEMORY.md"] == merged.encode("utf-8")
+    fsck_bare(remote)

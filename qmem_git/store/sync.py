@@ -1311,11 +1311,12 @@ def _check_tip_contents(objects: Objects, known: Known, tip: str, refuse: Refusa
 def content_problem(path: str, data: bytes) -> str | None:
     """Why ``data`` may not be written as memory file ``path``; None when it may.
 
-    Safety only (``core.holdback``: path, size, UTF-8, secrets), the rules every local commit
-    follows, so a sync never refuses what a commit here let in, whatever its style; MEMORY.md
-    (always regenerated) and legacy topic files must also be free of conflict markers.
+    Safety only (``core.holdback``: path, size, UTF-8, conflict markers, secrets), the rules
+    every local commit follows, so a sync never refuses what a commit here let in, whatever its
+    style: MEMORY.md too (Claude Code's is committed as it is, a byte order mark included);
+    legacy topic files must also be readable as documents (no byte order mark).
     """
-    if path != INDEX_NAME and path not in LEGACY_TOPIC_FILES:
+    if path not in LEGACY_TOPIC_FILES:
         from qmem_git.core.holdback import hold_reason
 
         return hold_reason(path, data)
