@@ -332,7 +332,11 @@ def init(opts: Options, remote_url: str | None) -> None:
     settings = opts.settings(create=True)
     root = settings.layout.memory_root
     if opts.agent == "claude":
-        require(not remote_url, "--remote is not for Claude Code's folder", "drop --remote")
+        require(
+            not remote_url,
+            "--remote is not for Claude Code's folder",
+            "run `init` without it, then `remote add origin URL` and `sync`",
+        )
         init_claude_store(opts, settings)
         return
     if remote_url:

@@ -144,6 +144,8 @@ def started(tmp_path: Path, remote: Path) -> tuple[Machine, Machine]:
     assert where["memory_root"] == str(a.folder)
     a.write("build-tool.md", BUILD)
     a.write("MEMORY.md", INDEX)
+    refused = a.run("init", "--remote", str(remote))
+    assert refused.returncode == 2 and "remote add" in one_error_line(refused.stderr)
     a.ok("init")
     a.ok("remote", "add", "origin", str(remote))
     listed = a.ok("remote", "list", "--json")

@@ -34,10 +34,10 @@ from qmem_git.store.sync import (
     writer_locker,
 )
 from qmem_git.store.walk import check_store
+from qmem_git.store.workdir import iter_memory_files
 
 if TYPE_CHECKING:
     from qmem_git.store.asis import AsIsResult
-from qmem_git.store.workdir import iter_memory_files
 
 Progress = Callable[[str], None]
 
@@ -186,11 +186,17 @@ def _options(
 
 
 def _locker(
-    settings: Settings, identity: Identity, now: datetime, snapshots: list[AsIsResult]
+    settings: Settings,
+    identity: Identity,
+    now: datetime,
+    snapshots: list[AsIsResult] | None = None,
 ) -> Locker:
     """The writer lock as a sync takes it: one short tenure per phase that writes; in
-    Claude Code's folder, committing what is there as is instead of Qwen Code's recovery."""
+    Claude Code's folder, committing what is there as is (into ``snapshots``) instead of Qwen
+    Code's recovery."""
     if settings.agent == "claude":
+        taken = [] if snapshots is None else snapshots
+
         from qmem_git.store.asis import as_is_tenure
 
         def lock(recover: bool) -> contextlib.AbstractContextManager[RecoveryReport | None]:
@@ -201,7 +207,7 @@ def _locker(
                 now=now,
                 lock_timeout=settings.lock_timeout,
                 recover=recover,
-                snapshots=snapshots,
+                snapshots=taken,
             )
 
         return lock
@@ -299,7 +305,7 @@ def _adopt(
         identity=identity,
         host=settings.host,
         now=now,
-        lock=_locker(settings, identity, now, []),
+        lock=_locker(settings, identity, now),
         progress=progress,
     )
 
