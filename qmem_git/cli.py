@@ -68,7 +68,7 @@ class Options:
             from qmem_git.ops.claude import check_claude_command
 
             self.agent = "claude"
-            check_claude_command(click.get_current_context().info_name or "")
+            check_claude_command(" ".join(command))
         return settings
 
     def check_folders(self, *, create: bool = False) -> None:
@@ -332,7 +332,11 @@ def init(opts: Options, remote_url: str | None) -> None:
     settings = opts.settings(create=True)
     root = settings.layout.memory_root
     if opts.agent == "claude":
-        require(not remote_url, "--remote is not for Claude Code's folder", "drop --remote")
+        require(
+            not remote_url,
+            "--remote is not for Claude Code's folder",
+            "run `init` without it, then `remote add origin URL` and `sync`",
+        )
         init_claude_store(opts, settings)
         return
     if remote_url:

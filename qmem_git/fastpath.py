@@ -552,7 +552,7 @@ def fast_sync(opts: dict[str, object]) -> int | None:
             os.environ, project=project, memory_dir=memory_dir, with_model=False, tier=_tier(opts)
         )
         refuse_team_write(settings.layout, "sync")
-        if settings.agent == "claude":  # a Claude folder named by --memory-dir: click refuses
+        if settings.agent == "claude":  # a Claude folder named by --memory-dir: click syncs it
             return None
         outcome = run_sync(
             settings,

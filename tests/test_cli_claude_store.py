@@ -146,7 +146,18 @@ def test_recall_validate_and_status_read_claudes_memories(project: Path) -> None
 
 
 @pytest.mark.parametrize(
-    "args", [("remember", "x"), ("index",), ("forget", "pnpm"), ("dream", "--force"), ("sync",)]
+    "args",
+    [
+        ("remember", "x"),
+        ("index",),
+        ("forget", "pnpm"),
+        ("dream", "--force"),
+        ("undo",),
+        ("restore", "pnpm"),
+        ("extract", "--transcript", "t.jsonl"),
+        ("purge", "--secrets"),
+        ("repair",),
+    ],
 )
 def test_commands_that_would_write_into_claudes_folder_refuse(
     project: Path, args: tuple[str, ...]
@@ -172,7 +183,7 @@ def test_claudes_folder_named_by_memory_dir_is_still_claudes(project: Path) -> N
     named = ["--memory-dir", str(folder)]
     where = json.loads(run(project, *named, "where", "--json").stdout)
     assert where["mode"] == "claude" and where["state_dir"] == f"{folder}.qmem"
-    for args in (("remember", "x"), ("sync",), ("index",)):
+    for args in (("remember", "x"), ("undo",), ("index",)):
         refused = run(project, *named, *args)
         assert refused.returncode == 2 and "Claude owns" in refused.stderr, args
     assert run(folder, "recall", "pnpm build tool").returncode == 0  # standing in it

@@ -19,7 +19,9 @@ merged file map and a list of what was reconciled come out. The rules (issue 6, 
 - two paths a case-insensitive or normalising disk sees as one (``user/Notes.md`` from one side,
   ``user/notes.md`` from the other) are never both kept: the later spelling in sorted order
   (one the base already had keeps its name) moves to the next free ``-N`` name;
-- MEMORY.md is never merged (the caller regenerates it). Nothing ever writes conflict markers.
+- MEMORY.md is never merged (the caller regenerates it), unless it is the agent's own index
+  (Claude Code's, ``index_by_lines``): then it merges by lines (:func:`merge_lines`).
+  Nothing ever writes conflict markers.
 
 "Newer" compares the time each side last changed the file (the caller reads it from history);
 equal times fall back to comparing the texts, so the result does not depend on which machine
@@ -29,6 +31,7 @@ merges.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
@@ -89,10 +92,14 @@ def merge_trees(
     ours_times: Mapping[str, int] | None = None,
     theirs_times: Mapping[str, int] | None = None,
     reserved: Collection[str] = (),
+    index_by_lines: bool = False,
 ) -> MergeResult:
-    """Merge two descendants of ``base``; ``reserved`` paths exist outside the given maps."""
+    """Merge two descendants of ``base``; ``reserved`` paths exist outside the given maps.
+    ``index_by_lines``: MEMORY.md is the agent's own (Claude Code's), merged by lines."""
     files: dict[str, str] = {}
     notes: list[Reconciled] = []
+    if index_by_lines:
+        notes += _merge_index(base, ours, theirs, files)
     seconds: list[tuple[str, str]] = []
     for path in sorted({*base, *ours, *theirs} - {INDEX_NAME}):
         theirs_newer = _theirs_newer(
@@ -160,6 +167,62 @@ def clash_renames(paths: Collection[str], established: Collection[str] = ()) -> 
         if candidate != path:
             renames[path] = candidate
     return renames
+
+
+def _merge_index(
+    base: Mapping[str, str],
+    ours: Mapping[str, str],
+    theirs: Mapping[str, str],
+    files: dict[str, str],
+) -> list[Reconciled]:
+    """The agent's MEMORY.md into ``files``: the side that changed it, else merged by lines (a
+    side that deleted it loses to one that changed it, as any file does)."""
+    b, o, t = base.get(INDEX_NAME), ours.get(INDEX_NAME), theirs.get(INDEX_NAME)
+    notes = []
+    if o == t or t == b:
+        text = o
+    elif o == b:
+        text = t
+    elif o is None or t is None:
+        text = o if t is None else t
+    else:
+        text = merge_lines(b or "", o, t)
+        detail = f"{INDEX_NAME} was changed on both sides; every line either side added kept"
+        notes.append(Reconciled(INDEX_NAME, "lines-merged", detail))
+    if text is not None:
+        files[INDEX_NAME] = text
+    return notes
+
+
+def merge_lines(base: str, ours: str, theirs: str) -> str:
+    """Three-way merge by whole lines, without conflicts: our lines in our order, then the
+    lines only their side added, in their order. A line is dropped only where one side deleted
+    it (a base line that side no longer has); a line both sides added is kept once."""
+    b, o, t = Counter(_lines(base)), Counter(_lines(ours)), Counter(_lines(theirs))
+    # per line: the base copies both sides kept, plus what each side added (shared once)
+    keep = {line: min(b[line], o[line], t[line]) + max(0, o[line] - b[line]) for line in o}
+    extra = {line: max(0, t[line] - max(b[line], o[line])) for line in t}
+    merged = _take(_lines(ours), keep) + _take(_lines(theirs), extra)
+    ends = ours.endswith("\n") or (not ours and theirs.endswith("\n"))
+    return "\n".join(merged) + ("\n" if merged and ends else "")
+
+
+def _take(lines: list[str], quota: dict[str, int]) -> list[str]:
+    """``lines`` in order, each kept while its quota lasts."""
+    taken = []
+    for line in lines:
+        if quota[line] > 0:
+            quota[line] -= 1
+            taken.append(line)
+    return taken
+
+
+def _lines(text: str) -> list[str]:
+    """Lines without their ``\\n`` (a ``\\r`` stays part of its line, so bytes survive)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def _theirs_newer(ours_time: int, theirs_time: int, ours: str | None, theirs: str | None) -> bool:

@@ -1,9 +1,10 @@
 """``--agent claude``: Claude Code's own auto-memory folder as a store qmem-git only versions.
 
 Claude Code owns the folder (its memories and its own ``MEMORY.md``): qmem-git commits what is
-there as it is (``store.asis``) and reads it (recall, validate, log, diff, status), but never
-writes into it, so the commands that would (remember, extract, forget, dream, index, undo,
-restore, sync, ...) refuse it.
+there as it is (``store.asis``) and reads it (recall, validate, log, diff, status), and shares
+it through a remote (remote, sync, clone: only what Claude wrote, fetched or merged, is written
+into it; its MEMORY.md is merged by lines, never rebuilt). The commands that would write their
+own content into it (remember, extract, forget, dream, index, undo, restore, ...) refuse it.
 """
 
 from __future__ import annotations
@@ -20,10 +21,16 @@ if TYPE_CHECKING:
     from qmem_git.settings import Settings
     from qmem_git.store.asis import AsIsResult
 
-# what reads Claude's folder, or commits it as it is
+# what reads Claude's folder, commits it as it is, or shares it (by command path)
 CLAUDE_COMMANDS = frozenset(
     {
         "init",
+        "sync",
+        "clone",
+        "remote",
+        "remote add",
+        "remote remove",
+        "remote list",
         "where",
         "snapshot",
         "recall",
@@ -50,7 +57,8 @@ def check_claude_command(command: str) -> None:
         return
     raise UsageError(
         f"`{command}` would write into Claude Code's auto-memory folder, which Claude owns",
-        "qmem-git only versions and reads it (snapshot, log, diff, recall, validate); "
+        "qmem-git only versions, reads and shares it (snapshot, log, diff, recall, validate, "
+        "sync); "
         "run the command without --agent claude for qmem-git's own store",
     )
 

@@ -11,7 +11,7 @@ import contextlib
 import os
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from qmem_git.core.model import INDEX_NAME
 from qmem_git.errors import QmemError
@@ -36,18 +36,24 @@ from qmem_git.store.sync import (
 from qmem_git.store.walk import check_store
 from qmem_git.store.workdir import iter_memory_files
 
+if TYPE_CHECKING:
+    from qmem_git.store.asis import AsIsResult
+
 Progress = Callable[[str], None]
 
 
 class SyncOutcome(NamedTuple):
-    """A sync's result plus what recovery committed or repaired before it."""
+    """A sync's result plus what recovery committed or repaired before it (Claude Code's
+    folder: what it committed as is, ``snapshot``)."""
 
     result: SyncResult
     recovery: RecoveryReport | None = None
+    snapshot: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = self.result.as_dict()
         data["recovered_commit"] = self.recovery.commit if self.recovery else None
+        data["snapshot_commit"] = self.snapshot
         return data
 
 
@@ -142,12 +148,16 @@ def run_sync(
     force: bool = False,
     progress: Progress | None = None,
 ) -> SyncOutcome:
-    """Fetch, fast-forward or merge, push; one merge commit at most (exit 5 on network errors)."""
+    """Fetch, fast-forward or merge, push; one merge commit at most (exit 5 on network errors).
+
+    Claude Code's folder: its changes are committed as they are first (``store.asis``), and
+    its MEMORY.md, Claude's own, is merged by lines, never rebuilt."""
     require_store(settings)
     git_dir = _git_dir(settings)
     chosen = remotes.get_remote(git_dir, remote) if remote else remotes.default_remote(git_dir)
-    options = SyncOptions(dry_run=dry_run, push=push, force=force, timeout=timeout_for(settings))
+    options = _options(settings, dry_run=dry_run, push=push, force=force)
     identity = identity_for(settings)
+    snapshots: list[AsIsResult] = []
     result, report = sync_remote(
         settings.layout,
         chosen.name,
@@ -156,14 +166,51 @@ def run_sync(
         identity=identity,
         host=settings.host,
         now=now,
-        lock=_locker(settings, identity, now),
+        lock=_locker(settings, identity, now, snapshots),
         progress=progress,
     )
-    return SyncOutcome(result, report)
+    return SyncOutcome(result, report, snapshots[0].commit if snapshots else None)
 
 
-def _locker(settings: Settings, identity: Identity, now: datetime) -> Locker:
-    """The writer lock as a sync takes it: one short tenure per phase that writes."""
+def _options(
+    settings: Settings, *, dry_run: bool = False, push: bool = True, force: bool = False
+) -> SyncOptions:
+    """What a sync of this store does: Claude Code's MEMORY.md is Claude's, taken as is."""
+    return SyncOptions(
+        dry_run=dry_run,
+        push=push,
+        force=force,
+        timeout=timeout_for(settings),
+        index_as_is=settings.agent == "claude",
+    )
+
+
+def _locker(
+    settings: Settings,
+    identity: Identity,
+    now: datetime,
+    snapshots: list[AsIsResult] | None = None,
+) -> Locker:
+    """The writer lock as a sync takes it: one short tenure per phase that writes; in
+    Claude Code's folder, committing what is there as is (into ``snapshots``) instead of Qwen
+    Code's recovery."""
+    if settings.agent == "claude":
+        taken = [] if snapshots is None else snapshots
+
+        from qmem_git.store.asis import as_is_tenure
+
+        def lock(recover: bool) -> contextlib.AbstractContextManager[RecoveryReport | None]:
+            return as_is_tenure(
+                settings.layout,
+                identity=identity,
+                host=settings.host,
+                now=now,
+                lock_timeout=settings.lock_timeout,
+                recover=recover,
+                snapshots=taken,
+            )
+
+        return lock
     return writer_locker(
         settings.layout,
         identity=identity,
@@ -212,8 +259,14 @@ def connect(
     """
     layout = settings.layout
     normalized = remotes.normalize_url(url, settings.cwd)
-    ensure_scaffold(layout, now)
-    init_repo(layout, hook_command())
+    if settings.agent == "claude":  # nothing written into Claude's folder
+        from qmem_git.ops.claude import init_claude
+
+        check_store(layout)
+        init_claude(settings)
+    else:
+        ensure_scaffold(layout, now)
+        init_repo(layout, hook_command())
     known = {remote.name for remote in remotes.list_remotes(_git_dir(settings))}
     remote = _ensure_remote(settings, name, normalized)
     try:
@@ -233,7 +286,8 @@ def _connect(
         adopted = _adopt(settings, remote, now, progress)
         if adopted.action == "cloned":
             return CloneOutcome(root, remote, "cloned", adopted)
-    commit_existing(settings, now)
+    if settings.agent != "claude":  # Claude's folder: the sync commits it as it is first
+        commit_existing(settings, now)
     result = run_sync(settings, now, remote=remote.name, progress=progress).result
     mode = "merged" if result.merge_commit else result.action
     return CloneOutcome(root, remote, mode, result)
@@ -247,7 +301,7 @@ def _adopt(
         settings.layout,
         remote.name,
         _transport_factory(settings, remote),
-        SyncOptions(timeout=timeout_for(settings)),
+        _options(settings),
         identity=identity,
         host=settings.host,
         now=now,
@@ -271,15 +325,26 @@ def _ensure_remote(settings: Settings, name: str, url: str) -> Remote:
 
 
 def _has_local_memories(settings: Settings) -> bool:
-    """Memory documents in the work tree or in HEAD (an empty MEMORY.md does not count)."""
+    """Memory documents in the work tree or in HEAD (an empty MEMORY.md does not count; in
+    Claude Code's folder, MEMORY.md is Claude's own and counts unless empty)."""
     root = settings.layout.memory_root
+    claude = settings.agent == "claude"
     if next(iter_memory_files(root), None) is not None:
+        return True
+    if claude and _size(os.path.join(root, INDEX_NAME)):
         return True
     if not os.path.isdir(repository(root)):
         return False
     from qmem_git.ops.lifecycle import has_commits
 
-    return has_commits(root) and tree_has_memories(settings.layout)
+    return has_commits(root) and (claude or tree_has_memories(settings.layout))
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 # --- text for the CLI -------------------------------------------------------------------------

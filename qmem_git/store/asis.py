@@ -4,11 +4,14 @@ Claude Code writes its memories and its own ``MEMORY.md`` (a different index for
 Code's), so nothing here writes into the folder: every ``*.md`` (``MEMORY.md`` included) is
 committed byte for byte, and a file that must not be committed (``core.holdback``: a secret,
 over the size limit, not UTF-8, still being written) stays out of history, its HEAD version
-kept. One commit per snapshot, under the store's writer lock, by compare-and-swap.
+kept. One commit per snapshot, under the store's writer lock, by compare-and-swap. A sync
+of the folder (``as_is_tenure``) commits it this way before it writes the fetched or merged
+files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -23,10 +26,11 @@ from qmem_git.errors import RepoLocked
 from qmem_git.store.walk import memory_paths
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from datetime import datetime
 
     from qmem_git.core.paths import Layout
+    from qmem_git.store.recovery import RecoveryReport
     from qmem_git.store.repo import Identity, Repository
 
 SOURCE_TRAILER = ("Qmem-Source", "claude")
@@ -55,9 +59,31 @@ def snapshot_as_is(
 ) -> AsIsResult:
     """One commit of every change in the folder since HEAD, files taken as they are."""
     from qmem_git.store.locks import writer_lock
+
+    with writer_lock(layout, lock_timeout):
+        return commit_as_is(
+            layout,
+            identity=identity,
+            host=host,
+            now=now,
+            quiet_seconds=quiet_seconds,
+            dry_run=dry_run,
+        )
+
+
+def commit_as_is(
+    layout: Layout,
+    *,
+    identity: Callable[[], Identity],
+    host: str,
+    now: datetime,
+    quiet_seconds: float,
+    dry_run: bool = False,
+) -> AsIsResult:
+    """:func:`snapshot_as_is` for a caller that holds the writer lock."""
     from qmem_git.store.repo import Repository
 
-    with writer_lock(layout, lock_timeout), Repository(layout.memory_root) as repo:
+    with Repository(layout.memory_root) as repo:
         branch, parent = repo.head()
         base = repo.tree_of(parent)
         old = repo.flatten(base)
@@ -79,6 +105,46 @@ def snapshot_as_is(
 
         update_index(repo, touched, commit)
         return AsIsResult(commit, changes, message, held)
+
+
+@contextlib.contextmanager
+def as_is_tenure(
+    layout: Layout,
+    *,
+    identity: Identity,
+    host: str,
+    now: datetime,
+    lock_timeout: float,
+    recover: bool,
+    snapshots: list[AsIsResult],
+) -> Iterator[RecoveryReport | None]:
+    """The writer lock as a sync of this folder takes it (``store.sync.Locker``). With
+    ``recover``, first what a killed writer left is cleared, then every change in the folder
+    is committed as it is (appended to ``snapshots``), files that must not be committed held
+    back: never Qwen Code's recovery, which would rebuild MEMORY.md. No file is held back as
+    still being written (``quiet_seconds`` 0, as a Qwen store's sync): the sync writes the
+    folder next, so what is there must be in history first."""
+    from qmem_git.store import locks
+    from qmem_git.store.recovery import clear_interrupted
+    from qmem_git.store.repo import Repository
+
+    with locks.writer_tenure(layout, lock_timeout):
+        if not recover:
+            yield None
+            return
+        with Repository(layout.memory_root) as repo:
+            cleared = clear_interrupted(repo)
+        done = commit_as_is(layout, identity=lambda: identity, host=host, now=now, quiet_seconds=0)
+        snapshots.append(done)
+        said = () if done.commit is None else (_committed(done),)
+        yield cleared._replace(
+            held=tuple(sorted(done.held.items())), warnings=cleared.warnings + said
+        )
+
+
+def _committed(done: AsIsResult) -> str:
+    assert done.commit is not None
+    return f"committed {len(done.changes)} changed file(s) as {done.commit[:12]} (op snapshot)"
 
 
 def _survey(

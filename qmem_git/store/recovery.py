@@ -212,11 +212,7 @@ def _recover(
             found.held.setdefault(rel, SYMLINK)
     cuts = {} if seen.cut is None else {survey.NEWEST: seen.cut}
     state = WorkState(_render_files(seen.files, seen.linked), index, cuts, candidates, started)
-    warnings = []
-    if undone is not None:
-        op, paths = undone
-        put_back = f"put back {', '.join(paths)}" if paths else "no file had changed yet"
-        warnings.append(f"an interrupted {op} was undone: {put_back}")
+    warnings = [] if undone is None else [_undone_message(*undone)]
     commit, changes = _commit(layout, found, identity, host, now, state, commit_changes)
     if commit_changes and found.index_stale and not found.index_new and commit is None:
         warnings.append(INDEX_REWRITTEN)
@@ -234,6 +230,21 @@ def _recover(
         warnings=tuple(warnings),
     )
     return report, state
+
+
+def clear_interrupted(repo: Repository) -> RecoveryReport:
+    """What a killed writer left in a folder whose files are committed as they are
+    (``store.asis``, Claude Code's): stale lock files removed, a half-applied write's files put
+    back. Nothing is committed and MEMORY.md is not rebuilt: the caller commits as is."""
+    removed = _remove_stale_locks(repo.git_dir)
+    undone = _undo_interrupted(repo, repo.head()[1])
+    warnings = () if undone is None else (_undone_message(*undone),)
+    return RecoveryReport(removed_locks=tuple(removed), warnings=warnings)
+
+
+def _undone_message(op: str, paths: list[str]) -> str:
+    put_back = f"put back {', '.join(paths)}" if paths else "no file had changed yet"
+    return f"an interrupted {op} was undone: {put_back}"
 
 
 def _undo_interrupted(repo: Repository, head: str | None) -> tuple[str, list[str]] | None:

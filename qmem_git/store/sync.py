@@ -126,12 +126,16 @@ Progress = Callable[[str], None]
 
 
 class SyncOptions(NamedTuple):
-    """What the caller asked for; ``timeout`` bounds every network wait (seconds)."""
+    """What the caller asked for; ``timeout`` bounds every network wait (seconds).
+
+    ``index_as_is``: MEMORY.md is the agent's own (Claude Code's), not generated: a merge
+    merges it by lines, and it is never rebuilt after a fast-forward or clone."""
 
     dry_run: bool = False
     push: bool = True
     force: bool = False
     timeout: float = 20.0
+    index_as_is: bool = False
 
 
 class SyncResult:
@@ -1307,11 +1311,12 @@ def _check_tip_contents(objects: Objects, known: Known, tip: str, refuse: Refusa
 def content_problem(path: str, data: bytes) -> str | None:
     """Why ``data`` may not be written as memory file ``path``; None when it may.
 
-    Safety only (``core.holdback``: path, size, UTF-8, secrets), the rules every local commit
-    follows, so a sync never refuses what a commit here let in, whatever its style; MEMORY.md
-    (always regenerated) and legacy topic files must also be free of conflict markers.
+    Safety only (``core.holdback``: path, size, UTF-8, conflict markers, secrets), the rules
+    every local commit follows, so a sync never refuses what a commit here let in, whatever its
+    style: MEMORY.md too (Claude Code's is committed as it is, a byte order mark included);
+    legacy topic files must also be readable as documents (no byte order mark).
     """
-    if path != INDEX_NAME and path not in LEGACY_TOPIC_FILES:
+    if path not in LEGACY_TOPIC_FILES:
         from qmem_git.core.holdback import hold_reason
 
         return hold_reason(path, data)
@@ -1470,13 +1475,17 @@ class MergePlan(NamedTuple):
     theirs_files: dict[str, str]
 
 
-def plan_merge(objects: Objects, ours: str, theirs: str, base: str | None) -> MergePlan:
-    """Three-way merge of the two trees; only paths that differ between the sides are read."""
+def plan_merge(
+    objects: Objects, ours: str, theirs: str, base: str | None, *, index_as_is: bool = False
+) -> MergePlan:
+    """Three-way merge of the two trees; only paths that differ between the sides are read.
+    ``index_as_is``: MEMORY.md is merged by lines with the rest (``SyncOptions``)."""
     from qmem_git.core.merge import merge_trees  # only a diverged sync merges
 
-    ours_files = memory_files(objects.files(ours))
-    theirs_files = memory_files(objects.files(theirs))
-    base_files = memory_files(objects.files(base))
+    keep = dict if index_as_is else memory_files
+    ours_files = keep(objects.files(ours))
+    theirs_files = keep(objects.files(theirs))
+    base_files = keep(objects.files(base))
     differing = {
         p for p in {*ours_files, *theirs_files} if ours_files.get(p) != theirs_files.get(p)
     }
@@ -1493,6 +1502,7 @@ def plan_merge(objects: Objects, ours: str, theirs: str, base: str | None) -> Me
         ours_times=last_change_times(objects, ours, both_changed & set(ours_files)),
         theirs_times=last_change_times(objects, theirs, both_changed & set(theirs_files)),
         reserved=same,
+        index_by_lines=index_as_is,
     )
     files = {p: ours_files[p] for p in same}
     new_blobs: dict[str, bytes] = {}
@@ -1635,7 +1645,8 @@ def commit_merge(
     for data in plan.new_blobs.values():
         repo.add(Blob.from_string(data))
     ours_all = objects.files(ours)
-    old = {p: s for p, s in ours_all.items() if p != INDEX_NAME}
+    index_merged = INDEX_NAME in plan.files  # the agent's own MEMORY.md: merged, not rebuilt
+    old = ours_all if index_merged else {p: s for p, s in ours_all.items() if p != INDEX_NAME}
 
     def read(sha: str) -> bytes:
         return plan.new_blobs[sha] if sha in plan.new_blobs else objects.blob(sha)
@@ -1670,17 +1681,13 @@ def _write_merge(
     read: Callable[[str], bytes],
     now: datetime,
 ) -> _MergeWrite:
-    """The merged files and MEMORY.md into the work tree; the merge's tree."""
-    commit_time = int(now.timestamp())
+    """The merged files and MEMORY.md (regenerated, unless the plan merged it) into the work
+    tree; the merge's tree."""
     ours_all = objects.files(ours)
     touched = checkout(repo, old, plan.files, times, read)
-    index_data = render_index(repo.root).text.encode("utf-8")
-    index_sha = repo.add(Blob.from_string(index_data))
-    index_path = os.path.join(repo.root, INDEX_NAME)
-    if ours_all.get(INDEX_NAME) != index_sha or not same_content(index_path, index_data):
-        atomic_write(index_path, index_data, commit_time * 1_000_000_000, mode=FILE_MODE_BITS)
-        touched[INDEX_NAME] = index_sha
-    new_files = {**plan.files, INDEX_NAME: index_sha}
+    new_files = dict(plan.files)
+    if INDEX_NAME not in plan.files:
+        new_files[INDEX_NAME] = _write_index(repo, ours_all.get(INDEX_NAME), touched, now)
     changes = _file_changes(ours_all, new_files)
     ours_tree = objects.tree_of(ours)
     assert ours_tree is not None
@@ -1689,6 +1696,20 @@ def _write_merge(
     updates = {c.path: new_files.get(c.path) for c in changes}
     tree = repo.build_tree(ours_tree, updates) if updates else ours_tree
     return _MergeWrite(touched, changes, tree)
+
+
+def _write_index(
+    repo: Repository, committed: str | None, touched: dict[str, str | None], now: datetime
+) -> str:
+    """Regenerate MEMORY.md from the merged files; its blob id."""
+    index_data = render_index(repo.root).text.encode("utf-8")
+    index_sha = repo.add(Blob.from_string(index_data))
+    index_path = os.path.join(repo.root, INDEX_NAME)
+    if committed != index_sha or not same_content(index_path, index_data):
+        mtime_ns = int(now.timestamp()) * 1_000_000_000
+        atomic_write(index_path, index_data, mtime_ns, mode=FILE_MODE_BITS)
+        touched[INDEX_NAME] = index_sha
+    return index_sha
 
 
 def _sync_record(old: Mapping[str, str], new: Mapping[str, str], parent: str | None) -> Journal:
@@ -1960,7 +1981,7 @@ def _apply(run: _SyncRun, fetched: Fetched) -> tuple[str, str | None] | None:
     if options.dry_run:
         if options.push and local is not None and kind in ("ahead", "diverged"):
             OutgoingCheck(objects, remote_head).check(local)  # what the real run refuses
-        _describe_dry_run(result, objects, kind, local, remote_head, base, options.push)
+        _describe_dry_run(result, objects, kind, local, remote_head, base, options)
         return None
     fetched.quarantine.install()
     repo = _open(repo.root)
@@ -2013,6 +2034,8 @@ def _fast_forward_to(
     result.changed_paths = fast_forward(repo, objects, local, remote_head)
     result.action = "fast-forward"
     result.head = remote_head
+    if run.options.index_as_is:  # the agent's own MEMORY.md, taken as the remote has it
+        return None
     index_commit = rebuild_stale_index(
         run.layout, run.name, identity=run.identity, host=run.host, now=run.now
     )
@@ -2036,7 +2059,7 @@ def _merge_if_diverged(
     if kind == "diverged":
         assert remote_head is not None
         _say(run.progress, f"merging {run.name}/main")
-        plan = plan_merge(objects, local, remote_head, base)
+        plan = plan_merge(objects, local, remote_head, base, index_as_is=run.options.index_as_is)
         head, changed = commit_merge(
             repo,
             objects,
@@ -2105,12 +2128,12 @@ def _describe_dry_run(
     local: str | None,
     remote_head: str | None,
     base: str | None,
-    push: bool = True,
+    options: SyncOptions,
 ) -> None:
     """What the sync would do, computed from the quarantine (which is then thrown away);
     without ``push`` local commits stay ``ahead``, as the real run leaves them."""
     result.head = local
-    ahead = "pushed" if push else "ahead"
+    ahead = "pushed" if options.push else "ahead"
     names = {"same": "up-to-date", "empty": "empty", "behind": "fast-forward", "ahead": ahead}
     result.action = names.get(kind, "merged")
     if kind == "behind":
@@ -2119,7 +2142,7 @@ def _describe_dry_run(
         result.changed_paths = sorted(p for p in {*old, *new} if old.get(p) != new.get(p))
     if kind == "diverged":
         assert local is not None and remote_head is not None
-        plan = plan_merge(objects, local, remote_head, base)
+        plan = plan_merge(objects, local, remote_head, base, index_as_is=options.index_as_is)
         result.reconciled = list(plan.result.reconciled)
         ours = plan.ours_files
         result.changed_paths = sorted(
@@ -2346,6 +2369,8 @@ def _take_history(run: _SyncRun, fetched: Fetched) -> None:
     _set_tracking(repo, run.name, remote_head)
     result.action = "cloned"
     result.head = remote_head
+    if run.options.index_as_is:  # the agent's own MEMORY.md, taken as the remote has it
+        return
     result.index_commit = rebuild_stale_index(
         layout, run.name, identity=run.identity, host=run.host, now=run.now
     )
