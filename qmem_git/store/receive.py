@@ -176,7 +176,7 @@ class LocalReceiver:
         self.timeout = timeout
         self.progress = progress
         self._deadline: float | None = None  # set when the first hook starts
-        with LocalRepository(path) as target:
+        with LocalRepository(path, self.env) as target:
             self.git_dir = target.git_dir
             self.config = target.config
             self.bare = target.bare

@@ -217,13 +217,16 @@ def _config_path(git_dir: str) -> str:
 
 
 def _load_config(git_dir: str) -> ConfigFile:
+    """The config to change (dulwich's writer keeps every other line as it is)."""
     from qmem_git.store.gitconfig import read_git_config
 
     return read_git_config(git_dir)
 
 
 def list_remotes(git_dir: str) -> list[Remote]:
-    config = _load_config(git_dir)
+    from qmem_git.store.gitconfig import read_config_fast
+
+    config = read_config_fast(git_dir)
     remotes = []
     for section in config.sections():
         if len(section) == 2 and section[0] == b"remote":
