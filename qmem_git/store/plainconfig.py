@@ -36,7 +36,9 @@ class ConfigReader(Protocol):
 
     def get(self, section: tuple[bytes, ...], name: bytes) -> bytes: ...
 
-    def get_boolean(self, section: tuple[bytes, ...], name: bytes, default: bool) -> bool | None: ...
+    def get_boolean(
+        self, section: tuple[bytes, ...], name: bytes, default: bool
+    ) -> bool | None: ...
 
 
 class FileReader(ConfigReader, Protocol):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import os
 import shutil
 import stat
@@ -509,8 +510,12 @@ class Quarantine:
         return sorted(os.listdir(pack_dir))
 
     def install(self) -> None:
-        """Move the checked packs into the repository (.pack before .idx, as C git does)."""
+        """Move the checked objects into the repository: loose ones, then packs (.pack
+        before .idx, as C git does)."""
+        from qmem_git.store.loose import migrate_loose
+
         self.store.close()
+        migrate_loose(self.path, self.objects_dir)
         pack_dir = os.path.join(self.path, "pack")
         target = os.path.join(self.objects_dir, "pack")
         os.makedirs(target, exist_ok=True)
@@ -659,25 +664,28 @@ def _download(
 def _copy_local_packs(
     repo: Repository, transport: Transport, wants: _MainWanted, quarantine: Quarantine
 ) -> bool:
-    """A clone from a local remote whose objects are all packed: its packs are copied (hard
-    links where possible, as ``git clone`` does locally) instead of being unpacked and packed
-    again; the checks then read only what ``main`` reaches, verifying every id. False when
-    this does not apply (something here already, loose objects or alternates there)."""
+    """A clone from a local remote: its packs and loose objects (a small push leaves its
+    objects loose there, as C git's does) are copied (hard links where possible, as ``git
+    clone`` does locally) instead of being unpacked and packed again; the checks then read
+    only what ``main`` reaches, verifying every id. False when this does not apply (something
+    here already, or alternates there)."""
     if url_kind(transport.url) not in ("local", "file") or repo.head()[1] is not None:
         return False
     from dulwich.repo import Repo
 
+    from qmem_git.store.packscan import check_loose
+
     with Repo(transport.path) as source:
         objects_dir = os.fspath(source.object_store.path)
         pack_dir = os.path.join(objects_dir, "pack")
-        if _has_loose_objects(objects_dir) or os.path.exists(
-            os.path.join(objects_dir, "info", "alternates")
-        ):
+        if os.path.exists(os.path.join(objects_dir, "info", "alternates")):
             return False
         if not wants(source.get_refs()):
             return True
         names = [n[:-5] for n in os.listdir(pack_dir) if n.endswith(".pack")]
-        _check_pack_sizes(os.path.join(pack_dir, n + ".pack") for n in names)
+        loose = _loose_files(objects_dir)
+        packs = (os.path.join(pack_dir, n + ".pack") for n in names)
+        _check_pack_sizes(itertools.chain(packs, (os.path.join(objects_dir, p) for p in loose)))
         for name in names:
             for suffix in (".pack", ".idx"):
                 _link_or_copy(
@@ -685,7 +693,25 @@ def _copy_local_packs(
                     os.path.join(quarantine.path, "pack", name + suffix),
                 )
             check_pack_file(os.path.join(quarantine.path, "pack", name + ".pack"))
+        for path in loose:
+            os.makedirs(os.path.join(quarantine.path, path[:2]), exist_ok=True)
+            _link_or_copy(os.path.join(objects_dir, path), os.path.join(quarantine.path, path))
+            check_loose(os.path.join(quarantine.path, path))  # before anything inflates it
     return True
+
+
+def _loose_files(objects_dir: str) -> list[str]:
+    """``ab/cdef...`` of every loose object in ``objects_dir``."""
+    from qmem_git.store.loose import object_path
+
+    found = []
+    for name in os.listdir(objects_dir):
+        folder = os.path.join(objects_dir, name)
+        if len(name) == 2 and os.path.isdir(folder):
+            for rest in os.listdir(folder):
+                if object_path(objects_dir, name + rest) is not None:
+                    found.append(os.path.join(name, rest))
+    return found
 
 
 def _check_pack_sizes(paths: Iterator[str]) -> None:
@@ -2172,8 +2198,8 @@ def pack_objects(repo: Repository, minimum: int = 1) -> int:
     store = repo.objects
     try:
         packed = 0
-        if _count_loose(repo.objects_dir, minimum) >= minimum:
-            packed = _pack_loose(store, repo.objects_dir)
+        if count_loose(repo.objects_dir, minimum) >= minimum:
+            packed = pack_loose(store, repo.objects_dir)
         packs = store.packs
         if len(packs) > REPACK_THRESHOLD:
             _fold_small_packs(store, packs)
@@ -2183,7 +2209,7 @@ def pack_objects(repo: Repository, minimum: int = 1) -> int:
         damaged_packs(repo.git_dir)  # the fetched packs and those just made, checked now
 
 
-def _pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
+def pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
     """Write the loose objects into one new pack, then delete them; their count.
 
     dulwich's ``pack_loose_objects`` first compares the new pack's name with every existing
@@ -2257,7 +2283,7 @@ def _fold_small_packs(store: DiskObjectStore, packs: list[Pack]) -> None:
                 os.unlink(base + suffix)
 
 
-def _count_loose(objects_dir: str, enough: int) -> int:
+def count_loose(objects_dir: str, enough: int) -> int:
     """How many loose objects ``objects_dir`` holds, counted up to ``enough`` at least."""
     count = 0
     for name in os.listdir(objects_dir):
