@@ -103,6 +103,7 @@ if TYPE_CHECKING:
     from dulwich.pack import Pack, UnpackedObject
 
     from qmem_git.core.merge import MergeResult, Reconciled
+    from qmem_git.store.locks import TryLock
     from qmem_git.store.packscan import SizeChecks
     from qmem_git.store.recovery import RecoveryReport
 
@@ -485,14 +486,22 @@ def _oid(sha: str) -> ObjectID:
 
 
 class Quarantine:
-    """An object store for incoming objects that sees the real store through alternates."""
+    """An object store for incoming objects that sees the real store through alternates.
+
+    Made on disk only when something is to be fetched (:meth:`open`): a sync that finds the
+    remote's ``main`` here already (a push) writes no folder, lock or store for nothing."""
 
     def __init__(self, git_dir: str, objects_dir: str) -> None:
-        from dulwich.object_store import DiskObjectStore
+        self.path = os.path.join(git_dir, QUARANTINE_PREFIX + os.urandom(6).hex())
+        self.objects_dir = objects_dir
+        self.owner: TryLock | None = None
+        self._store: DiskObjectStore | None = None
 
+    def open(self) -> Quarantine:
+        if self.owner is not None:
+            return self
         from qmem_git.store.locks import TryLock
 
-        self.path = os.path.join(git_dir, QUARANTINE_PREFIX + os.urandom(6).hex())
         os.makedirs(self.path)
         # held while this sync uses it (the fetch runs outside the writer lock): a quarantine
         # whose owner lock can be taken belongs to a sync that died
@@ -500,10 +509,24 @@ class Quarantine:
         self.owner.acquire()
         os.makedirs(os.path.join(self.path, "pack"))
         os.makedirs(os.path.join(self.path, "info"))
-        self.objects_dir = objects_dir
-        self.store: DiskObjectStore = DiskObjectStore(
-            self.path, alternates=[objects_dir], delta_base_cache_limit=DELTA_BASE_CACHE_BYTES
-        )
+        return self
+
+    @property
+    def opened(self) -> bool:
+        return self.owner is not None
+
+    @property
+    def store(self) -> DiskObjectStore:
+        if self._store is None:
+            from dulwich.object_store import DiskObjectStore
+
+            self.open()
+            self._store = DiskObjectStore(
+                self.path,
+                alternates=[self.objects_dir],
+                delta_base_cache_limit=DELTA_BASE_CACHE_BYTES,
+            )
+        return self._store
 
     def pack_files(self) -> list[str]:
         pack_dir = os.path.join(self.path, "pack")
@@ -512,9 +535,11 @@ class Quarantine:
     def install(self) -> None:
         """Move the checked objects into the repository: loose ones, then packs (.pack
         before .idx, as C git does)."""
+        if not self.opened:
+            return
         from qmem_git.store.loose import migrate_loose
 
-        self.store.close()
+        self._close_store()
         migrate_loose(self.path, self.objects_dir)
         pack_dir = os.path.join(self.path, "pack")
         target = os.path.join(self.objects_dir, "pack")
@@ -526,9 +551,14 @@ class Quarantine:
                     os.replace(os.path.join(pack_dir, name), os.path.join(target, name))
 
     def discard(self) -> None:
-        self.store.close()
-        shutil.rmtree(self.path, ignore_errors=True)
-        self.owner.release()
+        self._close_store()
+        if self.owner is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.owner.release()
+
+    def _close_store(self) -> None:
+        if self._store is not None:
+            self._store.close()
 
 
 def remove_stale_quarantines(git_dir: str) -> None:
@@ -573,14 +603,16 @@ def fetch(
     quarantine = Quarantine(repo.git_dir, repo.objects_dir)
     try:
         wants = _MainWanted(repo.objects)
-        if not _copy_local_packs(repo, transport, wants, quarantine):
-            spool = os.path.join(quarantine.path, "incoming.pack")
+        if _nothing_to_fetch(transport, wants, timeout):
+            pass  # a local remote whose main is here already (a push): no quarantine
+        elif not _copy_local_packs(repo, transport, wants, quarantine):
+            spool = os.path.join(quarantine.open().path, "incoming.pack")
             _download(repo, transport, wants, spool, progress, timeout)
             check_pack_file(spool)  # before dulwich inflates any object of it whole
             _add_spooled_pack(quarantine, spool)
         if wants.others:
             raise _no_main(transport, wants.others)
-        objects = Objects(quarantine.store)
+        objects = Objects(quarantine.store if quarantine.opened else repo.objects)
         fetched = Fetched(wants.head, quarantine, objects)
         if wants.head is not None:
             known = KnownObjects(repo.objects)
@@ -595,6 +627,16 @@ def fetch(
     except BaseException:
         quarantine.discard()
         raise
+
+
+def _nothing_to_fetch(transport: Transport, wants: _MainWanted, timeout: float) -> bool:
+    """For a local remote: its refs read first, True when its ``main`` is here already (or
+    it has none). A network remote is asked once, in the fetch itself."""
+    if url_kind(transport.url) not in ("local", "file"):
+        return False
+    with _network(transport, "fetching from", timeout):
+        refs = transport.client.get_refs(_path_bytes(transport)).refs
+    return not wants({ref: sha for ref, sha in refs.items() if sha is not None})
 
 
 class KnownObjects:
@@ -673,6 +715,7 @@ def _copy_local_packs(
         return False
     from dulwich.repo import Repo
 
+    quarantine.open()
     from qmem_git.store.packscan import check_loose
 
     with Repo(transport.path) as source:
