@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
@@ -140,6 +139,8 @@ def _remove_stale_incoming(objects_dir: str) -> None:
         for name in os.listdir(objects_dir):
             path = os.path.join(objects_dir, name)
             if name.startswith(INCOMING_PREFIX) and os.lstat(path).st_mtime < cutoff:
+                import shutil  # lazily: it imports bz2 and lzma
+
                 shutil.rmtree(path, ignore_errors=True)
 
 
@@ -267,6 +268,8 @@ class LocalReceiver:
                 _migrate_packs(os.path.join(quarantine, "pack"), self.objects_dir)
             return declined
         finally:
+            import shutil  # lazily: it imports bz2 and lzma
+
             shutil.rmtree(quarantine, ignore_errors=True)
 
     def _store_objects(

@@ -34,7 +34,6 @@ import contextlib
 import heapq
 import itertools
 import os
-import shutil
 import stat
 import time
 from collections import OrderedDict
@@ -116,6 +115,7 @@ REPACK_THRESHOLD = 16
 # loose objects a sync leaves loose (C git's gc.auto waits for 6,700): a commit makes ~5, and
 # packing them at every sync cost three disk flushes (pack, index, folder) per push
 LOOSE_OBJECTS_TO_PACK = 128
+NEAR_COMMITS = 64  # how far a sync looks for one side's tip in the other's history first
 MAX_TREE_ENTRIES = 20_000  # files in one folder of a memory store: far more than an agent reads
 Progress = Callable[[str], None]
 
@@ -553,6 +553,8 @@ class Quarantine:
     def discard(self) -> None:
         self._close_store()
         if self.owner is not None:
+            import shutil  # lazily: it imports bz2 and lzma
+
             shutil.rmtree(self.path, ignore_errors=True)
             self.owner.release()
 
@@ -574,6 +576,8 @@ def remove_stale_quarantines(git_dir: str) -> None:
             owner = TryLock(os.path.join(path, OWNER_LOCK))
             with contextlib.suppress(OSError):
                 if owner.acquire():
+                    import shutil  # lazily: it imports bz2 and lzma
+
                     shutil.rmtree(path, ignore_errors=True)
             owner.release()
 
@@ -766,6 +770,8 @@ def _link_or_copy(source: str, target: str) -> None:
     try:
         os.link(source, target)
     except OSError:
+        import shutil  # lazily: it imports bz2 and lzma
+
         shutil.copyfile(source, target)
 
 
@@ -1458,12 +1464,34 @@ def relation(objects: Objects, local: str | None, remote: str | None) -> tuple[s
         return "ahead", None
     if local is None:
         return "behind", None
+    # the usual cases first, without dulwich.graph: one side a few commits past the other (an
+    # ancestor of a commit is its only best merge base with it)
+    if _reaches_within(objects, local, remote, NEAR_COMMITS):
+        return "ahead", remote
+    if _reaches_within(objects, remote, local, NEAR_COMMITS):
+        return "behind", local
     base = merge_base(objects, local, remote)
     if base == remote:
         return "ahead", base
     if base == local:
         return "behind", base
     return "diverged", base
+
+
+def _reaches_within(objects: Objects, start: str, target: str, limit: int) -> bool:
+    """Whether ``target`` is among the first ``limit`` commits of ``start``'s history (False
+    says nothing: :func:`merge_base` decides then)."""
+    queue, seen = [start], {start}
+    for sha in queue:
+        if sha == target:
+            return True
+        if len(queue) > limit:
+            return False
+        for parent in objects.info(sha).parents:
+            if parent not in seen:
+                seen.add(parent)
+                queue.append(parent)
+    return False
 
 
 def is_ancestor(objects: Objects, ancestor: str, descendant: str) -> bool:
