@@ -304,12 +304,18 @@ class LocalReceiver:
     def pack_loose_objects(self) -> None:
         """Pack the remote's loose objects once :data:`REMOTE_LOOSE_TO_PACK` pile up (no
         ``gc`` runs there otherwise)."""
-        from qmem_git.store.sync import count_loose, pack_loose
+        from qmem_git.store.sync import count_loose, estimate_loose, pack_loose
 
-        if count_loose(self.objects_dir, REMOTE_LOOSE_TO_PACK) < REMOTE_LOOSE_TO_PACK:
+        # a few folders of 256 are read, not all, after every push (exact for tests' limits)
+        folders = min(256, -(-64 * 256 // REMOTE_LOOSE_TO_PACK))
+        if folders < 256:
+            count = estimate_loose(self.objects_dir, folders)
+        else:
+            count = count_loose(self.objects_dir, REMOTE_LOOSE_TO_PACK)
+        if count < REMOTE_LOOSE_TO_PACK:
             return
-        with LocalRepository(self.path) as target:
-            pack_loose(target.object_store, self.objects_dir)
+        with LocalRepository(self.path) as target:  # other pushes may write into its folders
+            pack_loose(target.object_store, self.objects_dir, prune=False)
 
     def _denied(self, ref: Ref, old: ObjectID, new: ObjectID) -> str | None:
         from dulwich.protocol import ZERO_SHA

@@ -2280,7 +2280,7 @@ def pack_objects(repo: Repository, minimum: int = 1) -> int:
         damaged_packs(repo.git_dir)  # the fetched packs and those just made, checked now
 
 
-def pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
+def pack_loose(store: DiskObjectStore, objects_dir: str, prune: bool = True) -> int:
     """Write the loose objects into one new pack, then delete them; their count.
 
     dulwich's ``pack_loose_objects`` first compares the new pack's name with every existing
@@ -2329,6 +2329,10 @@ def pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+    if prune:  # emptied folders go, as git prune-packed's: the next count lists fewer
+        for folder in {os.path.dirname(path) for path in paths}:
+            with contextlib.suppress(OSError):  # not empty
+                os.rmdir(folder)
     return len(found)
 
 
@@ -2352,6 +2356,16 @@ def _fold_small_packs(store: DiskObjectStore, packs: list[Pack]) -> None:
         for suffix in (".idx", ".rev", ".bitmap", ".pack"):  # the index first, as git does
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(base + suffix)
+
+
+def estimate_loose(objects_dir: str, folders: int) -> int:
+    """How many loose objects ``objects_dir`` holds, estimated from the first ``folders`` of
+    its 256 (as C git's ``gc --auto`` does from one): ids are uniformly spread."""
+    count = 0
+    for n in range(folders):
+        with contextlib.suppress(OSError):  # absent: none there
+            count += len(os.listdir(os.path.join(objects_dir, f"{n:02x}")))
+    return count * 256 // folders
 
 
 def count_loose(objects_dir: str, enough: int) -> int:
