@@ -2252,7 +2252,11 @@ def _read_ref(repo: Repository, name: Ref) -> bytes | None:
 
 
 def _set_tracking(repo: Repository, name: str, sha: str) -> None:
-    repo.refs.set_if_equals(Ref(tracking_ref(name)), None, _oid(sha), message=b"qmem-git sync")
+    """Move the tracking ref (fsynced, with its reflog line) unless it is there already, as
+    ``git fetch`` leaves an unchanged one alone: a push would otherwise flush it twice."""
+    ref = Ref(tracking_ref(name))
+    if _read_ref(repo, ref) != _oid(sha):
+        repo.refs.set_if_equals(ref, None, _oid(sha), message=b"qmem-git sync")
 
 
 def _say(progress: Progress | None, text: str) -> None:
