@@ -56,11 +56,12 @@ def _regular(path: str) -> bool:
         return False
 
 
-def write_loose_raw(objects_dir: str, type_num: int, chunks: list[bytes]) -> str:
+def write_loose_raw(objects_dir: str, type_num: int, chunks: list[bytes], fsync: bool) -> str:
     """An object given as its type and content (a push into a path remote), stored loose
     unless it is there already; its id, the hash of what is written (never what a sender
-    said it was). As C git writes one: a temporary file, fsynced, then hard-linked to its
-    name (a concurrent writer of the same object cannot get in the way), then unlinked."""
+    said it was). As C git writes one: a temporary file (fsynced when ``fsync``: the target's
+    ``core.fsyncObjectFiles``, off by default in git and dulwich alike), then hard-linked to
+    its name (a concurrent writer of the same object cannot get in the way), then unlinked."""
     import hashlib
     import zlib
 
@@ -82,8 +83,9 @@ def write_loose_raw(objects_dir: str, type_num: int, chunks: list[bytes]) -> str
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(zlib.compress(raw))
-            handle.flush()
-            os.fsync(handle.fileno())
+            if fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
         try:
             os.link(temp, path)
         except FileExistsError:

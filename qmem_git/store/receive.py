@@ -279,10 +279,11 @@ class LocalReceiver:
         if loose:
             from qmem_git.store.loose import write_loose_raw
 
+            fsync = self._config_flag(b"fsyncObjectFiles", b"core")  # as dulwich's own writes
             for record in records:
                 if record.obj_type_num is None or record.delta_base is not None:
                     raise ValueError("a push sends whole objects")  # sync.pack_records does
-                write_loose_raw(objects_dir, record.obj_type_num, record.decomp_chunks)
+                write_loose_raw(objects_dir, record.obj_type_num, record.decomp_chunks, fsync)
             return
         from dulwich.object_store import DiskObjectStore
 
@@ -346,9 +347,9 @@ class LocalReceiver:
         heads = ref.startswith((b"refs/heads/", b"refs/remotes/", b"refs/notes/"))
         return b"push" if heads and value in (b"true", b"yes", b"on", b"1") else None
 
-    def _config_flag(self, name: bytes) -> bool:
+    def _config_flag(self, name: bytes, section: bytes = b"receive") -> bool:
         try:
-            return bool(self.config.get_boolean((b"receive",), name, False))
+            return bool(self.config.get_boolean((section,), name, False))
         except ValueError:
             return False
 
