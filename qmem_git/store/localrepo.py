@@ -57,19 +57,32 @@ class LocalRepository:
     def _config_stack(self) -> ConfigReader:
         from qmem_git.store.plainconfig import PlainConfig, PlainStack, read_plain_stack
 
-        own = self._own
-        if isinstance(own, PlainConfig) and self._env is not None:
-            from qmem_git.store.identity import config_files
-
-            home = self._env.get("HOME") or os.path.expanduser("~")
-            user = read_plain_stack(config_files(self._env, home))
+        own, files = self._own, self._user_files()
+        if isinstance(own, PlainConfig) and files is not None:
+            user = read_plain_stack(files)
             if user is not None:
                 return PlainStack([own, *user.backends])
         from dulwich.config import ConfigFile, StackedConfig
 
         if not isinstance(own, ConfigFile):
             own = ConfigFile.from_path(os.path.join(self.git_dir, "config"))
-        return StackedConfig([own, *StackedConfig.default_backends()], writable=own)
+        if files is None:
+            return StackedConfig([own, *StackedConfig.default_backends()], writable=own)
+        backends = [own]
+        for path in files:  # what default_backends reads, from the environment given
+            try:
+                backends.append(ConfigFile.from_path(path))
+            except FileNotFoundError:
+                continue
+        return StackedConfig(backends, writable=own)
+
+    def _user_files(self) -> list[str] | None:
+        """The user's config files git reads, from ``env`` (None without one)."""
+        if self._env is None:
+            return None
+        from qmem_git.store.identity import config_files
+
+        return config_files(self._env, self._env.get("HOME") or os.path.expanduser("~"))
 
     @property
     def object_store(self) -> DiskObjectStore:
