@@ -701,7 +701,7 @@ def log(opts: Options, limit: int | None, op: str | None, path: str | None, stat
       qmem-git log --path user/
     """
     from qmem_git.ops.history import log as read_log
-    from qmem_git.ops.lifecycle import require_repository
+    from qmem_git.ops.required import require_repository
 
     settings = opts.settings()
     rel = relative_to_root(settings, path) if path is not None else None
@@ -763,7 +763,7 @@ def show(opts: Options, rev: str) -> None:
     Paged on a terminal.
     """
     from qmem_git.ops.history import show as show_commit
-    from qmem_git.ops.lifecycle import require_repository
+    from qmem_git.ops.required import require_repository
 
     settings = opts.settings()
     if settings.layout.tier == "team":
@@ -799,7 +799,7 @@ def diff(opts: Options, revs: tuple[str, ...]) -> None:
     qmem-git diff A B      changes from A to B
     """
     from qmem_git.ops.history import diff as diff_revs
-    from qmem_git.ops.lifecycle import require_repository
+    from qmem_git.ops.required import require_repository
 
     require(len(revs) <= 2, "diff takes at most two revisions", "qmem-git diff [REV [REV]]")
     settings = opts.settings()
@@ -830,7 +830,7 @@ def history(opts: Options, path: str) -> None:
     the file has no history. Paged on a terminal.
     """
     from qmem_git.ops.history import history as file_history
-    from qmem_git.ops.lifecycle import require_repository
+    from qmem_git.ops.required import require_repository
 
     settings = opts.settings()
     rel = relative_to_root(settings, path)
@@ -875,7 +875,7 @@ def undo(opts: Options, rev: str | None, force: bool, dry_run: bool) -> None:
     changed the same files (unless --force); to bring back one forgotten memory, `restore`
     is finer-grained.
     """
-    from qmem_git.ops.lifecycle import require_store
+    from qmem_git.ops.required import require_store
     from qmem_git.ops.runner import execute
     from qmem_git.ops.undo import plan_undo, undo_target
 

@@ -53,15 +53,37 @@ def rule_label(rule_id: str) -> str:
     return " ".join(_LABEL_PARTS.get(part, part[:1].upper() + part[1:]) for part in parts)
 
 
-def _regex(pattern: str, flags: int = 0) -> Matcher:
-    """A matcher from a regex whose backtracking per start position is bounded by a constant."""
-    compiled = re.compile(pattern, flags | re.ASCII)
+def _regex(pattern: str, anchors: tuple[str, ...], flags: int = 0) -> Matcher:
+    """A matcher from a regex whose backtracking per start position is bounded by a constant.
+
+    ``anchors``: text every match holds (lower-case for a rule that ignores case). A text with
+    none of them is not searched, and the regex is compiled when a text first has one: the
+    rules' compiles cost every process that imports this module ~4 ms, and most texts (a
+    memory, a prompt) hold no anchor at all."""
+    compiled: list[re.Pattern[str]] = []
+    fold = bool(flags & re.IGNORECASE)
 
     def spans(text: str) -> Iterator[Span]:
-        for match in compiled.finditer(text):
+        haystack = text.lower() if fold else text
+        if not any(anchor in haystack for anchor in anchors):
+            return
+        if not compiled:
+            compiled.append(re.compile(pattern, flags | re.ASCII))
+        for match in compiled[0].finditer(text):
             yield match.span()
 
     return spans
+
+
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """``re.compile``, on first use (see :func:`_regex`)."""
+    found = _PATTERNS.get(pattern)
+    if found is None:
+        found = _PATTERNS[pattern] = re.compile(pattern, flags)
+    return found
 
 
 def _union(*matchers: Matcher) -> Matcher:
@@ -78,7 +100,7 @@ def _union(*matchers: Matcher) -> Matcher:
 # "sk-" and "T3BlbkFJ" are themselves made of the class, so a regex match always extends to the
 # end of the maximal class run holding it. Within one run, a later "sk-" only loses candidates,
 # so only the first "sk-" of each run needs checking, and every character is looked at O(1) times.
-_OPENAI_TAIL = re.compile(r"[A-Za-z0-9_-]*")
+_OPENAI_TAIL = r"[A-Za-z0-9_-]*"
 _OPENAI_MARK = "T3BlbkFJ"
 
 
@@ -88,7 +110,7 @@ def _openai_marker_spans(text: str) -> Iterator[Span]:
         start = text.find("sk-", position)
         if start < 0:
             return
-        run_end = _OPENAI_TAIL.match(text, start).end()  # type: ignore[union-attr]
+        run_end = _pattern(_OPENAI_TAIL).match(text, start).end()  # type: ignore[union-attr]
         first = start + 3 + 20
         last = run_end - 20 - len(_OPENAI_MARK)
         if first <= last and text.find(_OPENAI_MARK, first, last + len(_OPENAI_MARK)) >= 0:
@@ -101,18 +123,18 @@ def _openai_marker_spans(text: str) -> Iterator[Span]:
 # footers are listed once and each header is paired by binary search, trying the header's
 # possible ends in the order the regex would (longest first). A header start whose shortest
 # end has no footer far enough after it ends the scan: no later header can do better.
-_KEY_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----", re.I | re.A)
-_KEY_END = re.compile(r"-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----", re.I | re.A)
-_KEY_END_PREFIX = re.compile(r"-----END", re.I)
-_KEY_LABEL = re.compile(r"[ A-Z0-9_-]{0,100}", re.I | re.A)
-_KEY_TAIL = re.compile(r"PRIVATE KEY(?: BLOCK)?-----", re.I)
+_KEY_BEGIN = r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
+_KEY_END = r"-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
+_KEY_END_PREFIX = r"-----END"
+_KEY_LABEL = r"[ A-Z0-9_-]{0,100}"
+_KEY_TAIL = r"PRIVATE KEY(?: BLOCK)?-----"
 _KEY_MIN_BODY = 64
 
 
 def _key_footers(text: str) -> list[tuple[int, int]]:
     footers = []
-    for prefix in _KEY_END_PREFIX.finditer(text):
-        footer = _KEY_END.match(text, prefix.start())
+    for prefix in _pattern(_KEY_END_PREFIX, re.I).finditer(text):
+        footer = _pattern(_KEY_END, re.I | re.A).match(text, prefix.start())
         if footer is not None:
             footers.append(footer.span())
     return footers
@@ -121,8 +143,8 @@ def _key_footers(text: str) -> list[tuple[int, int]]:
 def _key_header_ends(text: str, start: int) -> list[int]:
     """Ends of the headers starting at ``start``, longest first (greedy regex order)."""
     label = start + len("-----BEGIN")
-    limit = _KEY_LABEL.match(text, label).end()  # type: ignore[union-attr]
-    tails = _KEY_TAIL.finditer(text, label, limit + len("PRIVATE KEY BLOCK-----"))
+    limit = _pattern(_KEY_LABEL, re.I | re.A).match(text, label).end()  # type: ignore[union-attr]
+    tails = _pattern(_KEY_TAIL, re.I).finditer(text, label, limit + len("PRIVATE KEY BLOCK-----"))
     return sorted((tail.end() for tail in tails if tail.start() <= limit), reverse=True)
 
 
@@ -130,8 +152,10 @@ def _private_key_spans(text: str) -> Iterator[Span]:
     footers: list[tuple[int, int]] | None = None
     starts: list[int] = []
     position = 0
+    if "-----" not in text:  # every header starts so: nothing to compile or search
+        return
     while True:
-        header = _KEY_BEGIN.search(text, position)
+        header = _pattern(_KEY_BEGIN, re.I | re.A).search(text, position)
         if header is None:
             return
         if footers is None:
@@ -153,28 +177,33 @@ _ALNUM = "[A-Za-z0-9]"
 
 # Rule order is Qwen Code 0.24.4's (its ``SECRET_RULES``); scan results follow it.
 RULES: dict[str, Matcher] = {
-    "aws-access-token": _regex(r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
-    "alibaba-cloud-access-key": _regex(r"\bLTAI[A-Za-z0-9]{12,20}\b"),
-    "gcp-api-key": _regex(r"AIza[A-Za-z0-9_-]{35}"),
-    "gcp-oauth-client-secret": _regex(r"GOCSPX-[A-Za-z0-9_-]{24}"),
-    "digitalocean-pat": _regex(r"dop_v1_[a-f0-9]{64}"),
-    "anthropic-api-key": _regex(r"sk-ant-[A-Za-z0-9_-]{20,}"),
-    "openai-api-key": _union(
-        _regex(r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"),
-        _openai_marker_spans,
-        _regex(r"sk-" + _ALNUM + "{48}"),
+    "aws-access-token": _regex(
+        r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
+        ("A3T", "AKIA", "ASIA", "ABIA", "ACCA"),
     ),
-    "huggingface-access-token": _regex(r"hf_" + _ALNUM + "{34,}"),
-    "github-pat": _regex(r"ghp_" + _ALNUM + "{36}"),
-    "github-fine-grained-pat": _regex(r"github_pat_[A-Za-z0-9_]{82}"),
-    "github-app-token": _regex(r"gh[us]_" + _ALNUM + "{36}"),
-    "github-oauth": _regex(r"gho_" + _ALNUM + "{36}"),
-    "gitlab-pat": _regex(r"glpat-[A-Za-z0-9_-]{20}"),
-    "slack-bot-token": _regex(r"xoxb-[0-9]{10,13}-[0-9]{10,13}[A-Za-z0-9-]*"),
-    "slack-app-token": _regex(r"xapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]+", re.IGNORECASE),
-    "sendgrid-api-token": _regex(r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
-    "npm-access-token": _regex(r"npm_" + _ALNUM + "{36}"),
-    "stripe-access-token": _regex(r"[sr]k_(?:test|live|prod)_" + _ALNUM + "{10,99}"),
+    "alibaba-cloud-access-key": _regex(r"\bLTAI[A-Za-z0-9]{12,20}\b", ("LTAI",)),
+    "gcp-api-key": _regex(r"AIza[A-Za-z0-9_-]{35}", ("AIza",)),
+    "gcp-oauth-client-secret": _regex(r"GOCSPX-[A-Za-z0-9_-]{24}", ("GOCSPX-",)),
+    "digitalocean-pat": _regex(r"dop_v1_[a-f0-9]{64}", ("dop_v1_",)),
+    "anthropic-api-key": _regex(r"sk-ant-[A-Za-z0-9_-]{20,}", ("sk-ant-",)),
+    "openai-api-key": _union(
+        _regex(r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}", ("sk-",)),
+        _openai_marker_spans,
+        _regex(r"sk-" + _ALNUM + "{48}", ("sk-",)),
+    ),
+    "huggingface-access-token": _regex(r"hf_" + _ALNUM + "{34,}", ("hf_",)),
+    "github-pat": _regex(r"ghp_" + _ALNUM + "{36}", ("ghp_",)),
+    "github-fine-grained-pat": _regex(r"github_pat_[A-Za-z0-9_]{82}", ("github_pat_",)),
+    "github-app-token": _regex(r"gh[us]_" + _ALNUM + "{36}", ("ghu_", "ghs_")),
+    "github-oauth": _regex(r"gho_" + _ALNUM + "{36}", ("gho_",)),
+    "gitlab-pat": _regex(r"glpat-[A-Za-z0-9_-]{20}", ("glpat-",)),
+    "slack-bot-token": _regex(r"xoxb-[0-9]{10,13}-[0-9]{10,13}[A-Za-z0-9-]*", ("xoxb-",)),
+    "slack-app-token": _regex(r"xapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]+", ("xapp-",), re.IGNORECASE),
+    "sendgrid-api-token": _regex(r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}", ("SG.",)),
+    "npm-access-token": _regex(r"npm_" + _ALNUM + "{36}", ("npm_",)),
+    "stripe-access-token": _regex(
+        r"[sr]k_(?:test|live|prod)_" + _ALNUM + "{10,99}", ("sk_", "rk_")
+    ),
     "private-key": _private_key_spans,
 }
 

@@ -11,6 +11,7 @@ from qmem_git.core.changes import ChangeSet
 from qmem_git.core.codec import parse_document
 from qmem_git.core.index import index_is_current
 from qmem_git.core.limits import INDEX_NAME
+from qmem_git.ops.required import require, require_repository, require_store
 from qmem_git.ops.runner import execute
 from qmem_git.ops.tierindex import expected_index
 from qmem_git.settings import Settings
@@ -212,32 +213,9 @@ def ensure_repository(settings: Settings, now: datetime, *, dry_run: bool = Fals
     A ``--dry-run`` writes nothing, so it needs an existing store (usage error otherwise).
     """
     if dry_run:  # as the real run would: writers refuse a folder that is not a memory folder
-        _require(settings, "--dry-run writes nothing, not even a new store")
+        require(settings, "--dry-run writes nothing, not even a new store")
         check_store(settings.layout)
     elif not os.path.isdir(repository(settings.layout.memory_root)):
         init_memory(settings, hook_command(), now)
     else:
         ensure_scaffold(settings.layout, now)
-
-
-def require_repository(settings: Settings) -> None:
-    _require(settings, "")
-
-
-def require_store(settings: Settings) -> None:
-    """:func:`require_repository` for a command that writes: the folder must also be a memory
-    folder (``walk.check_store``); reading commands work on any store."""
-    _require(settings, "")
-    check_store(settings.layout)
-
-
-def _require(settings: Settings, why: str) -> None:
-    from qmem_git.errors import UsageError
-
-    if not os.path.isdir(repository(settings.layout.memory_root)):
-        check_store(settings.layout)  # a project's folder: say so, not "run init" (init refuses)
-        reason = f" ({why})" if why else ""
-        raise UsageError(
-            f"{settings.layout.memory_root} is not a memory repository{reason}",
-            "run 'qmem-git init' first",
-        )

@@ -13,7 +13,7 @@ from datetime import datetime
 from qmem_git.core.model import INDEX_NAME
 from qmem_git.core.names import check_path_safety
 from qmem_git.errors import UsageError
-from qmem_git.ops.lifecycle import require_store
+from qmem_git.ops.required import require_store
 from qmem_git.ops.runner import identity_for
 from qmem_git.settings import Settings
 from qmem_git.store.purge import PurgeRequest, PurgeResult, purge_locked

@@ -15,7 +15,7 @@ from qmem_git.core.changes import ChangeSet
 from qmem_git.core.entries import topics_of
 from qmem_git.core.merge import clash_renames
 from qmem_git.core.model import INDEX_NAME
-from qmem_git.ops.lifecycle import require_store
+from qmem_git.ops.required import require_store
 from qmem_git.ops.runner import Outcome, execute
 from qmem_git.settings import Settings
 from qmem_git.store.repo import Repository

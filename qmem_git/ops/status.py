@@ -37,7 +37,8 @@ class Status:
 
 def read_status(settings: Settings) -> Status:
     """The store as it stands (the rules of ``store.recovery`` and ``ops.snapshot``)."""
-    from qmem_git.ops.lifecycle import check_index, require_repository
+    from qmem_git.ops.lifecycle import check_index
+    from qmem_git.ops.required import require_repository
     from qmem_git.ops.snapshot import plan_snapshot
     from qmem_git.store.tracking import tracking
 

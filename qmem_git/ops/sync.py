@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from qmem_git.core.model import INDEX_NAME
 from qmem_git.errors import QmemError
-from qmem_git.ops.lifecycle import commit_existing, hook_command, require_store
-from qmem_git.ops.runner import identity_for
+from qmem_git.ops.required import require_store
 from qmem_git.settings import Settings
 from qmem_git.store import remotes
 from qmem_git.store.recovery import RecoveryReport
@@ -156,7 +155,7 @@ def run_sync(
     git_dir = _git_dir(settings)
     chosen = remotes.get_remote(git_dir, remote) if remote else remotes.default_remote(git_dir)
     options = _options(settings, dry_run=dry_run, push=push, force=force)
-    identity = identity_for(settings)
+    identity = _identity(settings)
     snapshots: list[AsIsResult] = []
     result, report = sync_remote(
         settings.layout,
@@ -170,6 +169,14 @@ def run_sync(
         progress=progress,
     )
     return SyncOutcome(result, report, snapshots[0].commit if snapshots else None)
+
+
+def _identity(settings: Settings) -> Identity:
+    # ops.runner and ops.lifecycle import the writer, the index and their modules at load
+    # time: a push needs none of them (~10 ms), so they are imported where they are used
+    from qmem_git.ops.runner import identity_for
+
+    return identity_for(settings)
 
 
 def _options(
@@ -265,6 +272,8 @@ def connect(
         check_store(layout)
         init_claude(settings)
     else:
+        from qmem_git.ops.lifecycle import hook_command
+
         ensure_scaffold(layout, now)
         init_repo(layout, hook_command())
     known = {remote.name for remote in remotes.list_remotes(_git_dir(settings))}
@@ -287,6 +296,8 @@ def _connect(
         if adopted.action == "cloned":
             return CloneOutcome(root, remote, "cloned", adopted)
     if settings.agent != "claude":  # Claude's folder: the sync commits it as it is first
+        from qmem_git.ops.lifecycle import commit_existing
+
         commit_existing(settings, now)
     result = run_sync(settings, now, remote=remote.name, progress=progress).result
     mode = "merged" if result.merge_commit else result.action
@@ -296,7 +307,7 @@ def _connect(
 def _adopt(
     settings: Settings, remote: Remote, now: datetime, progress: Progress | None
 ) -> SyncResult:
-    identity = identity_for(settings)
+    identity = _identity(settings)
     return adopt_remote(
         settings.layout,
         remote.name,

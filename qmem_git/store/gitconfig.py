@@ -11,6 +11,8 @@ from qmem_git.errors import RepoCorrupt
 if TYPE_CHECKING:
     from dulwich.config import ConfigFile
 
+    from qmem_git.store.plainconfig import FileReader
+
 
 def read_git_config(git_dir: str) -> ConfigFile:
     """``git_dir``'s config file, parsed; RepoCorrupt when it cannot be parsed."""
@@ -21,6 +23,18 @@ def read_git_config(git_dir: str) -> ConfigFile:
         return ConfigFile.from_path(path)
     except ValueError as exc:  # dulwich: "expected trailing ]", invalid escapes, bad UTF-8, ...
         raise config_damaged(git_dir, exc) from exc
+
+
+def read_config_fast(git_dir: str) -> FileReader:
+    """``git_dir``'s config to read: by :mod:`~qmem_git.store.plainconfig` when it is plain
+    (no ``dulwich.config`` import, ~8 ms of a push), else as :func:`read_git_config`."""
+    from qmem_git.store.plainconfig import read_plain
+
+    try:
+        plain = read_plain(os.path.join(git_dir, "config"))
+    except OSError:
+        plain = None  # dulwich says what is wrong
+    return plain if plain is not None else read_git_config(git_dir)
 
 
 def config_damaged(git_dir: str, exc: BaseException) -> RepoCorrupt:

@@ -19,7 +19,7 @@ import os
 import stat
 
 from dulwich.file import GitFile
-from dulwich.objects import ObjectID, ShaFile, valid_hexsha
+from dulwich.objects import ObjectID, ShaFile, object_class, valid_hexsha
 
 OBJECT_MODE = 0o444  # loose objects are read-only, as C git and dulwich write them
 
@@ -56,6 +56,48 @@ def _regular(path: str) -> bool:
         return False
 
 
+def write_loose_raw(objects_dir: str, type_num: int, chunks: list[bytes], fsync: bool) -> str:
+    """An object given as its type and content (a push into a path remote), stored loose
+    unless it is there already; its id, the hash of what is written (never what a sender
+    said it was). As C git writes one: a temporary file (fsynced when ``fsync``: the target's
+    ``core.fsyncObjectFiles``, off by default in git and dulwich alike), then hard-linked to
+    its name (a concurrent writer of the same object cannot get in the way), then unlinked."""
+    import hashlib
+    import zlib
+
+    kind = object_class(type_num)
+    if kind is None:
+        raise ValueError(f"no object type {type_num}")
+    data = b"".join(chunks)
+    raw = kind.type_name + b" %d\0" % len(data) + data
+    sha = hashlib.sha1(raw).hexdigest()
+    directory = os.path.join(objects_dir, sha[:2])
+    path = os.path.join(directory, sha[2:])
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(directory)
+    with contextlib.suppress(FileNotFoundError, PermissionError):
+        os.utime(path)  # there already: a fresh mtime keeps a pruning gc off it
+        return sha
+    temp = os.path.join(directory, "tmp_obj_" + os.urandom(6).hex())
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, OBJECT_MODE)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(zlib.compress(raw))
+            if fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            pass  # written meanwhile by another push: the same bytes
+        except OSError:  # no hard links here
+            os.replace(temp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+    return sha
+
+
 def write_loose(objects_dir: str, obj: ShaFile) -> str:
     """Store ``obj`` as a loose object unless it is there already; returns its id.
 
@@ -74,3 +116,20 @@ def write_loose(objects_dir: str, obj: ShaFile) -> str:
     with GitFile(path, "wb", mask=OBJECT_MODE, fsync=True) as handle:
         handle.write(obj.as_legacy_object())
     return sha
+
+
+def migrate_loose(source: str, objects_dir: str) -> None:
+    """Move the loose objects of the objects folder ``source`` (a quarantine) into
+    ``objects_dir``; one already there stays (the same content)."""
+    for name in os.listdir(source):
+        folder = os.path.join(source, name)
+        if len(name) != 2 or not os.path.isdir(folder):
+            continue
+        target = os.path.join(objects_dir, name)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(target)
+        for rest in os.listdir(folder):
+            if object_path(objects_dir, name + rest) is not None and not os.path.exists(
+                os.path.join(target, rest)
+            ):
+                os.replace(os.path.join(folder, rest), os.path.join(target, rest))

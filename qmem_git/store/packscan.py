@@ -177,7 +177,7 @@ class SizeChecks:
             os.fspath(getattr(store, "path", "")), sha[:2].decode(), sha[2:].decode()
         )
         if os.path.isfile(path):
-            _check_loose(path)
+            check_loose(path)
             return True
         return any(self._check(other, sha, depth) for other in getattr(store, "alternates", ()))
 
@@ -232,7 +232,7 @@ def _ofs(data: bytes, pos: int) -> tuple[int, int]:
     return value, pos
 
 
-def _check_loose(path: str) -> None:
+def check_loose(path: str) -> None:
     """A loose object's header (``blob 123\\0``) is read from its first inflated bytes."""
     with open(path, "rb") as handle:
         start = handle.read(1024)

@@ -15,9 +15,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from qmem_git.store.localrepo import LocalRepository
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from dulwich.client import DetermineWantsFunc, GeneratePackDataFunc
     from dulwich.object_store import GraphWalker, PackBasedObjectStore
     from dulwich.objects import ObjectID
+    from dulwich.pack import UnpackedObject
     from dulwich.refs import Ref
 
 # what C git clears before it runs receive-pack for a local push (``local_repo_env``)
@@ -121,6 +121,13 @@ def local_client(env: Mapping[str, str], timeout: float) -> LocalClient:
 
 
 INCOMING_PREFIX = "tmp_objdir-incoming-"
+# as C git's receive-pack (``receive.unpackLimit``, else ``transfer.unpackLimit``, else 100): a
+# push of fewer objects is stored loose, a larger one as a pack. One pack per push left a path
+# remote with hundreds of packs, which every later fetch, clone and push searched one by one
+UNPACK_LIMIT = 100
+# the remote's loose objects are packed once this many pile up (C git's ``gc --auto`` after
+# a push waits for ~6,700): ~200 pushes of one commit
+REMOTE_LOOSE_TO_PACK = 1024
 STALE_INCOMING_SECONDS = 3600  # a receive running now is younger; one killed is garbage
 
 
@@ -132,6 +139,8 @@ def _remove_stale_incoming(objects_dir: str) -> None:
         for name in os.listdir(objects_dir):
             path = os.path.join(objects_dir, name)
             if name.startswith(INCOMING_PREFIX) and os.lstat(path).st_mtime < cutoff:
+                import shutil  # lazily: it imports bz2 and lzma
+
                 shutil.rmtree(path, ignore_errors=True)
 
 
@@ -176,7 +185,7 @@ class LocalReceiver:
         self.timeout = timeout
         self.progress = progress
         self._deadline: float | None = None  # set when the first hook starts
-        with LocalRepository(path) as target:
+        with LocalRepository(path, self.env) as target:
             self.git_dir = target.git_dir
             self.config = target.config
             self.bare = target.bare
@@ -217,6 +226,9 @@ class LocalReceiver:
         if done:
             self.run_hook("post-receive", stdin=_ref_lines(done))
             self.run_hook("post-update", [ref for ref, _, _ in done])
+            # housekeeping, as C git's gc --auto: a failure there does not undo the push
+            with contextlib.suppress(Exception):
+                self.pack_loose_objects()
         return SendResult(refs, status)
 
     def _receive_objects(
@@ -226,19 +238,22 @@ class LocalReceiver:
         generate_pack_data: GeneratePackDataFunc,
         updates: list[tuple[Ref, ObjectID, ObjectID]],
     ) -> str | None:
-        """Objects into a quarantine, ``pre-receive``, then move them in; why it declined."""
-        from dulwich.object_store import DiskObjectStore
-
+        """Objects in, behind a quarantine when ``pre-receive`` is there to see them first
+        (as C git's ``tmp_objdir``); why it declined. Without that hook a quarantine only
+        delays the same moves: a push that fails afterwards (``update`` hook, the ref moved)
+        leaves its objects unreferenced in both ways, as C git's does."""
         _remove_stale_incoming(self.objects_dir)
+        count, records = generate_pack_data(have, want, ofs_delta=True) if want else (0, None)
+        loose = count < self._unpack_limit()
+        if self.hook_path("pre-receive") is None:
+            if records is not None:
+                self._store_objects(self.objects_dir, count, records, loose)
+            return None
         quarantine = os.path.join(self.objects_dir, INCOMING_PREFIX + os.urandom(6).hex())
         os.makedirs(os.path.join(quarantine, "pack"))
         try:
-            store = DiskObjectStore(quarantine, alternates=[self.objects_dir])
-            try:
-                if want:
-                    store.add_pack_data(*generate_pack_data(have, want, ofs_delta=True))
-            finally:
-                store.close()
+            if records is not None:
+                self._store_objects(quarantine, count, records, loose)
             declined = self.run_hook(
                 "pre-receive",
                 stdin=_ref_lines(updates),
@@ -249,10 +264,61 @@ class LocalReceiver:
                 },
             )
             if declined is None:
+                from qmem_git.store.loose import migrate_loose
+
+                migrate_loose(quarantine, self.objects_dir)
                 _migrate_packs(os.path.join(quarantine, "pack"), self.objects_dir)
             return declined
         finally:
+            import shutil  # lazily: it imports bz2 and lzma
+
             shutil.rmtree(quarantine, ignore_errors=True)
+
+    def _store_objects(
+        self, objects_dir: str, count: int, records: Iterator[UnpackedObject], loose: bool
+    ) -> None:
+        """The pushed objects into ``objects_dir``: loose, or as one pack."""
+        if loose:
+            from qmem_git.store.loose import write_loose_raw
+
+            fsync = self._config_flag(b"fsyncObjectFiles", b"core")  # as dulwich's own writes
+            for record in records:
+                if record.obj_type_num is None or record.delta_base is not None:
+                    raise ValueError("a push sends whole objects")  # sync.pack_records does
+                write_loose_raw(objects_dir, record.obj_type_num, record.decomp_chunks, fsync)
+            return
+        from dulwich.object_store import DiskObjectStore
+
+        others = [self.objects_dir] if objects_dir != self.objects_dir else []
+        store = DiskObjectStore(objects_dir, alternates=others)
+        try:
+            store.add_pack_data(count, records)
+        finally:
+            store.close()
+
+    def _unpack_limit(self) -> int:
+        for section in (b"receive", b"transfer"):
+            try:
+                return int(self.config.get((section,), b"unpackLimit"))
+            except (KeyError, ValueError):
+                continue
+        return UNPACK_LIMIT
+
+    def pack_loose_objects(self) -> None:
+        """Pack the remote's loose objects once :data:`REMOTE_LOOSE_TO_PACK` pile up (no
+        ``gc`` runs there otherwise)."""
+        from qmem_git.store.sync import count_loose, estimate_loose, pack_loose
+
+        # a few folders of 256 are read, not all, after every push (exact for tests' limits)
+        folders = min(256, -(-64 * 256 // REMOTE_LOOSE_TO_PACK))
+        if folders < 256:
+            count = estimate_loose(self.objects_dir, folders)
+        else:
+            count = count_loose(self.objects_dir, REMOTE_LOOSE_TO_PACK)
+        if count < REMOTE_LOOSE_TO_PACK:
+            return
+        with LocalRepository(self.path) as target:  # other pushes may write into its folders
+            pack_loose(target.object_store, self.objects_dir, prune=False)
 
     def _denied(self, ref: Ref, old: ObjectID, new: ObjectID) -> str | None:
         from dulwich.protocol import ZERO_SHA
@@ -283,9 +349,9 @@ class LocalReceiver:
         heads = ref.startswith((b"refs/heads/", b"refs/remotes/", b"refs/notes/"))
         return b"push" if heads and value in (b"true", b"yes", b"on", b"1") else None
 
-    def _config_flag(self, name: bytes) -> bool:
+    def _config_flag(self, name: bytes, section: bytes = b"receive") -> bool:
         try:
-            return bool(self.config.get_boolean((b"receive",), name, False))
+            return bool(self.config.get_boolean((section,), name, False))
         except ValueError:
             return False
 

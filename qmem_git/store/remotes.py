@@ -22,7 +22,6 @@ import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, NamedTuple
-from urllib.parse import urlsplit, urlunsplit
 
 from qmem_git.errors import RemoteError, UsageError
 
@@ -123,6 +122,8 @@ def redact_all(text: str, secrets: tuple[str, ...] = ()) -> str:
 
 def normalize_url(url: str, cwd: str) -> str:
     """Local paths become absolute (remotes outlive the directory they were added from)."""
+    from urllib.parse import urlsplit
+
     url = url.strip()
     if not url:
         raise UsageError("the remote URL is empty", "give a path or a git URL")
@@ -143,6 +144,8 @@ def normalize_url(url: str, cwd: str) -> str:
 
 def _url_host(url: str) -> str:
     """The host of a ``git://`` or ``http(s)://`` URL; a usage error when it has none."""
+    from urllib.parse import urlsplit
+
     parts = urlsplit(url)
     try:
         parts.port  # noqa: B018 - a port that is not a number raises here
@@ -173,6 +176,8 @@ def _bad_url(url: str, problem: str) -> UsageError:
 
 def split_http_credentials(url: str) -> tuple[str, str | None, str | None]:
     """(URL without user info, username, password) for an http(s) URL."""
+    from urllib.parse import urlsplit, urlunsplit
+
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
         return url, None, None
@@ -190,6 +195,8 @@ def split_http_credentials(url: str) -> tuple[str, str | None, str | None]:
 
 def _ssh_host(url: str) -> str:
     """The host an ssh URL connects to; option-like names (``-oProxyCommand``) are refused."""
+    from urllib.parse import urlsplit
+
     if "://" in url:
         host = urlsplit(url).hostname or ""
     else:
@@ -217,13 +224,16 @@ def _config_path(git_dir: str) -> str:
 
 
 def _load_config(git_dir: str) -> ConfigFile:
+    """The config to change (dulwich's writer keeps every other line as it is)."""
     from qmem_git.store.gitconfig import read_git_config
 
     return read_git_config(git_dir)
 
 
 def list_remotes(git_dir: str) -> list[Remote]:
-    config = _load_config(git_dir)
+    from qmem_git.store.gitconfig import read_config_fast
+
+    config = read_config_fast(git_dir)
     remotes = []
     for section in config.sections():
         if len(section) == 2 and section[0] == b"remote":
@@ -326,6 +336,8 @@ def open_transport(
         return _local_transport(url, for_push, env, timeout)
     cap_ref_advertisements()
     if kind == "git":
+        from urllib.parse import urlsplit
+
         from dulwich.client import TCPGitClient
 
         parts = urlsplit(url)
@@ -341,7 +353,7 @@ def _local_transport(url: str, for_push: bool, env: Mapping[str, str], timeout: 
 
     from qmem_git.store.localrepo import LocalRepository
 
-    path = urlsplit(url).path if url.startswith("file://") else url
+    path = _file_path(url) if url.startswith("file://") else url
     try:
         with LocalRepository(path) as repo:
             bare = repo.bare
@@ -363,6 +375,12 @@ def _local_transport(url: str, for_push: bool, env: Mapping[str, str], timeout: 
     from qmem_git.store.receive import local_client
 
     return Transport(local_client(env, timeout), path, url, ())
+
+
+def _file_path(url: str) -> str:
+    from urllib.parse import urlsplit  # ~3 ms (ipaddress): only for a file:// URL
+
+    return urlsplit(url).path
 
 
 def cap_ref_advertisements() -> None:
@@ -502,6 +520,8 @@ def credential_fill(url: str, env: Mapping[str, str], timeout: float) -> tuple[s
     this URL answer exactly as they would for ``git push``. Without C git, dulwich reads the
     plain ``~/.git-credentials`` store.
     """
+    from urllib.parse import urlsplit
+
     parts = urlsplit(url)
     request = f"protocol={parts.scheme}\nhost={parts.netloc}\npath={parts.path.lstrip('/')}\n\n"
     import subprocess

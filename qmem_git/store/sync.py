@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import os
-import shutil
 import stat
 import time
 from collections import OrderedDict
@@ -102,6 +102,7 @@ if TYPE_CHECKING:
     from dulwich.pack import Pack, UnpackedObject
 
     from qmem_git.core.merge import MergeResult, Reconciled
+    from qmem_git.store.locks import TryLock
     from qmem_git.store.packscan import SizeChecks
     from qmem_git.store.recovery import RecoveryReport
 
@@ -114,6 +115,7 @@ REPACK_THRESHOLD = 16
 # loose objects a sync leaves loose (C git's gc.auto waits for 6,700): a commit makes ~5, and
 # packing them at every sync cost three disk flushes (pack, index, folder) per push
 LOOSE_OBJECTS_TO_PACK = 128
+NEAR_COMMITS = 64  # how far a sync looks for one side's tip in the other's history first
 MAX_TREE_ENTRIES = 20_000  # files in one folder of a memory store: far more than an agent reads
 Progress = Callable[[str], None]
 
@@ -488,14 +490,22 @@ def _oid(sha: str) -> ObjectID:
 
 
 class Quarantine:
-    """An object store for incoming objects that sees the real store through alternates."""
+    """An object store for incoming objects that sees the real store through alternates.
+
+    Made on disk only when something is to be fetched (:meth:`open`): a sync that finds the
+    remote's ``main`` here already (a push) writes no folder, lock or store for nothing."""
 
     def __init__(self, git_dir: str, objects_dir: str) -> None:
-        from dulwich.object_store import DiskObjectStore
+        self.path = os.path.join(git_dir, QUARANTINE_PREFIX + os.urandom(6).hex())
+        self.objects_dir = objects_dir
+        self.owner: TryLock | None = None
+        self._store: DiskObjectStore | None = None
 
+    def open(self) -> Quarantine:
+        if self.owner is not None:
+            return self
         from qmem_git.store.locks import TryLock
 
-        self.path = os.path.join(git_dir, QUARANTINE_PREFIX + os.urandom(6).hex())
         os.makedirs(self.path)
         # held while this sync uses it (the fetch runs outside the writer lock): a quarantine
         # whose owner lock can be taken belongs to a sync that died
@@ -503,18 +513,38 @@ class Quarantine:
         self.owner.acquire()
         os.makedirs(os.path.join(self.path, "pack"))
         os.makedirs(os.path.join(self.path, "info"))
-        self.objects_dir = objects_dir
-        self.store: DiskObjectStore = DiskObjectStore(
-            self.path, alternates=[objects_dir], delta_base_cache_limit=DELTA_BASE_CACHE_BYTES
-        )
+        return self
+
+    @property
+    def opened(self) -> bool:
+        return self.owner is not None
+
+    @property
+    def store(self) -> DiskObjectStore:
+        if self._store is None:
+            from dulwich.object_store import DiskObjectStore
+
+            self.open()
+            self._store = DiskObjectStore(
+                self.path,
+                alternates=[self.objects_dir],
+                delta_base_cache_limit=DELTA_BASE_CACHE_BYTES,
+            )
+        return self._store
 
     def pack_files(self) -> list[str]:
         pack_dir = os.path.join(self.path, "pack")
         return sorted(os.listdir(pack_dir))
 
     def install(self) -> None:
-        """Move the checked packs into the repository (.pack before .idx, as C git does)."""
-        self.store.close()
+        """Move the checked objects into the repository: loose ones, then packs (.pack
+        before .idx, as C git does)."""
+        if not self.opened:
+            return
+        from qmem_git.store.loose import migrate_loose
+
+        self._close_store()
+        migrate_loose(self.path, self.objects_dir)
         pack_dir = os.path.join(self.path, "pack")
         target = os.path.join(self.objects_dir, "pack")
         os.makedirs(target, exist_ok=True)
@@ -525,9 +555,16 @@ class Quarantine:
                     os.replace(os.path.join(pack_dir, name), os.path.join(target, name))
 
     def discard(self) -> None:
-        self.store.close()
-        shutil.rmtree(self.path, ignore_errors=True)
-        self.owner.release()
+        self._close_store()
+        if self.owner is not None:
+            import shutil  # lazily: it imports bz2 and lzma
+
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.owner.release()
+
+    def _close_store(self) -> None:
+        if self._store is not None:
+            self._store.close()
 
 
 def remove_stale_quarantines(git_dir: str) -> None:
@@ -543,6 +580,8 @@ def remove_stale_quarantines(git_dir: str) -> None:
             owner = TryLock(os.path.join(path, OWNER_LOCK))
             with contextlib.suppress(OSError):
                 if owner.acquire():
+                    import shutil  # lazily: it imports bz2 and lzma
+
                     shutil.rmtree(path, ignore_errors=True)
             owner.release()
 
@@ -572,14 +611,16 @@ def fetch(
     quarantine = Quarantine(repo.git_dir, repo.objects_dir)
     try:
         wants = _MainWanted(repo.objects)
-        if not _copy_local_packs(repo, transport, wants, quarantine):
-            spool = os.path.join(quarantine.path, "incoming.pack")
+        if _nothing_to_fetch(transport, wants, timeout):
+            pass  # a local remote whose main is here already (a push): no quarantine
+        elif not _copy_local_packs(repo, transport, wants, quarantine):
+            spool = os.path.join(quarantine.open().path, "incoming.pack")
             _download(repo, transport, wants, spool, progress, timeout)
             check_pack_file(spool)  # before dulwich inflates any object of it whole
             _add_spooled_pack(quarantine, spool)
         if wants.others:
             raise _no_main(transport, wants.others)
-        objects = Objects(quarantine.store)
+        objects = Objects(quarantine.store if quarantine.opened else repo.objects)
         fetched = Fetched(wants.head, quarantine, objects)
         if wants.head is not None:
             known = KnownObjects(repo.objects)
@@ -594,6 +635,16 @@ def fetch(
     except BaseException:
         quarantine.discard()
         raise
+
+
+def _nothing_to_fetch(transport: Transport, wants: _MainWanted, timeout: float) -> bool:
+    """For a local remote: its refs read first, True when its ``main`` is here already (or
+    it has none). A network remote is asked once, in the fetch itself."""
+    if url_kind(transport.url) not in ("local", "file"):
+        return False
+    with _network(transport, "fetching from", timeout):
+        refs = transport.client.get_refs(_path_bytes(transport)).refs
+    return not wants({ref: sha for ref, sha in refs.items() if sha is not None})
 
 
 class KnownObjects:
@@ -663,25 +714,29 @@ def _download(
 def _copy_local_packs(
     repo: Repository, transport: Transport, wants: _MainWanted, quarantine: Quarantine
 ) -> bool:
-    """A clone from a local remote whose objects are all packed: its packs are copied (hard
-    links where possible, as ``git clone`` does locally) instead of being unpacked and packed
-    again; the checks then read only what ``main`` reaches, verifying every id. False when
-    this does not apply (something here already, loose objects or alternates there)."""
+    """A clone from a local remote: its packs and loose objects (a small push leaves its
+    objects loose there, as C git's does) are copied (hard links where possible, as ``git
+    clone`` does locally) instead of being unpacked and packed again; the checks then read
+    only what ``main`` reaches, verifying every id. False when this does not apply (something
+    here already, or alternates there)."""
     if url_kind(transport.url) not in ("local", "file") or repo.head()[1] is not None:
         return False
     from dulwich.repo import Repo
 
+    quarantine.open()
+    from qmem_git.store.packscan import check_loose
+
     with Repo(transport.path) as source:
         objects_dir = os.fspath(source.object_store.path)
         pack_dir = os.path.join(objects_dir, "pack")
-        if _has_loose_objects(objects_dir) or os.path.exists(
-            os.path.join(objects_dir, "info", "alternates")
-        ):
+        if os.path.exists(os.path.join(objects_dir, "info", "alternates")):
             return False
         if not wants(source.get_refs()):
             return True
         names = [n[:-5] for n in os.listdir(pack_dir) if n.endswith(".pack")]
-        _check_pack_sizes(os.path.join(pack_dir, n + ".pack") for n in names)
+        loose = _loose_files(objects_dir)
+        packs = (os.path.join(pack_dir, n + ".pack") for n in names)
+        _check_pack_sizes(itertools.chain(packs, (os.path.join(objects_dir, p) for p in loose)))
         for name in names:
             for suffix in (".pack", ".idx"):
                 _link_or_copy(
@@ -689,7 +744,25 @@ def _copy_local_packs(
                     os.path.join(quarantine.path, "pack", name + suffix),
                 )
             check_pack_file(os.path.join(quarantine.path, "pack", name + ".pack"))
+        for path in loose:
+            os.makedirs(os.path.join(quarantine.path, path[:2]), exist_ok=True)
+            _link_or_copy(os.path.join(objects_dir, path), os.path.join(quarantine.path, path))
+            check_loose(os.path.join(quarantine.path, path))  # before anything inflates it
     return True
+
+
+def _loose_files(objects_dir: str) -> list[str]:
+    """``ab/cdef...`` of every loose object in ``objects_dir``."""
+    from qmem_git.store.loose import object_path
+
+    found = []
+    for name in os.listdir(objects_dir):
+        folder = os.path.join(objects_dir, name)
+        if len(name) == 2 and os.path.isdir(folder):
+            for rest in os.listdir(folder):
+                if object_path(objects_dir, name + rest) is not None:
+                    found.append(os.path.join(name, rest))
+    return found
 
 
 def _check_pack_sizes(paths: Iterator[str]) -> None:
@@ -701,6 +774,8 @@ def _link_or_copy(source: str, target: str) -> None:
     try:
         os.link(source, target)
     except OSError:
+        import shutil  # lazily: it imports bz2 and lzma
+
         shutil.copyfile(source, target)
 
 
@@ -1394,12 +1469,34 @@ def relation(objects: Objects, local: str | None, remote: str | None) -> tuple[s
         return "ahead", None
     if local is None:
         return "behind", None
+    # the usual cases first, without dulwich.graph: one side a few commits past the other (an
+    # ancestor of a commit is its only best merge base with it)
+    if _reaches_within(objects, local, remote, NEAR_COMMITS):
+        return "ahead", remote
+    if _reaches_within(objects, remote, local, NEAR_COMMITS):
+        return "behind", local
     base = merge_base(objects, local, remote)
     if base == remote:
         return "ahead", base
     if base == local:
         return "behind", base
     return "diverged", base
+
+
+def _reaches_within(objects: Objects, start: str, target: str, limit: int) -> bool:
+    """Whether ``target`` is among the first ``limit`` commits of ``start``'s history (False
+    says nothing: :func:`merge_base` decides then)."""
+    queue, seen = [start], {start}
+    for sha in queue:
+        if sha == target:
+            return True
+        if len(queue) > limit:
+            return False
+        for parent in objects.info(sha).parents:
+            if parent not in seen:
+                seen.add(parent)
+                queue.append(parent)
+    return False
 
 
 def is_ancestor(objects: Objects, ancestor: str, descendant: str) -> bool:
@@ -2178,7 +2275,11 @@ def _read_ref(repo: Repository, name: Ref) -> bytes | None:
 
 
 def _set_tracking(repo: Repository, name: str, sha: str) -> None:
-    repo.refs.set_if_equals(Ref(tracking_ref(name)), None, _oid(sha), message=b"qmem-git sync")
+    """Move the tracking ref (fsynced, with its reflog line) unless it is there already, as
+    ``git fetch`` leaves an unchanged one alone: a push would otherwise flush it twice."""
+    ref = Ref(tracking_ref(name))
+    if _read_ref(repo, ref) != _oid(sha):
+        repo.refs.set_if_equals(ref, None, _oid(sha), message=b"qmem-git sync")
 
 
 def _say(progress: Progress | None, text: str) -> None:
@@ -2195,8 +2296,8 @@ def pack_objects(repo: Repository, minimum: int = 1) -> int:
     store = repo.objects
     try:
         packed = 0
-        if _count_loose(repo.objects_dir, minimum) >= minimum:
-            packed = _pack_loose(store, repo.objects_dir)
+        if count_loose(repo.objects_dir, minimum) >= minimum:
+            packed = pack_loose(store, repo.objects_dir)
         packs = store.packs
         if len(packs) > REPACK_THRESHOLD:
             _fold_small_packs(store, packs)
@@ -2206,7 +2307,7 @@ def pack_objects(repo: Repository, minimum: int = 1) -> int:
         damaged_packs(repo.git_dir)  # the fetched packs and those just made, checked now
 
 
-def _pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
+def pack_loose(store: DiskObjectStore, objects_dir: str, prune: bool = True) -> int:
     """Write the loose objects into one new pack, then delete them; their count.
 
     dulwich's ``pack_loose_objects`` first compares the new pack's name with every existing
@@ -2255,6 +2356,10 @@ def _pack_loose(store: DiskObjectStore, objects_dir: str) -> int:
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+    if prune:  # emptied folders go, as git prune-packed's: the next count lists fewer
+        for folder in {os.path.dirname(path) for path in paths}:
+            with contextlib.suppress(OSError):  # not empty
+                os.rmdir(folder)
     return len(found)
 
 
@@ -2280,7 +2385,17 @@ def _fold_small_packs(store: DiskObjectStore, packs: list[Pack]) -> None:
                 os.unlink(base + suffix)
 
 
-def _count_loose(objects_dir: str, enough: int) -> int:
+def estimate_loose(objects_dir: str, folders: int) -> int:
+    """How many loose objects ``objects_dir`` holds, estimated from the first ``folders`` of
+    its 256 (as C git's ``gc --auto`` does from one): ids are uniformly spread."""
+    count = 0
+    for n in range(folders):
+        with contextlib.suppress(OSError):  # absent: none there
+            count += len(os.listdir(os.path.join(objects_dir, f"{n:02x}")))
+    return count * 256 // folders
+
+
+def count_loose(objects_dir: str, enough: int) -> int:
     """How many loose objects ``objects_dir`` holds, counted up to ``enough`` at least."""
     count = 0
     for name in os.listdir(objects_dir):

@@ -109,3 +109,25 @@ def test_a_push_to_a_path_imports_neither_dulwich_client_nor_dulwich_repo(
     )
     assert out.stdout.strip() == "0 []", out.stderr
     assert git_in(remote, "log", "-1", "--format=%s").startswith("remember:")
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_the_users_config_is_read_from_the_environment_given(
+    remote: Path, tmp_path: Path, plain: bool
+) -> None:
+    """With an environment, the repository's config then the user's files it names (git's
+    variables) answer, plain or not, as dulwich's stack over the same files does."""
+    from qmem_git.store.plainconfig import PlainStack
+
+    user = tmp_path / "user.gitconfig"
+    quoted = "" if plain else '\n\tname = "quoted, so dulwich reads it"'
+    user.write_text(f"[receive]\n\tdenyDeletes = true\n[core]\n\thooksPath = mine{quoted}\n")
+    git_in(remote, "config", "core.hooksPath", "ours")
+    env = {"HOME": str(tmp_path), "GIT_CONFIG_GLOBAL": str(user), "GIT_CONFIG_NOSYSTEM": "1"}
+    with LocalRepository(str(remote), env) as repo:
+        config = repo.config
+        assert isinstance(config, PlainStack) is plain
+        assert config.get((b"core",), b"hooksPath") == b"ours"  # the repository's own first
+        assert config.get_boolean((b"receive",), b"denyDeletes", False) is True
+        with pytest.raises(KeyError):
+            config.get((b"receive",), b"denyNonFastForwards")

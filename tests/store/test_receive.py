@@ -297,3 +297,67 @@ def test_a_push_keeps_a_remote_reflog_only_where_git_receive_pack_would(
     assert machine.sync().pushed
     assert len((remote / log).read_text().splitlines()) == 2
     fsck_strict(remote)
+
+
+def _loose(repo: Path) -> set[str]:
+    folders = (d for d in (repo / "objects").iterdir() if len(d.name) == 2)
+    return {d.name + f.name for d in folders for f in d.iterdir()}
+
+
+def _packs(repo: Path) -> set[str]:
+    return {p.name for p in (repo / "objects" / "pack").glob("*.pack")}
+
+
+def test_a_small_push_is_stored_loose_as_git_receive_pack_stores_it(
+    machine: Machine, remote: Path
+) -> None:
+    """Under receive.unpackLimit (100) objects a push adds no pack: one pack per push left
+    hundreds that every later fetch, clone and push searched one by one."""
+    packs, loose = _packs(remote), _loose(remote)
+    machine.remember("The staging database is rebuilt every night")
+    assert machine.sync().action == "pushed"
+    assert _packs(remote) == packs
+    added = _loose(remote) - loose
+    assert machine.head() in added and 3 <= len(added) <= 5
+    assert not any(
+        n.startswith("tmp_") for n in os.listdir(remote / "objects" / machine.head()[:2])
+    )
+    fsck_strict(remote)
+
+
+def test_the_remotes_unpack_limit_is_honoured(machine: Machine, remote: Path) -> None:
+    git_in(remote, "config", "receive.unpackLimit", "1")
+    packs = _packs(remote)
+    machine.remember("The staging database is rebuilt every night")
+    machine.sync()
+    assert len(_packs(remote) - packs) == 1
+    fsck_strict(remote)
+
+
+def test_a_small_push_to_a_remote_with_pre_receive_is_quarantined_first(
+    machine: Machine, remote: Path
+) -> None:
+    hook(remote, "pre-receive", REFUSING_PRE_RECEIVE)
+    loose = _loose(remote)
+    machine.remember("The staging database is rebuilt every night")
+    with pytest.raises(RemoteError):
+        machine.sync()
+    assert (remote / "pre-receive.sees").read_text().strip() == "commit"  # it saw the objects
+    assert _loose(remote) == loose  # and none of them stayed
+    assert not list((remote / "objects").glob("tmp_objdir-incoming-*"))
+
+
+def test_the_remotes_loose_objects_are_packed_once_they_pile_up(
+    machine: Machine, remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qmem_git.store import receive
+
+    monkeypatch.setattr(receive, "REMOTE_LOOSE_TO_PACK", 12)
+    packs = _packs(remote)
+    for n in range(3):
+        machine.remember(f"Release candidate {n} is cut on Mondays")
+        machine.sync()
+    assert len(_packs(remote) - packs) == 1
+    assert len(_loose(remote)) < 12
+    fsck_strict(remote)
+    assert main_of(remote) == machine.head()

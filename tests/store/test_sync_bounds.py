@@ -134,7 +134,7 @@ def test_a_running_syncs_quarantine_survives_another_syncs_cleanup(tmp_path: Pat
 
     git_dir = tmp_path / "repo.git"
     subprocess.run(["git", "init", "-q", "--bare", str(git_dir)], check=True)
-    live = Quarantine(str(git_dir), str(git_dir / "objects"))  # fetching now, outside the lock
+    live = Quarantine(str(git_dir), str(git_dir / "objects")).open()  # fetching, outside the lock
     dead = git_dir / f"{QUARANTINE_PREFIX}deadbeef"  # a killed sync's: nobody holds its lock
     (dead / "pack").mkdir(parents=True)
     try:

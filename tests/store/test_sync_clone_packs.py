@@ -92,3 +92,44 @@ def test_a_folder_past_the_tree_entry_limit_is_refused(tmp_path: Path) -> None:
     assert f"the limit is {MAX_TREE_ENTRIES:,}" in result.err
     assert not (memory / "user" / "m0.md").exists()
     assert not list(gitdir(memory).glob("qmem-incoming-*"))
+
+
+def _push_loose(tmp_path: Path, remote: Path, name: str, body: bytes, mode: str = "") -> None:
+    """One commit pushed by C git: fewer than receive.unpackLimit (100) objects stay loose."""
+    work = tmp_path / "c-git"
+    subprocess.run(["git", "clone", "-q", str(remote), str(work)], check=True)
+    path = work / "user" / name
+    if mode == "symlink":
+        path.symlink_to(body.decode())
+    else:
+        path.write_bytes(body)
+    for args in (["add", "-A"], ["commit", "-q", "-m", "loose"], ["push", "-q"]):
+        subprocess.run(["git", "-C", str(work), *args], check=True)
+    assert any((remote / "objects").glob("[0-9a-f][0-9a-f]/*")), "C git's push left them loose"
+
+
+def test_a_clone_copies_the_loose_objects_of_a_local_remote_too(tmp_path: Path) -> None:
+    """A remote that took small pushes holds loose objects: they are linked and checked like
+    its packs, not read whole and packed again (15 s instead of 2.5 s at 5,000 commits)."""
+    remote = _remote(tmp_path, [])
+    _push_loose(tmp_path, remote, "late.md", _doc(9))
+    theirs = {p.stat().st_ino for p in (remote / "objects").glob("[0-9a-f][0-9a-f]/*")}
+    memory = tmp_path / "memory"
+    result = qmem(memory, "clone", str(remote))
+    assert result.code == 0, result.err
+    assert (memory / "user" / "late.md").read_bytes() == _doc(9)
+    assert git_in(memory, "status", "--porcelain") == ""
+    fsck_strict(memory)
+    ours = {p.stat().st_ino for p in (gitdir(memory) / "objects").glob("[0-9a-f][0-9a-f]/*")}
+    assert theirs and theirs <= ours  # hard links of the remote's loose objects
+
+
+def test_a_symlink_in_a_loose_object_of_a_local_remote_is_refused(tmp_path: Path) -> None:
+    remote = _remote(tmp_path, [])
+    _push_loose(tmp_path, remote, "link.md", b"../../etc/passwd", mode="symlink")
+    memory = tmp_path / "memory"
+    result = qmem(memory, "clone", str(remote))
+    assert result.code == 1, result.err
+    assert "user/link.md" in result.err and "symlink" in result.err
+    assert not list((gitdir(memory) / "objects").glob("[0-9a-f][0-9a-f]/*"))
+    assert not list(gitdir(memory).glob("qmem-incoming-*"))
