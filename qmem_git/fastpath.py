@@ -541,6 +541,8 @@ def fast_sync(opts: dict[str, object]) -> int | None:
 
     if getattr(sys.stderr, "isatty", lambda: True)() or opts.get("agent") == "claude":
         return None
+    if opts.get("remote") is None and _hub_set():  # the hub's stores: click's path
+        return None
     try:
         from qmem_git.core.paths import refuse_team_write
         from qmem_git.ops.sync import run_sync, sync_summary
@@ -572,6 +574,14 @@ def fast_sync(opts: dict[str, object]) -> int | None:
         sys.stderr.write(for_terminal(sys.stderr, "".join(f"{line}\n" for line in notes)))
     _emit(opts, sync_summary(outcome.result), outcome.as_dict())
     return 0
+
+
+def _hub_set() -> bool:
+    import os
+
+    from qmem_git.hubconfig import hub_url
+
+    return hub_url(os.environ, os.environ.get("HOME") or os.path.expanduser("~")) is not None
 
 
 def outcome_notes(outcome: Outcome, verbose: bool) -> list[str]:

@@ -1,0 +1,478 @@
+"""The hub: one remote for every store of this machine, one branch per store.
+
+``hub set/unset/show`` and the syncs that go through the hub: one store (``sync`` with the
+store named, or a store with no remote of its own), the current project's stores (``sync`` with
+a hub set) and every store on the machine (``sync --all``). A store's own remote wins over the
+hub. Each store's sync is the ordinary engine (``store.sync``) with the hub's branch for that
+store instead of ``main``; one store's failure is reported and the others go on.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from qmem_git.core.hubnames import project_identity, store_branch, store_of_branch
+from qmem_git.core.paths import sanitize
+from qmem_git.errors import QmemError, UsageError
+from qmem_git.ops.sync import (
+    Progress,
+    SyncOutcome,
+    _has_local_memories,
+    _locker,
+    _transport_factory,
+    credentials_for,
+    sync_summary,
+    timeout_for,
+)
+from qmem_git.settings import Settings, build_settings
+from qmem_git.store import hubstore, remotes
+from qmem_git.store.relocate import repository
+from qmem_git.store.remotes import Remote
+from qmem_git.store.sync import SyncOptions, SyncResult
+
+NO_HUB_HINT = "set one with `qmem-git hub set URL` (a bare repository, git://, https:// or ssh)"
+STORE_KINDS = ("project", "user", "claude")
+
+
+class HubSync(NamedTuple):
+    """One store's part of a multi-store sync: ``status`` synced, cloned, skipped or failed;
+    ``via``: ``hub`` or the store's own remote; ``code``: the exit code of a failure."""
+
+    store: str
+    memory_root: str
+    branch: str | None
+    via: str | None
+    status: str
+    summary: str = ""
+    result: dict[str, Any] | None = None
+    error: str = ""
+    code: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "memory_root": self.memory_root,
+            "branch": self.branch,
+            "via": self.via,
+            "status": self.status,
+            "result": self.result,
+            "error": self.error,
+            "exit_code": self.code,
+        }
+
+
+# --- the setting ------------------------------------------------------------------------------
+
+
+def check_hub_url(url: str, cwd: str) -> str:
+    """Normalise and check ``url`` as ``remote add`` does (no network); refuse a password."""
+    from urllib.parse import urlsplit
+
+    normalized = remotes.normalize_url(url, cwd)
+    if "://" in normalized and urlsplit(normalized).password is not None:
+        raise UsageError(
+            f"{remotes.redact(normalized)} holds a password; the hub setting never stores one",
+            "give the URL without it and set QMEM_GIT_USERNAME / QMEM_GIT_TOKEN, or use a "
+            "git credential helper",
+        )
+    return normalized
+
+
+def branch_for(kind: str, settings: Settings, project_root: str | None = None) -> str:
+    """The hub branch of the store ``kind`` (``project``, ``user``, ``claude``)."""
+    if kind == "user":
+        return store_branch("user", None, "")
+    project = project_root or settings.layout.project_root
+    if not project:
+        raise UsageError(
+            f"{settings.layout.memory_root} belongs to no known project, so it has no hub branch",
+            "run `qmem-git sync` once inside the project, or add a remote of its own",
+        )
+    url = hubstore.origin_url(project)
+    identity = project_identity(url) if url else ""
+    return store_branch(kind, identity or None, _path_key(kind, settings, project))
+
+
+def _path_key(kind: str, settings: Settings, project: str) -> str:
+    """The store's folder name (``<base>/projects/<key>/memory``), else the sanitised path."""
+    root = settings.layout.memory_root
+    parent = os.path.dirname(root)
+    del kind
+    shaped = os.path.basename(root) == "memory"
+    if shaped and os.path.basename(os.path.dirname(parent)) == "projects":
+        return os.path.basename(parent)
+    return sanitize(project)
+
+
+def kind_of(settings: Settings) -> str:
+    if settings.agent == "claude":
+        return "claude"
+    return "user" if settings.layout.tier == "user" else "project"
+
+
+# --- one store --------------------------------------------------------------------------------
+
+
+def has_own_remote(settings: Settings) -> bool:
+    git_dir = repository(settings.layout.memory_root)
+    return os.path.isdir(git_dir) and bool(remotes.list_remotes(git_dir))
+
+
+def sync_store_via_hub(
+    settings: Settings,
+    now: datetime,
+    hub: str,
+    branch: str,
+    *,
+    dry_run: bool = False,
+    push: bool = True,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> SyncOutcome:
+    """``sync`` of one existing store through the hub's ``branch``."""
+    from qmem_git.ops.lifecycle import require_store
+    from qmem_git.ops.runner import identity_for
+    from qmem_git.store.sync import sync_remote
+
+    require_store(settings)
+    git_dir = repository(settings.layout.memory_root)
+    _record(settings, git_dir)
+    moved = False
+    if dry_run:
+        moved = hubstore.read_record(git_dir)[:2] != (hub, branch)
+    else:
+        hubstore.track(git_dir, hub, branch)
+    options = SyncOptions(
+        dry_run=dry_run, push=push, force=force or moved, timeout=timeout_for(settings)
+    )
+    identity = identity_for(settings)
+    result, report = sync_remote(
+        settings.layout,
+        hubstore.HUB_REMOTE,
+        _transport_factory(settings, Remote(hubstore.HUB_REMOTE, hub), branch),
+        options,
+        identity=identity,
+        host=settings.host,
+        now=now,
+        lock=_locker(settings, identity, now),
+        progress=progress,
+    )
+    return SyncOutcome(result, report)
+
+
+def adopt_from_hub(
+    settings: Settings, now: datetime, hub: str, branch: str, progress: Progress | None = None
+) -> SyncResult:
+    """A store not on this machine yet: make it and take the hub branch's history (as
+    ``clone``); memories already in the folder are merged and pushed instead."""
+    from qmem_git.ops.lifecycle import commit_existing, hook_command
+    from qmem_git.ops.runner import identity_for
+    from qmem_git.store.repo import init_repo
+    from qmem_git.store.state import ensure_scaffold
+    from qmem_git.store.sync import adopt_remote
+
+    layout = settings.layout
+    ensure_scaffold(layout, now)
+    init_repo(layout, hook_command())
+    git_dir = repository(layout.memory_root)
+    _record(settings, git_dir)
+    hubstore.track(git_dir, hub, branch)
+    if not _has_local_memories(settings):
+        identity = identity_for(settings)
+        adopted = adopt_remote(
+            layout,
+            hubstore.HUB_REMOTE,
+            _transport_factory(settings, Remote(hubstore.HUB_REMOTE, hub), branch),
+            SyncOptions(timeout=timeout_for(settings)),
+            identity=identity,
+            host=settings.host,
+            now=now,
+            lock=_locker(settings, identity, now),
+            progress=progress,
+        )
+        if adopted.action == "cloned":
+            return adopted
+    commit_existing(settings, now)
+    return sync_store_via_hub(settings, now, hub, branch, progress=progress).result
+
+
+def _record(settings: Settings, git_dir: str) -> None:
+    if settings.layout.project_root and kind_of(settings) != "user":
+        hubstore.record_project(git_dir, settings.layout.project_root)
+
+
+# --- several stores ---------------------------------------------------------------------------
+
+
+class Job(NamedTuple):
+    """A store to sync: its kind, settings, and the project its branch is named from."""
+
+    kind: str
+    settings: Settings
+    project: str | None
+
+
+def project_jobs(settings: Settings, project: str | None) -> list[Job]:
+    """The current project's stores: its Qwen tier, the user tier, Claude's folder."""
+    env, home, cwd = settings.env, settings.home, settings.cwd
+    jobs = []
+    for kind, tier, agent in (
+        ("project", "project", "qwen"),
+        ("user", "user", "qwen"),
+        ("claude", "project", "claude"),
+    ):
+        found = build_settings(
+            env, project=project, cwd=cwd, home=home, with_model=False, tier=tier, agent=agent
+        )
+        jobs.append(Job(kind, found, found.layout.project_root or None))
+    return jobs
+
+
+def machine_jobs(settings: Settings) -> list[Job]:
+    """Every store on this machine: Qwen's project stores under the base folder, the user
+    tier, Claude's versioned folders; each with the project it recorded (None: unknown)."""
+    from qmem_git.core.claudepaths import STATE_SUFFIX
+    from qmem_git.core.paths import base_dir
+
+    env, home, cwd = settings.env, settings.home, settings.cwd
+    user = build_settings(env, cwd=cwd, home=home, with_model=False, tier="user")
+    jobs = [Job("user", user, None)]
+    base = base_dir(env, home, cwd, settings.output_dir)
+    for root in _memory_folders(base):
+        if os.path.isdir(repository(root)):
+            jobs.append(_recorded_job("project", root, settings, "qwen"))
+    for root in _memory_folders(_claude_dir(settings)):
+        if os.path.isdir(root + STATE_SUFFIX) and os.path.isdir(repository(root)):
+            jobs.append(_recorded_job("claude", root, settings, "claude"))
+    return jobs
+
+
+def _memory_folders(base: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(glob.escape(base), "projects", "*", "memory")))
+
+
+def _claude_dir(settings: Settings) -> str:
+    value = settings.env.get("CLAUDE_CONFIG_DIR", "")
+    return os.path.expanduser(value) if value else os.path.join(settings.home, ".claude")
+
+
+def _recorded_job(kind: str, root: str, settings: Settings, agent: str) -> Job:
+    project = hubstore.read_record(repository(root)).project
+    found = build_settings(
+        settings.env,
+        memory_dir=root,
+        project=project if project and os.path.isdir(project) else None,
+        cwd=settings.cwd,
+        home=settings.home,
+        with_model=False,
+        agent=agent,
+    )
+    return Job(kind, found, project)
+
+
+def sync_jobs(
+    jobs: list[Job],
+    hub: str | None,
+    now: datetime,
+    *,
+    dry_run: bool = False,
+    push: bool = True,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> list[HubSync]:
+    """Sync each store in turn; a failure is reported and the next store goes on."""
+    return [
+        _sync_job(job, hub, now, dry_run=dry_run, push=push, force=force, progress=progress)
+        for job in jobs
+    ]
+
+
+def _sync_job(
+    job: Job,
+    hub: str | None,
+    now: datetime,
+    *,
+    dry_run: bool,
+    push: bool,
+    force: bool,
+    progress: Progress | None,
+) -> HubSync:
+    settings = job.settings
+    root = settings.layout.memory_root
+    entry = HubSync(job.kind, root, None, None, "skipped")
+    flags = {"dry_run": dry_run, "push": push, "force": force}
+    try:
+        return _run_job(job, hub, now, entry, progress=progress, **flags)
+    except QmemError as exc:
+        return entry._replace(status="failed", error=str(exc), code=exc.exit_code)
+    except OSError as exc:
+        from qmem_git.errors import FileSystemRefused
+
+        code = 4 if isinstance(exc, FileSystemRefused) else 1
+        return entry._replace(status="failed", error=f"{exc.strerror or exc}", code=code)
+
+
+def _run_job(
+    job: Job,
+    hub: str | None,
+    now: datetime,
+    entry: HubSync,
+    *,
+    dry_run: bool,
+    push: bool,
+    force: bool,
+    progress: Progress | None,
+) -> HubSync:
+    from qmem_git.ops.sync import run_sync
+
+    settings = job.settings
+    git_dir = repository(settings.layout.memory_root)
+    exists = os.path.isdir(git_dir)
+    if job.kind == "claude":
+        skipped = _claude_skip(settings, exists)
+        if skipped:
+            return entry._replace(summary=skipped)
+    if exists and remotes.list_remotes(git_dir):
+        outcome = run_sync(
+            settings, now, dry_run=dry_run, push=push, force=force, progress=progress
+        )
+        remote = outcome.result.remote
+        return _done(entry._replace(via=remote), outcome.result)
+    if hub is None:
+        return entry._replace(summary="no remote and no hub")
+    if job.kind != "user" and not job.project:
+        return entry._replace(
+            summary="skipped: its project is not recorded "
+            "(run `qmem-git sync` once in that project)"
+        )
+    branch = branch_for(job.kind, settings, job.project)
+    entry = entry._replace(branch=branch, via="hub")
+    if exists:
+        outcome = sync_store_via_hub(
+            settings, now, hub, branch, dry_run=dry_run, push=push, force=force, progress=progress
+        )
+        return _done(entry, outcome.result)
+    return _new_store(settings, now, hub, branch, entry, dry_run=dry_run, progress=progress)
+
+
+def _new_store(
+    settings: Settings,
+    now: datetime,
+    hub: str,
+    branch: str,
+    entry: HubSync,
+    *,
+    dry_run: bool,
+    progress: Progress | None,
+) -> HubSync:
+    """A store with no repository here: adopt its branch when the hub has it; publish the
+    memories already in the folder (Qwen wrote them) when it does not; else nothing."""
+    on_hub = branch in hub_branches(settings, hub)
+    if not on_hub and not _has_local_memories(settings):
+        return entry._replace(summary=f"nothing here and no branch {branch} on the hub")
+    if dry_run:
+        verb = "would clone" if on_hub else "would publish"
+        return entry._replace(summary=f"{verb} {branch} (no repository here yet)")
+    result = adopt_from_hub(settings, now, hub, branch, progress)
+    status = "cloned" if result.action == "cloned" else "synced"
+    return _done(entry, result)._replace(status=status)
+
+
+def _claude_skip(settings: Settings, exists: bool) -> str:
+    """Why Claude's folder is not synced now ('' when it is)."""
+    from qmem_git.core.claudepaths import STATE_SUFFIX
+
+    if not exists or not os.path.isdir(settings.layout.memory_root + STATE_SUFFIX):
+        return "not versioned (run `qmem-git --agent claude init` to version it)"
+    from qmem_git.ops.claude import check_claude_command
+
+    try:
+        check_claude_command("sync")
+    except UsageError as exc:
+        return f"not synced: {exc.message}"
+    return ""
+
+
+def _done(entry: HubSync, result: SyncResult) -> HubSync:
+    status = "cloned" if result.action == "cloned" else "synced"
+    return entry._replace(status=status, summary=sync_summary(result), result=result.as_dict())
+
+
+def first_failure(found: list[HubSync]) -> int:
+    """The exit code of the first store that failed (0: none did)."""
+    return next((entry.code for entry in found if entry.status == "failed"), 0)
+
+
+def render(found: list[HubSync]) -> str:
+    lines = []
+    for entry in found:
+        where = f" ({entry.via}{':' + entry.branch if entry.branch else ''})" if entry.via else ""
+        head = f"{entry.store}{where}: "
+        if entry.status == "failed":
+            lines.append(f"{head}failed: {entry.error}")
+            continue
+        text = entry.summary or entry.status
+        first, *rest = text.splitlines()
+        lines.append(head + first)
+        lines += rest
+    return "\n".join(lines)
+
+
+# --- hub show ---------------------------------------------------------------------------------
+
+
+def hub_branches(settings: Settings, hub: str) -> dict[str, str]:
+    """The hub's branches (one ref advertisement, bounded as a sync's)."""
+    from qmem_git.store.sync import remote_branches
+
+    transport = remotes.open_transport(
+        hub,
+        credentials=credentials_for(settings),
+        env=dict(settings.env),
+        timeout=timeout_for(settings),
+    )
+    return remote_branches(transport, timeout_for(settings))
+
+
+def show(settings: Settings, hub: str | None) -> dict[str, Any]:
+    """``hub show``: the URL and each branch with the local store it belongs to."""
+    if hub is None:
+        return {"hub": None, "branches": []}
+    local = _local_branches(settings)
+    branches = [
+        {"branch": name, "commit": sha, "kind": store_of_branch(name), "store": local.get(name)}
+        for name, sha in sorted(hub_branches(settings, hub).items())
+    ]
+    return {"hub": remotes.redact(hub), "branches": branches}
+
+
+def _local_branches(settings: Settings) -> dict[str, str]:
+    """branch -> memory root, for the stores of this machine whose branch is known."""
+    found: dict[str, str] = {}
+    jobs = machine_jobs(settings) + project_jobs(settings, None)
+    for job in jobs:
+        if not os.path.isdir(repository(job.settings.layout.memory_root)):
+            continue
+        if job.kind != "user" and not job.project:
+            continue
+        try:
+            branch = branch_for(job.kind, job.settings, job.project)
+        except QmemError:
+            continue
+        found.setdefault(branch, job.settings.layout.memory_root)
+    return found
+
+
+def render_show(data: dict[str, Any]) -> str:
+    if data["hub"] is None:
+        return f"No hub set ({NO_HUB_HINT})"
+    lines = [f"hub: {data['hub']}"]
+    if not data["branches"]:
+        lines.append("  no branches yet (the first `qmem-git sync` publishes this machine's)")
+    for branch in data["branches"]:
+        owner = branch["store"] or "not on this machine"
+        lines.append(f"  {branch['branch']}\t{branch['commit'][:12]}\t{owner}")
+    return "\n".join(lines)
