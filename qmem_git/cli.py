@@ -1703,13 +1703,28 @@ def _sync_one_via_hub(opts: Options, settings: Settings, hub: str, flags: dict[s
 
     project = settings.layout.project_root
     git_dir = repository(settings.layout.memory_root)
-    if not project and os.path.isdir(git_dir):
+    if not os.path.isdir(git_dir):  # not on this machine yet: adopt its branch, if any
+        _sync_new_store(opts, settings, hub, flags)
+        return
+    if not project:
         project = read_record(git_dir).project or ""
     branch = branch_for(kind_of(settings), settings, project or None)
     outcome = sync_store_via_hub(
         settings, now(), hub, branch, progress=sync_progress(opts), **flags
     )
     _report_sync(opts, outcome)
+
+
+def _sync_new_store(opts: Options, settings: Settings, hub: str, flags: dict[str, bool]) -> None:
+    from qmem_git.ops.hub import Job, first_failure, kind_of, render, sync_jobs
+
+    job = Job(kind_of(settings), settings, settings.layout.project_root or None)
+    found = sync_jobs([job], hub, now(), progress=sync_progress(opts), **flags)
+    emit(opts, render(found), [entry.as_dict() for entry in found])
+    code = first_failure(found)
+    if code:
+        fail(found[0].error, code)
+        exit_with(code)
 
 
 def _report_sync(opts: Options, outcome: SyncOutcome) -> None:
