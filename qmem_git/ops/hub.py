@@ -58,6 +58,7 @@ class HubSync(NamedTuple):
             "branch": self.branch,
             "via": self.via,
             "status": self.status,
+            "summary": self.summary,
             "result": self.result,
             "error": self.error,
             "exit_code": self.code,
