@@ -383,3 +383,42 @@ def test_the_hub_over_git_daemon_and_smart_http(
     finally:
         running.stop()
     fsck_strict(hub)
+
+
+def test_a_locked_store_fails_alone_and_the_next_sync_catches_up(
+    tmp_path: Path, upstream: Path
+) -> None:
+    hub = init_bare(tmp_path / "hub.git")
+    a = Box(tmp_path, "a")
+    shop = a.clone(upstream, "shop", SHOP_SSH)
+    a.ok(None, "hub", "set", str(hub))
+    a.remember(shop, "The shop memory waits for its lock")
+    a.ok(shop, "--tier", "user", "init")
+    a.remember(shop, "The user memory is not held up", "--tier", "user")
+    lock = f"{a.memory_root(shop)}.git/qmem.lock"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            lock,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        result = a.run(shop, "--json", "sync", extra={"QMEM_LOCK_TIMEOUT": "1"})
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.code == 3, result.err
+    one_error_line(result.err)
+    entries = {entry["store"]: entry for entry in json.loads(result.out)}
+    assert entries["project"]["status"] == "failed" and entries["project"]["exit_code"] == 3
+    assert entries["user"]["status"] == "synced" and entries["user"]["result"]["pushed"]
+    assert "user" in hub_branches(hub)
+    a.ok(shop, "sync")  # the lock is free again: the project's branch is published
+    assert SHOP_BRANCH in hub_branches(hub)
+    fsck_strict(hub)
