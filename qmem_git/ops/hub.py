@@ -349,7 +349,7 @@ def _run_job(
             summary="skipped: its project is not recorded "
             "(run `qmem-git sync` once in that project)"
         )
-    branch = branch_for(job.kind, settings, job.project)
+    branch = _job_branch(job, git_dir if exists else None)
     entry = entry._replace(branch=branch, via="hub")
     if exists:
         outcome = sync_store_via_hub(
@@ -357,6 +357,16 @@ def _run_job(
         )
         return _done(entry, outcome.result)
     return _new_store(settings, now, hub, branch, entry, dry_run=dry_run, progress=progress)
+
+
+def _job_branch(job: Job, git_dir: str | None) -> str:
+    """The store's hub branch, from its project; the branch it last used when the project's
+    folder is gone from this machine (its ``origin`` cannot be read any more)."""
+    if job.kind != "user" and job.project and not os.path.isdir(job.project) and git_dir:
+        last = hubstore.read_record(git_dir).branch
+        if last:
+            return last
+    return branch_for(job.kind, job.settings, job.project)
 
 
 def _new_store(
