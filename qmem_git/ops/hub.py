@@ -479,7 +479,7 @@ def _local_branches(settings: Settings) -> dict[str, str]:
 
 def render_show(data: dict[str, Any]) -> str:
     if data["hub"] is None:
-        return f"No hub set ({NO_HUB_HINT})"
+        return f"No hub set: {NO_HUB_HINT}"
     lines = [f"hub: {data['hub']}"]
     if not data["branches"]:
         lines.append("  no branches yet (the first `qmem-git sync` publishes this machine's)")
