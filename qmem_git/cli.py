@@ -1686,7 +1686,7 @@ def _sync_stores(opts: Options, hub: str | None, every: bool, flags: dict[str, b
     require(hub is not None or not every, "sync --all needs a hub", NO_HUB_HINT)
     base = build_settings(os.environ, project=opts.project, with_model=False)
     jobs = machine_jobs(base) if every else project_jobs(base, opts.project)
-    found = sync_jobs(jobs, hub, now(), progress=sync_progress(opts), **flags)
+    found = sync_jobs(jobs, hub, now(), progress=sync_progress(opts), classify=_failure, **flags)
     emit(opts, render(found), [entry.as_dict() for entry in found])
     code = first_failure(found)
     if code:
@@ -1719,12 +1719,18 @@ def _sync_new_store(opts: Options, settings: Settings, hub: str, flags: dict[str
     from qmem_git.ops.hub import Job, first_failure, kind_of, render, sync_jobs
 
     job = Job(kind_of(settings), settings, settings.layout.project_root or None)
-    found = sync_jobs([job], hub, now(), progress=sync_progress(opts), **flags)
+    found = sync_jobs([job], hub, now(), progress=sync_progress(opts), classify=_failure, **flags)
     emit(opts, render(found), [entry.as_dict() for entry in found])
     code = first_failure(found)
     if code:
         fail(found[0].error, code)
         exit_with(code)
+
+
+def _failure(exc: Exception) -> tuple[str, int]:
+    """One store's failure in a multi-store sync, worded and coded as a whole command's."""
+    message, code, _ = failure(exc)
+    return message, code
 
 
 def _report_sync(opts: Options, outcome: SyncOutcome) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -33,6 +34,7 @@ from qmem_git.store.relocate import repository
 from qmem_git.store.remotes import Remote
 from qmem_git.store.sync import SyncOptions, SyncResult
 
+Classify = Callable[[Exception], tuple[str, int]]
 NO_HUB_HINT = "set one with `qmem-git hub set URL` (a bare repository, git://, https:// or ssh)"
 STORE_KINDS = ("project", "user", "claude")
 
@@ -283,12 +285,13 @@ def sync_jobs(
     push: bool = True,
     force: bool = False,
     progress: Progress | None = None,
+    classify: Classify | None = None,
 ) -> list[HubSync]:
-    """Sync each store in turn; a failure is reported and the next store goes on."""
-    return [
-        _sync_job(job, hub, now, dry_run=dry_run, push=push, force=force, progress=progress)
-        for job in jobs
-    ]
+    """Sync each store in turn; a failure is reported (``classify``: its message and exit
+    code, as the CLI words them) and the next store goes on."""
+    flags = {"dry_run": dry_run, "push": push, "force": force}
+    how = classify or _classify
+    return [_sync_job(job, hub, now, progress=progress, classify=how, **flags) for job in jobs]
 
 
 def _sync_job(
@@ -300,6 +303,7 @@ def _sync_job(
     push: bool,
     force: bool,
     progress: Progress | None,
+    classify: Classify,
 ) -> HubSync:
     settings = job.settings
     root = settings.layout.memory_root
@@ -307,13 +311,16 @@ def _sync_job(
     flags = {"dry_run": dry_run, "push": push, "force": force}
     try:
         return _run_job(job, hub, now, entry, progress=progress, **flags)
-    except QmemError as exc:
-        return entry._replace(status="failed", error=str(exc), code=exc.exit_code)
-    except OSError as exc:
-        from qmem_git.errors import FileSystemRefused
+    except Exception as exc:  # one store's failure, whatever it is, never stops the others
+        message, code = classify(exc)
+        return entry._replace(status="failed", error=message, code=code)
 
-        code = 4 if isinstance(exc, FileSystemRefused) else 1
-        return entry._replace(status="failed", error=f"{exc.strerror or exc}", code=code)
+
+def _classify(exc: Exception) -> tuple[str, int]:
+    """(message, exit code) of a store's failure when the caller gives no classifier."""
+    if isinstance(exc, QmemError):
+        return str(exc), exc.exit_code
+    return f"{type(exc).__name__}: {exc}", 1
 
 
 def _run_job(
