@@ -1673,8 +1673,8 @@ def sync(
 def _sync_stores(opts: Options, hub: str | None, every: bool, flags: dict[str, bool]) -> None:
     """The project's stores (or, ``every``, the machine's), each on its own; exit code: the
     first failing store's."""
-    from qmem_git.ops.hub import (
-        NO_HUB_HINT,
+    from qmem_git.ops.hub import NO_HUB_HINT
+    from qmem_git.ops.hubjobs import (
         first_failure,
         machine_jobs,
         project_jobs,
@@ -1716,7 +1716,8 @@ def _sync_one_via_hub(opts: Options, settings: Settings, hub: str, flags: dict[s
 
 
 def _sync_new_store(opts: Options, settings: Settings, hub: str, flags: dict[str, bool]) -> None:
-    from qmem_git.ops.hub import Job, first_failure, kind_of, render, sync_jobs
+    from qmem_git.ops.hub import kind_of
+    from qmem_git.ops.hubjobs import Job, first_failure, render, sync_jobs
 
     job = Job(kind_of(settings), settings, settings.layout.project_root or None)
     found = sync_jobs([job], hub, now(), progress=sync_progress(opts), classify=_failure, **flags)
@@ -1791,7 +1792,7 @@ def hub_unset(opts: Options) -> None:
 def hub_show(opts: Options) -> None:
     """The hub's URL, its branches, and which store of this machine each one is."""
     from qmem_git.hubconfig import hub_url
-    from qmem_git.ops.hub import render_show, show
+    from qmem_git.ops.hubjobs import render_show, show
 
     opts.check_folders()
     home = os.environ.get("HOME") or os.path.expanduser("~")
