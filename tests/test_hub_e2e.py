@@ -174,7 +174,11 @@ def test_two_machines_share_project_and_user_tier_through_one_hub(
     assert by_store["user"]["branch"] == "user"
     assert by_store["claude"]["status"] == "skipped"
     assert hub_branches(hub) == {SHOP_BRANCH, "user"}
-    # machine b: nothing there yet; one sync brings the project's and the user's memories
+    # machine b: nothing there yet; --dry-run says what would come and creates nothing
+    dry = {entry["store"]: entry for entry in b.ok(shop_b, "--json", "sync", "--dry-run").json()}
+    assert dry["project"]["summary"] == f"would clone {SHOP_BRANCH} (no repository here yet)"
+    assert not b.memory_root(shop_b).exists() and not b.user_root.exists()
+    # one sync brings the project's and the user's memories
     result = b.ok(shop_b, "sync")
     assert "project (hub:" in result.out and "user (hub:user)" in result.out
     assert "make release" in b.recall_text(shop_b)
@@ -197,6 +201,11 @@ def test_two_machines_share_project_and_user_tier_through_one_hub(
     status = b.ok(shop_b, "--json", "status").json()
     project = next(store for store in status if store["store"] == "project")
     assert project["hub"] == {"branch": SHOP_BRANCH, "ahead": 0, "behind": 0}
+    b.remember(shop_b, "One more fact that is not pushed yet")
+    text = b.ok(shop_b, "--tier", "project", "status").out
+    assert f"main is 1 ahead, 0 behind the hub's {SHOP_BRANCH}" in text
+    assert "hub/main" not in text
+    b.ok(shop_b, "sync")
     fsck_strict(hub)
 
 
