@@ -360,6 +360,39 @@ def test_sync_all_needs_the_recorded_project_and_syncs_every_store(
     fsck_strict(hub)
 
 
+def fill_hub(hub: Path, count: int) -> str:
+    """``count`` branches of stores from elsewhere on one commit of their own; its id."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x"}
+    env.update(GIT_COMMITTER_NAME="x", GIT_COMMITTER_EMAIL="x@x")
+    git_dir = ["git", "--git-dir", str(hub)]
+    blob = subprocess.run(
+        [*git_dir, "hash-object", "-w", "--stdin"],
+        input="someone else's memory\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    tree = subprocess.run(
+        [*git_dir, "mktree"],
+        input=f"100644 blob {blob}\tother.md\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    commit = subprocess.run(
+        [*git_dir, "commit-tree", "-m", "elsewhere", tree],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout.strip()
+    lines = "".join(
+        f"create refs/heads/projects/example.com/team/p{n} {commit}\n" for n in range(count)
+    )
+    subprocess.run([*git_dir, "update-ref", "--stdin"], input=lines, text=True, check=True)
+    return commit
+
+
 @pytest.mark.parametrize("server", ["daemon", "http"])
 def test_the_hub_over_git_daemon_and_smart_http(
     tmp_path: Path, upstream: Path, server: str
@@ -368,6 +401,7 @@ def test_the_hub_over_git_daemon_and_smart_http(
     served.mkdir()
     hub = init_bare(served / "hub.git")
     subprocess.run(["git", "--git-dir", str(hub), "config", "http.receivepack", "true"], check=True)
+    crowd = fill_hub(hub, 500)  # other people's stores: advertised, never fetched
     running: GitDaemon | HttpGitServer
     if server == "daemon":
         running = GitDaemon(served).start()
@@ -388,7 +422,12 @@ def test_the_hub_over_git_daemon_and_smart_http(
         b.ok(shop_b, "sync")
         assert "over the network" in b.recall_text(shop_b)
         shown = b.ok(shop_b, "--json", "hub", "show").json()
-        assert SHOP_BRANCH in {entry["branch"] for entry in shown["branches"]}
+        names = {entry["branch"] for entry in shown["branches"]}
+        assert SHOP_BRANCH in names and len(names) == 500 + 1
+        blog = {e["branch"]: e for e in shown["branches"]}["projects/example.com/team/p7"]
+        assert blog["store"] is None and "not on this machine" in b.ok(shop_b, "hub").out
+        repo = f"{b.memory_root(shop_b)}.git"
+        assert subprocess.run(["git", "--git-dir", repo, "cat-file", "-e", crowd]).returncode
     finally:
         running.stop()
     fsck_strict(hub)
