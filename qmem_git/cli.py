@@ -1697,18 +1697,14 @@ def _sync_stores(opts: Options, hub: str | None, every: bool, flags: dict[str, b
 
 def _sync_one_via_hub(opts: Options, settings: Settings, hub: str, flags: dict[str, bool]) -> None:
     """One named store with no remote of its own: through its branch on the hub."""
-    from qmem_git.ops.hub import branch_for, kind_of, sync_store_via_hub
-    from qmem_git.store.hubstore import read_record
+    from qmem_git.ops.hub import sync_store_via_hub
+    from qmem_git.ops.hubjobs import branch_of_store
     from qmem_git.store.relocate import repository
 
-    project = settings.layout.project_root
-    git_dir = repository(settings.layout.memory_root)
-    if not os.path.isdir(git_dir):  # not on this machine yet: adopt its branch, if any
+    if not os.path.isdir(repository(settings.layout.memory_root)):  # not here yet: adopt it
         _sync_new_store(opts, settings, hub, flags)
         return
-    if not project:
-        project = read_record(git_dir).project or ""
-    branch = branch_for(kind_of(settings), settings, project or None)
+    branch = branch_of_store(settings)
     outcome = sync_store_via_hub(
         settings, now(), hub, branch, progress=sync_progress(opts), **flags
     )

@@ -344,6 +344,9 @@ def test_sync_all_needs_the_recorded_project_and_syncs_every_store(
     assert project["status"] == "synced" and project["branch"] == SHOP_BRANCH
     b.ok(None, "sync", "--all")
     assert "synced by --all" in b.recall_text(shop_b)
+    # a store named by its folder alone finds its branch from the project it recorded
+    named = a.ok(None, "--memory-dir", str(a.memory_root(shop_a)), "--json", "sync").json()
+    assert named["remote"] == "hub" and named["action"] == "up-to-date"
     # a store whose project was never recorded is skipped with a hint, not guessed
     lone = a.base / "qwen" / "projects" / "-nowhere" / "memory"
     a.ok(None, "--memory-dir", str(lone), "init")

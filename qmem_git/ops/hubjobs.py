@@ -20,6 +20,7 @@ from qmem_git.ops.hub import (
     adopt_from_hub,
     branch_for,
     hub_branches,
+    kind_of,
     sync_store_via_hub,
 )
 from qmem_git.ops.sync import Progress, _has_local_memories, sync_summary
@@ -216,6 +217,14 @@ def _run_job(
         )
         return _done(entry, outcome.result)
     return _new_store(settings, now, hub, branch, entry, dry_run=dry_run, progress=progress)
+
+
+def branch_of_store(settings: Settings) -> str:
+    """The hub branch of the existing store ``settings`` names: its project is the one given,
+    else the one its repository recorded."""
+    git_dir = repository(settings.layout.memory_root)
+    project = settings.layout.project_root or hubstore.read_record(git_dir).project
+    return _job_branch(Job(kind_of(settings), settings, project or None), git_dir)
 
 
 def _job_branch(job: Job, git_dir: str | None) -> str:
