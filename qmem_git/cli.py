@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from qmem_git.integrations.hooksettings import InstallResult
     from qmem_git.ops.models import Strategy
     from qmem_git.ops.runner import Outcome
+    from qmem_git.ops.sync import SyncOutcome
     from qmem_git.ops.validate import Report
     from qmem_git.store.history import LogEntry
 
@@ -1632,25 +1633,110 @@ def remote_list(opts: Options) -> None:
 @click.option("--dry-run", is_flag=True, help="Fetch and report what would happen; change nothing.")
 @click.option("--no-push", is_flag=True, help="Merge or fast-forward locally, do not push.")
 @click.option("--force", is_flag=True, help="Accept a remote that was rewound or force-pushed.")
+@click.option("--all", "every", is_flag=True, help="Every store on this machine (needs a hub).")
 @pass_options
-def sync(opts: Options, remote_name: str | None, dry_run: bool, no_push: bool, force: bool) -> None:
+def sync(
+    opts: Options, remote_name: str | None, dry_run: bool, no_push: bool, force: bool, every: bool
+) -> None:
     """Share memories with a git remote: fetch, merge entry by entry, push.
 
     Up to date: push local commits. Remote ahead: fast-forward. Both changed: merge memory
     entries (never loses a memory, never writes conflict markers), commit the merge, push.
     Exit 5 when the remote cannot be reached.
-    """
-    from qmem_git.ops.sync import run_sync, sync_summary
 
-    outcome = run_sync(
-        opts.settings(),
-        now(),
-        remote=remote_name,
-        dry_run=dry_run,
-        push=not no_push,
-        force=force,
-        progress=sync_progress(opts),
+    With a hub set (`qmem-git hub set URL`) and no store or remote named: every store of this
+    project (the project tier, the user tier, Claude's versioned folder), each through its own
+    remote if it has one, else through its branch on the hub; one line per store, and the exit
+    code is the first failing store's. --all: every store on this machine.
+    """
+    from qmem_git.hubconfig import hub_url
+    from qmem_git.ops.sync import run_sync
+
+    flags = {"dry_run": dry_run, "push": not no_push, "force": force}
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    hub = hub_url(os.environ, home)
+    if every or (hub is not None and remote_name is None and not opts.named):
+        require(
+            not (every and (remote_name or opts.named)),
+            "sync --all syncs every store; it takes no remote, --tier, --agent or --memory-dir",
+            "run `qmem-git sync --all` alone, or name one store without --all",
+        )
+        _sync_stores(opts, hub, every, flags)
+        return
+    settings = opts.settings()
+    if hub is not None and remote_name is None:
+        from qmem_git.ops.hub import has_own_remote
+
+        if not has_own_remote(settings):
+            _sync_one_via_hub(opts, settings, hub, flags)
+            return
+    outcome = run_sync(settings, now(), remote=remote_name, progress=sync_progress(opts), **flags)
+    _report_sync(opts, outcome)
+
+
+def _sync_stores(opts: Options, hub: str | None, every: bool, flags: dict[str, bool]) -> None:
+    """The project's stores (or, ``every``, the machine's), each on its own; exit code: the
+    first failing store's."""
+    from qmem_git.ops.hub import NO_HUB_HINT
+    from qmem_git.ops.hubjobs import (
+        first_failure,
+        machine_jobs,
+        project_jobs,
+        render,
+        sync_jobs,
     )
+
+    opts.check_folders()
+    require(hub is not None or not every, "sync --all needs a hub", NO_HUB_HINT)
+    base = build_settings(os.environ, project=opts.project, with_model=False)
+    jobs = machine_jobs(base) if every else project_jobs(base, opts.project)
+    found = sync_jobs(jobs, hub, now(), progress=sync_progress(opts), classify=_failure, **flags)
+    emit(opts, render(found), [entry.as_dict() for entry in found])
+    code = first_failure(found)
+    if code:
+        failed = next(entry for entry in found if entry.status == "failed")
+        fail(f"{failed.store}: {failed.error}", code)
+        exit_with(code)
+
+
+def _sync_one_via_hub(opts: Options, settings: Settings, hub: str, flags: dict[str, bool]) -> None:
+    """One named store with no remote of its own: through its branch on the hub."""
+    from qmem_git.ops.hub import sync_store_via_hub
+    from qmem_git.ops.hubjobs import branch_of_store
+    from qmem_git.store.relocate import repository
+
+    if not os.path.isdir(repository(settings.layout.memory_root)):  # not here yet: adopt it
+        _sync_new_store(opts, settings, hub, flags)
+        return
+    branch = branch_of_store(settings)
+    outcome = sync_store_via_hub(
+        settings, now(), hub, branch, progress=sync_progress(opts), **flags
+    )
+    _report_sync(opts, outcome)
+
+
+def _sync_new_store(opts: Options, settings: Settings, hub: str, flags: dict[str, bool]) -> None:
+    from qmem_git.ops.hub import kind_of
+    from qmem_git.ops.hubjobs import Job, first_failure, render, sync_jobs
+
+    job = Job(kind_of(settings), settings, settings.layout.project_root or None)
+    found = sync_jobs([job], hub, now(), progress=sync_progress(opts), classify=_failure, **flags)
+    emit(opts, render(found), [entry.as_dict() for entry in found])
+    code = first_failure(found)
+    if code:
+        fail(found[0].error, code)
+        exit_with(code)
+
+
+def _failure(exc: Exception) -> tuple[str, int]:
+    """One store's failure in a multi-store sync, worded and coded as a whole command's."""
+    message, code, _ = failure(exc)
+    return message, code
+
+
+def _report_sync(opts: Options, outcome: SyncOutcome) -> None:
+    from qmem_git.ops.sync import sync_summary
+
     if outcome.recovery is not None:
         from qmem_git.core.holdback import held_lines
 
@@ -1659,6 +1745,61 @@ def sync(opts: Options, remote_name: str | None, dry_run: bool, no_push: bool, f
         for line in outcome.recovery.messages():
             note(opts, line)
     emit(opts, sync_summary(outcome.result), outcome.as_dict())
+
+
+@main.group(invoke_without_command=True)
+@click.pass_context
+def hub(ctx: click.Context) -> None:
+    """One remote for every store of this machine (alone: show it).
+
+    Each store gets its own branch on the hub: the user tier `user`, a project's tier
+    `projects/<origin URL, normalised>`, Claude's folder `claude/<...>`. Then `qmem-git sync`
+    on each machine shares every store of the project. A store's own remote wins.
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(hub_show)
+
+
+@hub.command("set")
+@click.argument("url")
+@pass_options
+def hub_set(opts: Options, url: str) -> None:
+    """Use URL as this machine's hub (checked as `remote add` does; not contacted)."""
+    from qmem_git.envvalues import current_dir
+    from qmem_git.hubconfig import set_hub
+    from qmem_git.ops.hub import check_hub_url
+    from qmem_git.store.remotes import redact
+
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    checked = check_hub_url(url, current_dir())
+    path = set_hub(os.environ, home, checked)
+    emit(opts, f"Hub set to {redact(checked)} (in {path})", {"hub": redact(checked), "file": path})
+
+
+@hub.command("unset")
+@pass_options
+def hub_unset(opts: Options) -> None:
+    """Stop using a hub (the stores and the hub's branches stay as they are)."""
+    from qmem_git.hubconfig import unset_hub
+
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    removed = unset_hub(os.environ, home)
+    emit(opts, "Hub unset" if removed else "No hub was set", {"removed": removed})
+
+
+@hub.command("show")
+@pass_options
+def hub_show(opts: Options) -> None:
+    """The hub's URL, its branches, and which store of this machine each one is."""
+    from qmem_git.hubconfig import hub_url
+    from qmem_git.ops.hubjobs import render_show, show
+
+    opts.check_folders()
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    url = hub_url(os.environ, home)
+    settings = build_settings(os.environ, project=opts.project, with_model=False)
+    data = show(settings, url)
+    emit(opts, render_show(data), data)
 
 
 @main.command()

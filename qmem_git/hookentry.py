@@ -478,8 +478,9 @@ def on_session_start(hook: Hook, env: Mapping[str, str]) -> None:
     state = read_session(hook.state_dir, hook.session)
     mode = agents.detect_mode(hook.agent, env, hook.project, hook.home, hook.log)
     write_session(hook.state_dir, hook.session, {**(state or {}), "awaiting": True, "mode": mode})
-    if agents.has_remote(hook.memory_root):  # pull in the background; never block the session
-        pull = [[*_scope(hook), "sync", "--no-push"]]
+    # pull in the background (through the hub when the store has no remote); never block
+    if agents.can_sync(hook.memory_root, hub_set(env, hook.home)):
+        pull = [agents.sync_step(_scope(hook), "--no-push")]
         log = agents.log_path(hook.state_dir)
         agents.spawn_detached(agents.worker_argv(pull, log, 0.0, None), hook.project)
     if mode == COMPANION:
@@ -540,13 +541,22 @@ def schedule(hook: Hook, env: Mapping[str, str], awaiting: bool | None) -> None:
     steps: list[list[str]] = []
     others = other_stores(hook, env)
     if ended and not hook.session:  # no state file to hand over: the end steps run at once
-        sync = agents.has_remote(hook.memory_root)
-        also = [(other["scope"], agents.has_remote(other["root"])) for other in others]
+        hub = hub_set(env, hook.home)
+        sync = agents.can_sync(hook.memory_root, hub)
+        also = [(other["scope"], agents.can_sync(other["root"], hub)) for other in others]
         steps = agents.worker_steps(hook.event, mode, _scope(hook), transcript, "", sync, also)
     elif not ended and size is not None and size != _offset(state):  # engine: a new part
         steps = agents.worker_steps(hook.event, mode, _scope(hook), transcript, hook.session)
     watch = {"agent_pid": agent, "companion": mode == COMPANION, "others": others}
+    watch["hub"] = hub_set(env, hook.home)
     start_worker(hook, env, steps, delay, watch)
+
+
+def hub_set(env: Mapping[str, str], home: str) -> bool:
+    """A hub is set on this machine (``qmem-git hub set``): stores sync through it."""
+    from qmem_git.hubconfig import hub_url
+
+    return hub_url(env, home) is not None
 
 
 def other_stores(hook: Hook, env: Mapping[str, str]) -> list[dict[str, Any]]:

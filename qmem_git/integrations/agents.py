@@ -247,11 +247,24 @@ def worker_steps(
                 dream += ["--transcripts-dir", os.path.dirname(os.path.abspath(transcript))]
             steps.append(dream)
     if sync and event == "SessionEnd":
-        steps.append([*base, "sync"])
+        steps.append(sync_step(base))
     for other, other_sync in others if event == "SessionEnd" else ():
         steps.append([*other, "snapshot"])
-        steps += [[*other, "sync"]] if other_sync else []
+        steps += [sync_step(other)] if other_sync else []
     return steps
+
+
+def sync_step(scope: Sequence[str], *options: str) -> list[str]:
+    """``sync`` of exactly the store ``scope`` points at: with a hub set, a ``sync`` naming no
+    store would sync every store of the project, so the project tier is named when nothing is."""
+    named = any(flag in scope for flag in ("--tier", "--agent", "--memory-dir"))
+    return [*scope, *([] if named else ["--tier", "project"]), "sync", *options]
+
+
+def can_sync(memory_root: str, hub: bool) -> bool:
+    """A store syncs after a session (and pulls at its start) when it has a remote of its
+    own, or when the machine has a hub (``qmem-git hub set``)."""
+    return hub or has_remote(memory_root)
 
 
 def has_remote(memory_root: str) -> bool:

@@ -34,8 +34,8 @@ from qmem_git.integrations.agents import (
     COMPANION,
     WATCH_LOCK,
     append_log,
+    can_sync,
     command_name,
-    has_remote,
     run_step,
     run_steps,
     worker_steps,
@@ -67,6 +67,7 @@ class WatchConfig:
     log: str = ""
     # the other stores the agent writes itself (Qwen's user tier): {"root": ..., "scope": [...]}
     others: list[dict[str, Any]] = field(default_factory=list)
+    hub: bool = False  # a hub is set: stores without a remote sync through it
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in self.__dict__.items() if key != "log"}
@@ -307,8 +308,9 @@ class Watcher:
             os.unlink(session.path)
         except FileNotFoundError:
             return
-        sync = has_remote(self.config.memory_root)
-        others = [(o["scope"], has_remote(str(o["root"]))) for o in self.config.others]
+        hub = self.config.hub
+        sync = can_sync(self.config.memory_root, hub)
+        others = [(o["scope"], can_sync(str(o["root"]), hub)) for o in self.config.others]
         steps = worker_steps(
             "SessionEnd",
             session.mode,

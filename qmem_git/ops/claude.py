@@ -90,12 +90,14 @@ def snapshot_claude(settings: Settings, now: datetime, *, dry_run: bool = False)
 def init_claude(settings: Settings) -> bool:
     """Make the repository beside Claude's folder and qmem-git's state folder; True when the
     repository is new. Claude's folder itself gets nothing written into it."""
-    from qmem_git.ops.lifecycle import hook_command
+    from qmem_git.ops.lifecycle import hook_command, record_project
     from qmem_git.store.repo import init_repo
 
     layout = settings.layout
     os.makedirs(layout.state_dir, exist_ok=True)
-    return init_repo(layout, hook_command(), settings.lock_timeout).created
+    created = init_repo(layout, hook_command(), settings.lock_timeout).created
+    record_project(settings)  # the hub names this folder's branch from its project
+    return created
 
 
 CLAUDE_INDEX_RULES = frozenset({"index-missing", "index-stale", "index-limit"})

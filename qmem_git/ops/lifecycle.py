@@ -43,7 +43,18 @@ def init_memory(settings: Settings, hook_command: str, now: datetime) -> Committ
     """
     ensure_scaffold(settings.layout, now)
     init_repo(settings.layout, hook_command)
+    record_project(settings)
     return commit_existing(settings, now)
+
+
+def record_project(settings: Settings) -> None:
+    """Note in the store's repository which project it belongs to (``sync --all`` names the
+    store's hub branch from it); the user and team tiers belong to no one project."""
+    layout = settings.layout
+    if layout.project_root and layout.tier == "project":
+        from qmem_git.store.hubstore import record_project as record
+
+        record(repository(layout.memory_root), layout.project_root)
 
 
 def commit_existing(settings: Settings, now: datetime) -> Committed:

@@ -25,6 +25,7 @@ class Status:
     held: dict[str, str] = field(default_factory=dict)
     index_stale: bool = False
     tracking: tuple[tuple[str, int, int], ...] = ()
+    hub_branch: str | None = None  # the branch on the hub this store last synced with
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -32,7 +33,26 @@ class Status:
             "held": self.held,
             "index_stale": self.index_stale,
             "tracking": [{"remote": r, "ahead": a, "behind": b} for r, a, b in self.tracking],
+            "hub": self.hub(),
         }
+
+    def hub(self) -> dict[str, object] | None:
+        """The hub branch and ahead/behind against its tracking ref (None: never synced)."""
+        if self.hub_branch is None:
+            return None
+        found = [(a, b) for remote, a, b in self.tracking if remote == HUB_REMOTE]
+        ahead, behind = found[0] if found else (0, 0)
+        return {"branch": self.hub_branch, "ahead": ahead, "behind": behind}
+
+
+HUB_REMOTE = "hub"  # store.hubstore.HUB_REMOTE (not imported: status reads no dulwich early)
+
+
+def _hub_branch(memory_root: str) -> str | None:
+    from qmem_git.store.hubstore import read_record
+    from qmem_git.store.relocate import repository
+
+    return read_record(repository(memory_root)).branch
 
 
 def read_status(settings: Settings) -> Status:
@@ -57,6 +77,7 @@ def read_status(settings: Settings) -> Status:
         held=dict(sorted(plan.held.items())),
         index_stale=not check_index(settings).up_to_date,
         tracking=tuple(tracking(layout.memory_root)),
+        hub_branch=_hub_branch(layout.memory_root),
     )
 
 
@@ -72,8 +93,15 @@ def render_status(status: Status) -> str:
     if status.held:
         lines.append("Held back (stay where they are, not committed):")
         lines += [f"  {rel}: {why}" for rel, why in status.held.items()]
+    hub = status.hub()
     for remote, ahead, behind in status.tracking:
+        if hub is not None and remote == HUB_REMOTE:
+            continue
         lines.append(f"main is {ahead} ahead, {behind} behind {remote}/main")
+    if hub is not None:
+        lines.append(
+            f"main is {hub['ahead']} ahead, {hub['behind']} behind the hub's {hub['branch']}"
+        )
     return "\n".join(lines)
 
 
@@ -89,6 +117,7 @@ def _claude_status(settings: Settings) -> Status:
         uncommitted={change.path: change.status for change in plan.changes},
         held=dict(sorted(plan.held.items())),
         tracking=tuple(tracking(settings.layout.memory_root)),
+        hub_branch=_hub_branch(settings.layout.memory_root),
     )
 
 

@@ -97,8 +97,16 @@ def _git_dir(settings: Settings) -> str:
     return repository(settings.layout.memory_root)
 
 
-def _transport_factory(settings: Settings, remote: Remote) -> Callable[[bool], Transport]:
+def _transport_factory(
+    settings: Settings, remote: Remote, branch: str | None = None
+) -> Callable[[bool], Transport]:
+    """Transports to ``remote``, syncing its ``main`` or (a hub's) ``branch``."""
+
     def open_for(for_push: bool) -> Transport:
+        transport = _open_transport(for_push)
+        return transport._replace(branch=f"refs/heads/{branch}".encode()) if branch else transport
+
+    def _open_transport(for_push: bool) -> Transport:
         return remotes.open_transport(
             remote.url,
             credentials=credentials_for(settings),

@@ -313,12 +313,13 @@ def tracking_ref(name: str) -> bytes:
 
 class Transport(NamedTuple):
     """A client for one URL (dulwich's, or :class:`~qmem_git.store.receive.LocalClient` for a
-    local remote) and the path to pass to it."""
+    local remote), the path to pass to it, and the remote branch (``main``; a hub's differ)."""
 
     client: GitClient | LocalClient
     path: str
     url: str
     secrets: tuple[str, ...]
+    branch: bytes = b"refs/heads/main"  # the remote's branch a sync fetches and pushes (a hub's)
 
 
 def open_transport(

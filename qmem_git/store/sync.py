@@ -610,7 +610,7 @@ def fetch(
     ``clone``, time every file from history in the same walk (still without the lock)."""
     quarantine = Quarantine(repo.git_dir, repo.objects_dir)
     try:
-        wants = _MainWanted(repo.objects)
+        wants = _MainWanted(repo.objects, transport.branch)
         if _nothing_to_fetch(transport, wants, timeout):
             pass  # a local remote whose main is here already (a push): no quarantine
         elif not _copy_local_packs(repo, transport, wants, quarantine):
@@ -672,16 +672,17 @@ class _MainWanted:
     Notes the remote's ``main`` (``head``), or, when it has none, its other branches.
     """
 
-    def __init__(self, known: BaseObjectStore) -> None:
+    def __init__(self, known: BaseObjectStore, branch: bytes = BRANCH) -> None:
         self.known = known
+        self.branch = branch  # a hub's branch other than main: its absence means "empty"
         self.head: str | None = None
         self.others: list[str] = []
 
     def __call__(self, refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
         del depth
-        head = refs.get(Ref(BRANCH))
+        head = refs.get(Ref(self.branch))
         self.head = head.decode("ascii") if head else None
-        if head is None:
+        if head is None and self.branch == BRANCH:
             self.others.extend(_branch_names(refs))
         if head is None or _has(self.known, head):
             return []
@@ -720,6 +721,8 @@ def _copy_local_packs(
     only what ``main`` reaches, verifying every id. False when this does not apply (something
     here already, or alternates there)."""
     if url_kind(transport.url) not in ("local", "file") or repo.head()[1] is not None:
+        return False
+    if transport.branch != BRANCH:  # a hub's packs hold every store's objects: fetch one branch
         return False
     from dulwich.repo import Repo
 
@@ -1881,11 +1884,13 @@ def push(
     """Move the remote's ``main`` from ``expected`` to ``local``; RemoteMoved when it moved."""
     store = repo.objects
 
+    branch = Ref(transport.branch)
+
     def update_refs(refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
-        current = refs.get(Ref(BRANCH))
+        current = refs.get(branch)
         if (current.decode("ascii") if current else None) != expected:
             raise RemoteMoved()
-        return {Ref(BRANCH): _oid(local)}
+        return {branch: _oid(local)}
 
     def generate_pack_data(
         have: Collection[ObjectID],
@@ -1906,7 +1911,7 @@ def push(
                 generate_pack_data,
                 progress=_raw_progress(progress),
             )
-        status = (result.ref_status or {}).get(Ref(BRANCH))
+        status = (result.ref_status or {}).get(branch)
         if not status:
             return
         if "cannot lock ref" not in status:
@@ -1934,8 +1939,21 @@ def _remote_main(transport: Transport, timeout: float) -> str | None:
     """Where the remote's main is now (asked again after a refused push)."""
     with _network(transport, "reading refs of", timeout):
         refs = transport.client.get_refs(_path_bytes(transport)).refs
-    value = refs.get(Ref(BRANCH))
+    value = refs.get(Ref(transport.branch))
     return value.decode("ascii") if value else None
+
+
+def remote_branches(transport: Transport, timeout: float) -> dict[str, str]:
+    """Every branch the remote advertises (name without ``refs/heads/`` -> commit): one ref
+    advertisement, under the same caps and time bound as a sync's (``hub show``)."""
+    with _network(transport, "reading refs of", timeout):
+        refs = transport.client.get_refs(_path_bytes(transport)).refs
+    prefix = b"refs/heads/"
+    return {
+        name[len(prefix) :].decode("utf-8", "replace"): sha.decode("ascii")
+        for name, sha in refs.items()
+        if name.startswith(prefix) and not name.endswith(b"^{}") and sha
+    }
 
 
 _OPENED: list[Repository] = []

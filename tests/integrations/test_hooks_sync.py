@@ -12,9 +12,9 @@ from integrations.test_hooks_e2e import FIXTURES, Session, context_of
 from qmem_git.store.remotes import create_bare_repository
 
 
-def remote_head(bare: Path) -> str:
+def remote_head(bare: Path, branch: str = "refs/heads/main") -> str:
     done = subprocess.run(
-        [*git_argv(str(bare)), "rev-parse", "--verify", "-q", "refs/heads/main"],
+        [*git_argv(str(bare)), "rev-parse", "--verify", "-q", branch],
         capture_output=True,
         text=True,
         check=False,
@@ -64,3 +64,32 @@ def head(session: Session) -> str:
         text=True,
         check=True,
     ).stdout.strip()
+
+
+def test_hooks_sync_through_the_hub_when_the_store_has_no_remote(tmp_path: Path) -> None:
+    """No remote anywhere, one hub per machine: SessionEnd pushes to the project's branch on
+    the hub, SessionStart on a machine that never had the store adopts it."""
+    hub = tmp_path / "hub.git"
+    create_bare_repository(str(hub))
+    transcript = FIXTURES / "transcripts" / "claude-session.jsonl"
+    laptop, desk = (machine(tmp_path / name, transcript) for name in ("laptop", "desk"))
+    for session, origin in ((laptop, "git@github.com:Alice/shop.git"), (desk, SHOP_HTTPS)):
+        session.env["QMEM_CONFIG"] = str(session.project.parent / "config.json")
+        subprocess.run(["git", "init", "-q", str(session.project)], check=True)
+        git_c = ["git", "-C", str(session.project)]
+        subprocess.run([*git_c, "remote", "add", "origin", origin], check=True)
+        session.qmem("hub", "set", str(hub))
+    branch = "refs/heads/projects/github.com/alice/shop"
+    laptop.qmem("remember", "--type", "project", "Canary deploys roll out to 5% first")
+    laptop.hook("SessionStart", laptop.payload("session-start"))
+    laptop.hook("SessionEnd", laptop.payload("session-end"))
+    assert poll(lambda: remote_head(hub, branch) == head(laptop)), laptop.state_dir / "hook.log"
+    assert laptop.qmem("remote", "list").startswith("No remotes")
+    assert not desk.memory_root.exists()
+    desk.hook("SessionStart", desk.payload("session-start"))  # adopts the branch, in background
+    recall = ("recall", "canary deploys")
+    assert poll(lambda: "5% first" in desk.qmem(*recall, nothing_matched_ok=True))
+    subprocess.run([*git_argv(str(hub)), "fsck", "--strict"], check=True, capture_output=True)
+
+
+SHOP_HTTPS = "https://github.com/alice/shop"

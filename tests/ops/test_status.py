@@ -99,8 +99,9 @@ def test_status_lists_every_store_of_the_project_and_creates_none(tmp_path: Path
     stores = {store["store"]: store for store in listed.json()}
     assert [store["store"] for store in listed.json()] == ["project", "user", "team", "claude"]
     keys = {"store", "memory_root", "repository", "exists", "initialized", "uncommitted"}
-    keys |= {"held", "index_stale", "tracking", "note", "error"}
+    keys |= {"held", "index_stale", "tracking", "hub", "note", "error"}
     assert all(set(store) == keys for store in stores.values())
+    assert all(store["hub"] is None for store in stores.values())  # no hub sync yet
     assert stores["project"]["initialized"] and stores["project"]["uncommitted"] == {}
     assert stores["user"]["memory_root"] == str(user_root)
     assert stores["user"]["repository"] == str(home / ".qwen" / "memories.git")
