@@ -1670,7 +1670,15 @@ def sync(
         if not has_own_remote(settings):
             _sync_one_via_hub(opts, settings, hub, flags)
             return
-    outcome = run_sync(settings, now(), remote=remote_name, progress=sync_progress(opts), **flags)
+    outcome = run_sync(
+        settings,
+        now(),
+        remote=remote_name,
+        progress=sync_progress(opts),
+        dry_run=dry_run,
+        push=not no_push,
+        force=force,
+    )
     _report_sync(opts, outcome)
 
 

@@ -17,17 +17,17 @@ from qmem_git.errors import UsageError
 from qmem_git.ops.sync import (
     Progress,
     SyncOutcome,
-    _has_local_memories,
-    _locker,
-    _transport_factory,
+    attach,
     credentials_for,
+    prepare_store,
+    run_sync,
     timeout_for,
 )
 from qmem_git.settings import Settings
 from qmem_git.store import hubstore, remotes
 from qmem_git.store.relocate import repository
 from qmem_git.store.remotes import Remote
-from qmem_git.store.sync import SyncOptions, SyncResult
+from qmem_git.store.sync import SyncResult
 
 NO_HUB_HINT = "set one with `qmem-git hub set URL` (a bare repository, git://, https:// or ssh)"
 
@@ -100,9 +100,7 @@ def sync_store_via_hub(
     progress: Progress | None = None,
 ) -> SyncOutcome:
     """``sync`` of one existing store through the hub's ``branch``."""
-    from qmem_git.ops.lifecycle import require_store
-    from qmem_git.ops.runner import identity_for
-    from qmem_git.store.sync import sync_remote
+    from qmem_git.ops.required import require_store
 
     require_store(settings)
     git_dir = repository(settings.layout.memory_root)
@@ -112,22 +110,16 @@ def sync_store_via_hub(
         moved = hubstore.read_record(git_dir)[:2] != (hub, branch)
     else:
         hubstore.track(git_dir, hub, branch)
-    options = SyncOptions(
-        dry_run=dry_run, push=push, force=force or moved, timeout=timeout_for(settings)
-    )
-    identity = identity_for(settings)
-    result, report = sync_remote(
-        settings.layout,
-        hubstore.HUB_REMOTE,
-        _transport_factory(settings, Remote(hubstore.HUB_REMOTE, hub), branch),
-        options,
-        identity=identity,
-        host=settings.host,
-        now=now,
-        lock=_locker(settings, identity, now),
+    return run_sync(
+        settings,
+        now,
+        dry_run=dry_run,
+        push=push,
+        force=force or moved,
         progress=progress,
+        via=Remote(hubstore.HUB_REMOTE, hub),
+        branch=branch,
     )
-    return SyncOutcome(result, report)
 
 
 def adopt_from_hub(
@@ -135,35 +127,11 @@ def adopt_from_hub(
 ) -> SyncResult:
     """A store not on this machine yet: make it and take the hub branch's history (as
     ``clone``); memories already in the folder are merged and pushed instead."""
-    from qmem_git.ops.lifecycle import commit_existing, hook_command
-    from qmem_git.ops.runner import identity_for
-    from qmem_git.store.repo import init_repo
-    from qmem_git.store.state import ensure_scaffold
-    from qmem_git.store.sync import adopt_remote
-
-    layout = settings.layout
-    ensure_scaffold(layout, now)
-    init_repo(layout, hook_command())
-    git_dir = repository(layout.memory_root)
+    prepare_store(settings, now)
+    git_dir = repository(settings.layout.memory_root)
     _record(settings, git_dir)
     hubstore.track(git_dir, hub, branch)
-    if not _has_local_memories(settings):
-        identity = identity_for(settings)
-        adopted = adopt_remote(
-            layout,
-            hubstore.HUB_REMOTE,
-            _transport_factory(settings, Remote(hubstore.HUB_REMOTE, hub), branch),
-            SyncOptions(timeout=timeout_for(settings)),
-            identity=identity,
-            host=settings.host,
-            now=now,
-            lock=_locker(settings, identity, now),
-            progress=progress,
-        )
-        if adopted.action == "cloned":
-            return adopted
-    commit_existing(settings, now)
-    return sync_store_via_hub(settings, now, hub, branch, progress=progress).result
+    return attach(settings, Remote(hubstore.HUB_REMOTE, hub), now, progress, branch).result
 
 
 def _record(settings: Settings, git_dir: str) -> None:

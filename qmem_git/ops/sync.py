@@ -154,21 +154,25 @@ def run_sync(
     push: bool = True,
     force: bool = False,
     progress: Progress | None = None,
+    branch: str | None = None,
+    via: Remote | None = None,
 ) -> SyncOutcome:
     """Fetch, fast-forward or merge, push; one merge commit at most (exit 5 on network errors).
 
-    Claude Code's folder: its changes are committed as they are first (``store.asis``), and
-    its MEMORY.md, Claude's own, is merged by lines, never rebuilt."""
+    ``via`` and ``branch``: a remote that is not in the store's config (the hub) and the branch
+    of it this store syncs. Claude Code's folder: its changes are committed as they are first
+    (``store.asis``), and its MEMORY.md, Claude's own, is merged by lines, never rebuilt."""
     require_store(settings)
-    git_dir = _git_dir(settings)
-    chosen = remotes.get_remote(git_dir, remote) if remote else remotes.default_remote(git_dir)
+    if via is None:
+        git_dir = _git_dir(settings)
+        via = remotes.get_remote(git_dir, remote) if remote else remotes.default_remote(git_dir)
     options = _options(settings, dry_run=dry_run, push=push, force=force)
     identity = _identity(settings)
     snapshots: list[AsIsResult] = []
     result, report = sync_remote(
         settings.layout,
-        chosen.name,
-        _transport_factory(settings, chosen),
+        via.name,
+        _transport_factory(settings, via, branch),
         options,
         identity=identity,
         host=settings.host,
@@ -272,9 +276,24 @@ def connect(
     are (no merge commit); one with memories merges them in and pushes the result; an empty
     remote receives the local history.
     """
-    layout = settings.layout
     normalized = remotes.normalize_url(url, settings.cwd)
-    if settings.agent == "claude":  # nothing written into Claude's folder
+    prepare_store(settings, now)
+    known = {remote.name for remote in remotes.list_remotes(_git_dir(settings))}
+    remote = _ensure_remote(settings, name, normalized)
+    try:
+        return attach(settings, remote, now, progress)
+    except BaseException:
+        if name not in known:  # a failed clone takes back the remote it added: retry works
+            with contextlib.suppress(QmemError, OSError):
+                remotes.remove_remote(_git_dir(settings), name)
+        raise
+
+
+def prepare_store(settings: Settings, now: datetime) -> None:
+    """The store's repository (and, for Qwen's folders, its scaffold); nothing is written into
+    Claude Code's folder."""
+    layout = settings.layout
+    if settings.agent == "claude":
         from qmem_git.ops.claude import init_claude
 
         check_store(layout)
@@ -284,42 +303,43 @@ def connect(
 
         ensure_scaffold(layout, now)
         init_repo(layout, hook_command())
-    known = {remote.name for remote in remotes.list_remotes(_git_dir(settings))}
-    remote = _ensure_remote(settings, name, normalized)
-    try:
-        return _connect(settings, remote, now, progress)
-    except BaseException:
-        if name not in known:  # a failed clone takes back the remote it added: retry works
-            with contextlib.suppress(QmemError, OSError):
-                remotes.remove_remote(_git_dir(settings), name)
-        raise
 
 
-def _connect(
-    settings: Settings, remote: Remote, now: datetime, progress: Progress | None
+def attach(
+    settings: Settings,
+    remote: Remote,
+    now: datetime,
+    progress: Progress | None,
+    branch: str | None = None,
 ) -> CloneOutcome:
+    """Adopt ``remote``'s history (its ``branch``, default main) when the store is empty, else
+    commit what is here and sync. ``remote`` need not be in the store's config (the hub)."""
     root = settings.layout.memory_root
     if not _has_local_memories(settings):
-        adopted = _adopt(settings, remote, now, progress)
+        adopted = _adopt(settings, remote, now, progress, branch)
         if adopted.action == "cloned":
             return CloneOutcome(root, remote, "cloned", adopted)
     if settings.agent != "claude":  # Claude's folder: the sync commits it as it is first
         from qmem_git.ops.lifecycle import commit_existing
 
         commit_existing(settings, now)
-    result = run_sync(settings, now, remote=remote.name, progress=progress).result
+    result = run_sync(settings, now, via=remote, branch=branch, progress=progress).result
     mode = "merged" if result.merge_commit else result.action
     return CloneOutcome(root, remote, mode, result)
 
 
 def _adopt(
-    settings: Settings, remote: Remote, now: datetime, progress: Progress | None
+    settings: Settings,
+    remote: Remote,
+    now: datetime,
+    progress: Progress | None,
+    branch: str | None = None,
 ) -> SyncResult:
     identity = _identity(settings)
     return adopt_remote(
         settings.layout,
         remote.name,
-        _transport_factory(settings, remote),
+        _transport_factory(settings, remote, branch),
         _options(settings),
         identity=identity,
         host=settings.host,
