@@ -34,7 +34,8 @@ def write_old(path: Path, text: str) -> None:
 
 
 def test_claudes_folder_follows_the_project_through_the_hub(
-    tmp_path: Path, upstream: Path  # noqa: F811
+    tmp_path: Path,
+    upstream: Path,  # noqa: F811
 ) -> None:
     hub = init_bare(tmp_path / "hub.git")
     a, b = Box(tmp_path, "a"), Box(tmp_path, "b")
@@ -61,7 +62,8 @@ def test_claudes_folder_follows_the_project_through_the_hub(
 
 
 def test_both_machines_edit_claudes_index_and_converge(
-    tmp_path: Path, upstream: Path  # noqa: F811
+    tmp_path: Path,
+    upstream: Path,  # noqa: F811
 ) -> None:
     hub = init_bare(tmp_path / "hub.git")
     a, b = Box(tmp_path, "a"), Box(tmp_path, "b")
