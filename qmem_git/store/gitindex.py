@@ -86,12 +86,14 @@ class GitIndex:
         head: str | None = None,
         mtime_ns: int = 0,
         checksum: bytes = b"",
+        stamp: tuple[int, int, int, int] | None = None,
     ) -> None:
         self.version = version
         self.entries: dict[str, bytes] = {} if entries is None else entries
         self.head = head
         self.mtime_ns = mtime_ns
         self.checksum = checksum
+        self.stamp = stamp  # the file's (mtime_ns, size, ino, ctime_ns) when it was read
         self.changed = False
         self.added: set[str] = set()
 
@@ -205,18 +207,33 @@ def read_index(git_dir: str, path: str | None = None) -> GitIndex:
     try:
         with open(path or own, "rb") as handle:
             data = handle.read()
-            mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
+            st = os.fstat(handle.fileno())
     except FileNotFoundError:
-        return GitIndex(head=None if path else _read_head_record(git_dir, b""))
+        return GitIndex(head=None if path else read_head_record(git_dir, b""))
     except IsADirectoryError as exc:
         raise IndexUnreadable(f"{path or own} is a folder") from exc
-    index = parse_index(data, mtime_ns)
+    index = parse_index(data, st.st_mtime_ns)
+    index.stamp = file_stamp(st)
     if not path or os.path.realpath(path) == os.path.realpath(own):
-        index.head = _read_head_record(git_dir, index.checksum)
+        index.head = read_head_record(git_dir, index.checksum)
     return index
 
 
-def _read_head_record(git_dir: str, checksum: bytes) -> str | None:
+def file_stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    """(mtime_ns, size, ino, ctime_ns): what changes when the index file is replaced or
+    rewritten (git and qmem-git replace it by rename: a new inode, a new ctime)."""
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def index_stamp(git_dir: str) -> tuple[int, int, int, int] | None:
+    """:func:`file_stamp` of ``<git_dir>/index`` now; None when it cannot be stat'ed."""
+    try:
+        return file_stamp(os.stat(os.path.join(git_dir, "index")))
+    except OSError:
+        return None
+
+
+def read_head_record(git_dir: str, checksum: bytes) -> str | None:
     head, recorded = _head_record(git_dir)
     return head if recorded == checksum.hex() else None
 
