@@ -9,7 +9,8 @@ A command that still has its imports ahead of it (the ``remember`` fast path: du
 run on separate cores; the child writes its answer (``marshal``) into memory shared with the
 parent and exits. The answer holds the index the child parsed (its raw entries: ~2 ms to load
 instead of ~10 ms to parse again at 10,000 entries), and the parent uses it only when the
-index file's stat is still the one the child read it with. This module imports
+index file's stat is still the one the child read it with and its content matches its SHA-1
+trailer (checked by the parent, which imports hashlib anyway). This module imports
 nothing heavy (the index reader loads in the child), so forking costs the parent ~2 ms. Where
 ``fork`` is missing, or the process already runs threads (forking them is unsafe), the survey
 runs in process, and the result is the same either way.
@@ -406,8 +407,8 @@ def _encoded(root: str) -> bytes:
     from qmem_git.store import gitindex
 
     seen = _scan(root)
-    index = gitindex.read_index(repository(root))
-    if not index.checksum or index.stamp is None:
+    index = gitindex.read_index(repository(root), verify=False)  # the parent checks the hash:
+    if not index.checksum or index.stamp is None:  # it has hashlib (~4 ms to import) by then
         raise ValueError("no index to compare with")
     dirty, gone = compared(index, seen.files)
     found = (
@@ -428,8 +429,8 @@ def _decode(data: bytes, root: str) -> Survey:
     wire: _Wire = marshal.loads(data[len(_MAGIC) :])
     checksum, stamp, version, entries, files, dirty, gone, temp_files, links, cut, linked = wire
     git_dir = repository(root)
-    if gitindex.index_stamp(git_dir) != stamp:
-        raise ValueError("the index changed since the survey")
+    if gitindex.index_stamp(git_dir) != stamp or not gitindex.holds_checksum(git_dir, checksum):
+        raise ValueError("the index changed since the survey, or is damaged")
     head = gitindex.read_head_record(git_dir, checksum)
     index = gitindex.GitIndex(version, entries, head, stamp[0], checksum, stamp)
     return Survey(files, temp_files, index, dirty, links, gone, cut, linked)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import mmap
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -174,6 +176,33 @@ def test_the_child_hands_over_the_index_it_parsed(repo: GitRepo) -> None:
     assert result.index is not None and result.index.entries == fresh.entries
     assert (result.index.version, result.index.head) == (fresh.version, fresh.head)
     assert (result.index.mtime_ns, result.index.stamp) == (fresh.mtime_ns, fresh.stamp)
+
+
+def test_a_damaged_index_the_child_parsed_is_refused_by_the_parent(repo: GitRepo) -> None:
+    """The child leaves the SHA-1 check to the parent (hashlib is ~4 ms to import, on the
+    child's critical path): an index whose content no longer matches its trailer is refused,
+    and the survey made here finds it unreadable."""
+    path = gitdir(repo.root) / "index"
+    data = bytearray(path.read_bytes())
+    data[20] ^= 0xFF  # a byte of the first entry's mtime: parseable, but not what was hashed
+    path.write_bytes(bytes(data))
+    whole = survey._encoded(repo.path)
+    with pytest.raises(ValueError, match="damaged"):
+        survey._decode(whole, repo.path)
+    shared = mmap.mmap(-1, 1 << 20)
+    result = fake_child(repo.path, shared, framed(whole), 0).result()
+    assert result.index is None and summary(result) == summary(survey.survey(repo.path))
+
+
+def test_the_child_does_not_import_hashlib(repo: GitRepo) -> None:
+    code = (
+        "import sys\n"
+        "from qmem_git.store import survey\n"
+        f"survey._encoded({repo.path!r})\n"
+        "print('hashlib' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def test_an_index_rewritten_since_the_child_read_it_means_surveying_here(repo: GitRepo) -> None:
