@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from qmem_git.core.limits import QUIET_SECONDS
 from qmem_git.core.paths import Layout, chats_dir, expand_dir, tier_layout
@@ -16,15 +16,18 @@ if TYPE_CHECKING:
     from qmem_git.modelconfig import ModelConfig
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Everything an operation needs to know about where it runs."""
+class Settings(NamedTuple):
+    """Everything an operation needs to know about where it runs.
+
+    A NamedTuple, not a frozen dataclass: ~0.2 ms instead of ~0.9 ms to define, on every
+    command (``remember`` included).
+    """
 
     layout: Layout
     host: str
     home: str
     cwd: str
-    env: Mapping[str, str] = field(repr=False)  # may hold API keys (QMEM_LLM_API_KEY)
+    env: Mapping[str, str]  # may hold API keys (QMEM_LLM_API_KEY): left out of repr()
     telemetry: bool = True
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT
     author_name: str = ""
@@ -35,6 +38,10 @@ class Settings:
     # QMEM_QUIET_SECONDS: a file changed more recently is held back as still being written
     quiet_seconds: float = QUIET_SECONDS
     agent: str = "qwen"  # --agent claude: the store is Claude Code's auto-memory folder
+
+    def __repr__(self) -> str:
+        pairs = zip(self._fields, self, strict=True)
+        return f"Settings({', '.join(f'{k}={v!r}' for k, v in pairs if k != 'env')})"
 
     @property
     def chats_dir(self) -> str:

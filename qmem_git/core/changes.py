@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import NamedTuple
 
 from qmem_git.core.text import clean_text
@@ -30,16 +30,20 @@ _TRAILER = re.compile(r"^(Qmem-[A-Za-z][A-Za-z0-9-]*): ?(.*)$")
 _CHANGE = re.compile(r"^[AMD] .")
 
 
-@dataclass(frozen=True)
-class ChangeSet:
+_NONE: Mapping[str, str] = MappingProxyType({})  # the defaults below: shared, so read-only
+
+
+class ChangeSet(NamedTuple):
     """Files to write (relative path -> text) and delete, plus what the commit says about them.
 
-    MEMORY.md is never listed here: ``store`` regenerates it in the same commit.
+    MEMORY.md is never listed here: ``store`` regenerates it in the same commit. A NamedTuple,
+    not a frozen dataclass: ~0.2 ms instead of ~0.9 ms to define, on every write
+    (``_replace`` for ``dataclasses.replace``).
     """
 
     op: str
     subject: str
-    writes: Mapping[str, str] = field(default_factory=dict)
+    writes: Mapping[str, str] = _NONE
     deletes: tuple[str, ...] = ()
     topics: tuple[str, ...] = ()
     added: int = 0
@@ -49,9 +53,9 @@ class ChangeSet:
     notes: tuple[str, ...] = ()
     # path -> unix seconds: a written file's own time when older than the commit (a file
     # another tool or a person wrote, committed by recover/snapshot/import keeps its age)
-    mtimes: Mapping[str, int] = field(default_factory=dict)
+    mtimes: Mapping[str, int] = MappingProxyType({})
     # path -> why: files in the work tree this commit leaves out (core.holdback)
-    held: Mapping[str, str] = field(default_factory=dict)
+    held: Mapping[str, str] = _NONE
 
     @property
     def is_empty(self) -> bool:

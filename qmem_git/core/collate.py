@@ -37,9 +37,23 @@ Weight = tuple[int, ...]
 Element = tuple[Weight, int, int]  # (primary, secondary, tertiary) of one collation element
 
 
+# the printable ASCII characters (all in the table): one collation element each, as
+# :func:`_elements` gives it; most file names are made of nothing else
+_ASCII_PRIMARY = {char: (rank, 0) for char, rank in _RANK.items() if char.isascii()}
+_ASCII_TERTIARY = {char: _UPPER if char.isupper() else 0 for char in _ASCII_PRIMARY}
+
+
 @functools.lru_cache(maxsize=4096)  # a writer orders the same names up to four times
 def collation_key(text: str) -> tuple[tuple[Weight, ...], tuple[int, ...], tuple[int, ...]]:
-    """Sort key: ``sorted(names, key=collation_key)`` orders as ``localeCompare`` does."""
+    """Sort key: ``sorted(names, key=collation_key)`` orders as ``localeCompare`` does.
+
+    A name of printable ASCII takes the table lookups alone (~10x faster than the element
+    walk, which cost ~5 ms for the 400 newest names a writer at 10,000 files ranks)."""
+    if text.isascii():
+        primary = tuple(map(_ASCII_PRIMARY.get, text))
+        if None not in primary:  # not a control character
+            tertiary = tuple(map(_ASCII_TERTIARY.__getitem__, text))
+            return primary, (0,) * len(text), tertiary  # type: ignore[return-value]
     elements = [element for char in text for element in _elements(char)]
     return (
         tuple(element[0] for element in elements if element[0]),

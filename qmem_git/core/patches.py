@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from qmem_git.core.codec import render_document, replace_body
@@ -166,14 +165,17 @@ def near_duplicate(words: frozenset[frozenset[str]], entry: Entry) -> bool:
     return not words.isdisjoint(fact_terms(entry))
 
 
-@dataclass(frozen=True)
-class PatchPlan:
-    """File texts to write (relative path -> text) and what they mean for the commit."""
+class PatchPlan(NamedTuple):
+    """File texts to write (relative path -> text) and what they mean for the commit.
 
-    writes: dict[str, str] = field(default_factory=dict)
-    touched_topics: list[str] = field(default_factory=list)
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
+    A NamedTuple (cheaper to define than a dataclass, on every ``remember``); the planner
+    that fills it makes it with its own containers, never the shared defaults.
+    """
+
+    writes: dict[str, str] = {}  # noqa: RUF012 - never filled: see the docstring
+    touched_topics: list[str] = []  # noqa: RUF012
+    created: list[str] = []  # noqa: RUF012
+    updated: list[str] = []  # noqa: RUF012
 
     @property
     def is_empty(self) -> bool:
@@ -211,7 +213,7 @@ class _Planner:
         self.read_text = read_text
         self.path_taken = path_taken
         self.now_ms = now_ms
-        self.plan = PatchPlan()
+        self.plan = PatchPlan({}, [], [], [])  # filled in place: never the shared defaults
 
     def apply(self, patch: Patch) -> None:
         record = self.find_target(patch)

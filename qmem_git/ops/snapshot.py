@@ -12,7 +12,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from qmem_git.core.changes import ChangeSet
@@ -116,7 +116,7 @@ def plan_snapshot(
     statuses = {c.path: c.status for c in kept}
     chosen = op or infer_op(meta, previous_meta, only_deletions=not writes)
     changeset = _changeset(chosen, kept, writes, deletes, meta)
-    changeset = replace(changeset, mtimes=_file_times(memory_root, writes), held=held)
+    changeset = changeset._replace(mtimes=_file_times(memory_root, writes), held=held)
     return SnapshotPlan(changeset, held, snapshot, statuses)
 
 

@@ -7,7 +7,6 @@ comes before speed here (ARCHITECTURE §6 is about ``log``).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import NamedTuple
 
 from qmem_git.core.changes import ChangeSet
@@ -70,7 +69,7 @@ def plan_undo(memory_root: str, rev: str | None = None, *, force: bool = False) 
             _require_restorable(repo, target, path, f)
         changeset = _changeset(target, pending, left_alone)
         if not pending and paths:  # nothing left to undo: say who undid it already
-            changeset = replace(changeset, notes=changeset.notes + _already(repo, target, paths))
+            changeset = changeset._replace(notes=changeset.notes + _already(repo, target, paths))
         return changeset
 
 

@@ -86,12 +86,14 @@ class GitIndex:
         head: str | None = None,
         mtime_ns: int = 0,
         checksum: bytes = b"",
+        stamp: tuple[int, int, int, int] | None = None,
     ) -> None:
         self.version = version
         self.entries: dict[str, bytes] = {} if entries is None else entries
         self.head = head
         self.mtime_ns = mtime_ns
         self.checksum = checksum
+        self.stamp = stamp  # the file's (mtime_ns, size, ino, ctime_ns) when it was read
         self.changed = False
         self.added: set[str] = set()
 
@@ -195,28 +197,57 @@ class GitIndex:
         self.added.clear()
 
 
-def read_index(git_dir: str, path: str | None = None) -> GitIndex:
+def read_index(git_dir: str, path: str | None = None, *, verify: bool = True) -> GitIndex:
     """Parse ``<git_dir>/index`` (missing = empty) and attach the head record if it applies.
 
     ``path``: another index file of the repository (``GIT_INDEX_FILE``, as ``git commit -a``
-    gives its hook); the head record never applies to it.
+    gives its hook); the head record never applies to it. ``verify=False``: the SHA-1 trailer
+    is left for the caller to check (:func:`holds_checksum`).
     """
     own = os.path.join(git_dir, "index")
     try:
         with open(path or own, "rb") as handle:
             data = handle.read()
-            mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
+            st = os.fstat(handle.fileno())
     except FileNotFoundError:
-        return GitIndex(head=None if path else _read_head_record(git_dir, b""))
+        return GitIndex(head=None if path else read_head_record(git_dir, b""))
     except IsADirectoryError as exc:
         raise IndexUnreadable(f"{path or own} is a folder") from exc
-    index = parse_index(data, mtime_ns)
+    index = parse_index(data, st.st_mtime_ns, verify=verify)
+    index.stamp = file_stamp(st)
     if not path or os.path.realpath(path) == os.path.realpath(own):
-        index.head = _read_head_record(git_dir, index.checksum)
+        index.head = read_head_record(git_dir, index.checksum)
     return index
 
 
-def _read_head_record(git_dir: str, checksum: bytes) -> str | None:
+def file_stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    """(mtime_ns, size, ino, ctime_ns): what changes when the index file is replaced or
+    rewritten (git and qmem-git replace it by rename: a new inode, a new ctime)."""
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def index_stamp(git_dir: str) -> tuple[int, int, int, int] | None:
+    """:func:`file_stamp` of ``<git_dir>/index`` now; None when it cannot be stat'ed."""
+    try:
+        return file_stamp(os.stat(os.path.join(git_dir, "index")))
+    except OSError:
+        return None
+
+
+def holds_checksum(git_dir: str, checksum: bytes) -> bool:
+    """Whether ``<git_dir>/index`` now ends with ``checksum`` and its content matches it
+    (an index without a hash, ``index.skipHash``, only by its trailer)."""
+    try:
+        with open(os.path.join(git_dir, "index"), "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return False
+    if len(data) < _HEADER.size + 20 or data[-20:] != checksum:
+        return False
+    return checksum == _NO_HASH or _sha1(data[:-20]) == checksum
+
+
+def read_head_record(git_dir: str, checksum: bytes) -> str | None:
     head, recorded = _head_record(git_dir)
     return head if recorded == checksum.hex() else None
 
@@ -240,15 +271,16 @@ def _head_record(git_dir: str) -> tuple[str | None, str]:
     return (None if head in ("-", "") else head), recorded
 
 
-def parse_index(data: bytes, mtime_ns: int = 0) -> GitIndex:
-    """Entries as raw slices; raises IndexUnreadable when damaged or unsupported."""
+def parse_index(data: bytes, mtime_ns: int = 0, *, verify: bool = True) -> GitIndex:
+    """Entries as raw slices; raises IndexUnreadable when damaged or unsupported (``verify``:
+    the content must match its SHA-1 trailer)."""
     if len(data) < _HEADER.size + 20:
         raise IndexUnreadable("index file is truncated")
     signature, version, count = _HEADER.unpack_from(data)
     if signature != SIGNATURE or version not in (2, 3, 4):
         raise IndexUnreadable(f"index version {version} is not supported")
     checksum = data[-20:]
-    if checksum != b"\0" * 20 and _sha1(data[:-20]) != checksum:
+    if verify and checksum != _NO_HASH and _sha1(data[:-20]) != checksum:
         raise IndexUnreadable("index checksum mismatch")
     index = GitIndex(version=version, entries={}, mtime_ns=mtime_ns, checksum=checksum)
     if version == 4:  # kept as version 2/3 entries, and written back that way

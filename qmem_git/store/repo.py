@@ -12,7 +12,6 @@ work-tree files -> MEMORY.md -> objects (fsynced) -> ref CAS -> index.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import os
 import posixpath
@@ -926,7 +925,7 @@ def _apply(
     mtime_ns = seconds * 1_000_000_000
     if cs.mtimes:  # only older times are kept: a file dated after the commit gets the commit's
         older = {rel: own for rel, own in cs.mtimes.items() if own < seconds and rel in cs.writes}
-        cs = dataclasses.replace(cs, mtimes=older)
+        cs = cs._replace(mtimes=older)
     record = _journal_record(repo, cs, parent, base)
     with journaled(repo, record):  # from here a crash is undone, not committed in part
         touched = _write_files(repo, cs, base, mtime_ns, state)
@@ -934,7 +933,7 @@ def _apply(
         index_blob: str | None = written
         if why is not None:  # listed from a held-back file: HEAD's index is kept in history
             index_blob = repo.lookup(base, INDEX_NAME)
-            cs = dataclasses.replace(cs, held={**cs.held, INDEX_NAME: why})
+            cs = cs._replace(held={**cs.held, INDEX_NAME: why})
         touched[INDEX_NAME] = index_blob
         for _ in range(CAS_ATTEMPTS):
             changes = _diff(repo, base, touched)

@@ -111,7 +111,6 @@ def _write(
     started: WriterStart,
 ) -> WriteResult:
     import contextlib
-    from dataclasses import replace
 
     from qmem_git.store import recovery
     from qmem_git.store.doccache import cache_path
@@ -137,7 +136,7 @@ def _write(
     with scope or contextlib.nullcontext():
         changeset = plan()
         if report.held and report.commit is None and recover_worktree:
-            changeset = replace(changeset, held={**dict(report.held), **changeset.held})
+            changeset = changeset._replace(held={**dict(report.held), **changeset.held})
         applied = apply_changeset(layout, changeset, identity=who, host=host, now=now, state=state)
     if applied.commit is not None:
         changeset = rebuild_only(changeset)  # what was committed, as its message says

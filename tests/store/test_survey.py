@@ -5,6 +5,8 @@ from __future__ import annotations
 import mmap
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -162,7 +164,62 @@ def test_the_shared_room_follows_the_index_size(repo: GitRepo) -> None:
     """Room for the answer, not a fixed 64 MiB a small ``ulimit -v`` cannot spare."""
     index_bytes = (gitdir(repo.root) / "index").stat().st_size
     whole = survey._encoded(repo.path)
-    assert len(whole) + 8 <= survey._shared_size(repo.path) <= 2 * index_bytes + (4 << 20)
+    assert len(whole) + 8 <= survey._shared_size(repo.path) <= 4 * index_bytes + (4 << 20)
+
+
+def test_the_child_hands_over_the_index_it_parsed(repo: GitRepo) -> None:
+    """The parent takes the child's parsed index (no second parse) while the index file is
+    the one the child read."""
+    whole = survey._encoded(repo.path)
+    result = survey._decode(whole, repo.path)
+    fresh = gitindex.read_index(str(gitdir(repo.root)))
+    assert result.index is not None and result.index.entries == fresh.entries
+    assert (result.index.version, result.index.head) == (fresh.version, fresh.head)
+    assert (result.index.mtime_ns, result.index.stamp) == (fresh.mtime_ns, fresh.stamp)
+
+
+def test_a_damaged_index_the_child_parsed_is_refused_by_the_parent(repo: GitRepo) -> None:
+    """The child leaves the SHA-1 check to the parent (hashlib is ~4 ms to import, on the
+    child's critical path): an index whose content no longer matches its trailer is refused,
+    and the survey made here finds it unreadable."""
+    path = gitdir(repo.root) / "index"
+    data = bytearray(path.read_bytes())
+    data[20] ^= 0xFF  # a byte of the first entry's mtime: parseable, but not what was hashed
+    path.write_bytes(bytes(data))
+    whole = survey._encoded(repo.path)
+    with pytest.raises(ValueError, match="damaged"):
+        survey._decode(whole, repo.path)
+    shared = mmap.mmap(-1, 1 << 20)
+    result = fake_child(repo.path, shared, framed(whole), 0).result()
+    assert result.index is None and summary(result) == summary(survey.survey(repo.path))
+
+
+def test_the_child_does_not_import_hashlib(repo: GitRepo) -> None:
+    code = (
+        "import sys\n"
+        "from qmem_git.store import survey\n"
+        f"survey._encoded({repo.path!r})\n"
+        "print('hashlib' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_an_index_rewritten_since_the_child_read_it_means_surveying_here(repo: GitRepo) -> None:
+    """A person's ``git add`` between the child's look and the parent's: the child's index
+    is stale, so the answer is dropped and the survey made here."""
+    whole = survey._encoded(repo.path)
+    shared = mmap.mmap(-1, 1 << 20)
+    pending = fake_child(repo.path, shared, framed(whole), 0)
+    repo.write("user/m0.md", memory_text("user", "m0", "staged after the child looked"))
+    repo.git("add", "user/m0.md")
+    with pytest.raises(ValueError, match="changed since"):
+        survey._decode(whole, repo.path)
+    result = pending.result()
+    assert summary(result) == summary(survey.survey(repo.path))
+    assert result.index is not None
+    staged = result.index.get("user/m0.md")
+    assert staged is not None and staged.size == (repo.root / "user" / "m0.md").stat().st_size
 
 
 def test_closing_an_uncollected_survey_reaps_the_child(repo: GitRepo) -> None:
