@@ -473,3 +473,41 @@ def test_a_locked_store_fails_alone_and_the_next_sync_catches_up(
     a.ok(shop, "sync")  # the lock is free again: the project's branch is published
     assert SHOP_BRANCH in hub_branches(hub)
     fsck_strict(hub)
+
+
+def test_a_secret_committed_by_hand_never_reaches_the_hub_and_blocks_only_its_store(
+    tmp_path: Path, upstream: Path
+) -> None:
+    hub = init_bare(tmp_path / "hub.git")
+    a = Box(tmp_path, "a")
+    shop = a.clone(upstream, "shop", SHOP_SSH)
+    a.ok(None, "hub", "set", str(hub))
+    a.remember(shop, "The shop deploys on Mondays")
+    a.ok(shop, "--tier", "user", "init")
+    a.remember(shop, "I prefer short answers", "--tier", "user")
+    # a person commits a credential into the project's store with plain git, past the hook
+    root = a.memory_root(shop)
+    key = "AKIA" + "IOSFODNN7" + "EXAMPLE"
+    (root / "project" / "keys.md").write_text(
+        f"---\nname: keys\ndescription: deploy keys\ntype: project\n---\n\n{key}\n",
+        encoding="utf-8",
+    )
+    git = ["git", f"--git-dir={root}.git", f"--work-tree={root}"]
+    subprocess.run([*git, "add", "project/keys.md"], check=True, env=a.env)
+    commit = [*git, "-c", "user.name=a", "-c", "user.email=a@x", "commit", "-q", "--no-verify"]
+    subprocess.run([*commit, "-m", "keys"], check=True, env=a.env)
+    result = a.run(shop, "--json", "sync")
+    assert result.code == 1, (result.out, result.err)  # refused content: exit 1
+    assert "project/keys.md" in one_error_line(result.err)
+    entries = {entry["store"]: entry for entry in json.loads(result.out)}
+    assert entries["project"]["status"] == "failed"
+    assert entries["user"]["status"] == "synced" and entries["user"]["result"]["pushed"]
+    assert hub_branches(hub) == {"user"}  # the project's branch was never published
+    everything = subprocess.run(
+        ["git", "--git-dir", str(hub), "log", "--all", "-p"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert key not in everything and "short answers" in everything
+    fsck_strict(hub)
