@@ -33,16 +33,23 @@ def write_old(path: Path, text: str) -> None:
     os.utime(path, (past, past))
 
 
+def two_machines(tmp_path: Path, project: Path) -> tuple[Path, tuple[Box, Path], tuple[Box, Path]]:
+    """A hub, and machines ``a`` and ``b`` using it, the project cloned at different paths
+    with its origin spelt differently: (hub, (a, project on a), (b, project on b))."""
+    hub = init_bare(tmp_path / "hub.git")
+    a, b = Box(tmp_path, "a"), Box(tmp_path, "b")
+    shop_a = a.clone(project, "shop", SHOP_SSH)
+    shop_b = b.clone(project, "elsewhere/shop", SHOP_HTTPS)
+    for box in (a, b):
+        box.ok(None, "hub", "set", str(hub))
+    return hub, (a, shop_a), (b, shop_b)
+
+
 def test_claudes_folder_follows_the_project_through_the_hub(
     tmp_path: Path,
     upstream: Path,  # noqa: F811
 ) -> None:
-    hub = init_bare(tmp_path / "hub.git")
-    a, b = Box(tmp_path, "a"), Box(tmp_path, "b")
-    shop_a = a.clone(upstream, "shop", SHOP_SSH)
-    shop_b = b.clone(upstream, "elsewhere/shop", SHOP_HTTPS)
-    for box in (a, b):
-        box.ok(None, "hub", "set", str(hub))
+    hub, (a, shop_a), (b, shop_b) = two_machines(tmp_path, upstream)
     folder_a = a.memory_root(shop_a, "--agent", "claude")
     write_old(folder_a / "build-tool.md", CLAUDE_MEMORY)
     write_old(folder_a / "MEMORY.md", "- [Build tool](build-tool.md) — pnpm, never npm\n")
@@ -65,12 +72,7 @@ def test_both_machines_edit_claudes_index_and_converge(
     tmp_path: Path,
     upstream: Path,  # noqa: F811
 ) -> None:
-    hub = init_bare(tmp_path / "hub.git")
-    a, b = Box(tmp_path, "a"), Box(tmp_path, "b")
-    shop_a = a.clone(upstream, "shop", SHOP_SSH)
-    shop_b = b.clone(upstream, "elsewhere/shop", SHOP_HTTPS)
-    for box in (a, b):
-        box.ok(None, "hub", "set", str(hub))
+    hub, (a, shop_a), (b, shop_b) = two_machines(tmp_path, upstream)
     folder_a = a.memory_root(shop_a, "--agent", "claude")
     first = "- [Build tool](build-tool.md) — pnpm, never npm\n"
     write_old(folder_a / "build-tool.md", CLAUDE_MEMORY)

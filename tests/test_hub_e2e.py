@@ -436,16 +436,23 @@ def test_the_hub_over_git_daemon_and_smart_http(
     fsck_strict(hub)
 
 
-def test_a_locked_store_fails_alone_and_the_next_sync_catches_up(
-    tmp_path: Path, upstream: Path
-) -> None:
+def project_and_user_tier(tmp_path: Path, upstream: Path, fact: str) -> tuple[Path, Box, Path]:
+    """Machine ``a`` with a hub set, the project's store holding ``fact`` and a user tier with
+    a memory of its own: (hub, machine, project)."""
     hub = init_bare(tmp_path / "hub.git")
     a = Box(tmp_path, "a")
     shop = a.clone(upstream, "shop", SHOP_SSH)
     a.ok(None, "hub", "set", str(hub))
-    a.remember(shop, "The shop memory waits for its lock")
+    a.remember(shop, fact)
     a.ok(shop, "--tier", "user", "init")
-    a.remember(shop, "The user memory is not held up", "--tier", "user")
+    a.remember(shop, "I prefer short answers", "--tier", "user")
+    return hub, a, shop
+
+
+def test_a_locked_store_fails_alone_and_the_next_sync_catches_up(
+    tmp_path: Path, upstream: Path
+) -> None:
+    hub, a, shop = project_and_user_tier(tmp_path, upstream, "The shop memory waits for its lock")
     lock = f"{a.memory_root(shop)}.git/qmem.lock"
     holder = subprocess.Popen(
         [
@@ -478,13 +485,7 @@ def test_a_locked_store_fails_alone_and_the_next_sync_catches_up(
 def test_a_secret_committed_by_hand_never_reaches_the_hub_and_blocks_only_its_store(
     tmp_path: Path, upstream: Path
 ) -> None:
-    hub = init_bare(tmp_path / "hub.git")
-    a = Box(tmp_path, "a")
-    shop = a.clone(upstream, "shop", SHOP_SSH)
-    a.ok(None, "hub", "set", str(hub))
-    a.remember(shop, "The shop deploys on Mondays")
-    a.ok(shop, "--tier", "user", "init")
-    a.remember(shop, "I prefer short answers", "--tier", "user")
+    hub, a, shop = project_and_user_tier(tmp_path, upstream, "The shop deploys on Mondays")
     # a person commits a credential into the project's store with plain git, past the hook
     root = a.memory_root(shop)
     key = "AKIA" + "IOSFODNN7" + "EXAMPLE"
