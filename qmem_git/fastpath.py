@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from qmem_git.modelconfig import ModelConfig
     from qmem_git.ops.runner import Outcome
     from qmem_git.ops.snapshot import SnapshotOutcome
-    from qmem_git.settings import Settings
     from qmem_git.store.writer import WriterStart
 
 _GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir", "--tier": "tier"}
@@ -543,10 +542,13 @@ def fast_sync(opts: dict[str, object]) -> int | None:
     if getattr(sys.stderr, "isatty", lambda: True)() or opts.get("agent") == "claude":
         return None
     named = any(opts.get(key) is not None for key in ("tier", "agent", "memory_dir"))
-    if opts.get("remote") is None and not named and _hub_set():  # the project's stores: click
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    hub = opts.get("remote") is None and hub_set(os.environ, home)
+    if hub and not named:  # the project's stores: click
         return None
     try:
         from qmem_git.core.paths import refuse_team_write
+        from qmem_git.integrations.agents import has_remote
         from qmem_git.ops.sync import run_sync, sync_summary
         from qmem_git.settings import build_settings
 
@@ -558,7 +560,7 @@ def fast_sync(opts: dict[str, object]) -> int | None:
         refuse_team_write(settings.layout, "sync")
         if settings.agent == "claude":  # a Claude folder named by --memory-dir: click syncs it
             return None
-        if opts.get("remote") is None and _hub_set() and not _has_remote(settings):
+        if hub and not has_remote(settings.layout.memory_root):
             return None  # through the hub: click's path
         outcome = run_sync(
             settings,
@@ -580,25 +582,11 @@ def fast_sync(opts: dict[str, object]) -> int | None:
     return 0
 
 
-def _has_remote(settings: Settings) -> bool:
-    """The store's repository config names a remote (``agents.has_remote``'s test)."""
-    import os
-
-    from qmem_git.core.paths import git_dir_of
-
-    try:
-        with open(os.path.join(git_dir_of(settings.layout.memory_root), "config")) as handle:
-            return '[remote "' in handle.read()
-    except OSError:
-        return False
-
-
-def _hub_set() -> bool:
-    import os
-
+def hub_set(env: Mapping[str, str], home: str) -> bool:
+    """A hub is set on this machine (``qmem-git hub set``): stores sync through it."""
     from qmem_git.hubconfig import hub_url
 
-    return hub_url(os.environ, os.environ.get("HOME") or os.path.expanduser("~")) is not None
+    return hub_url(env, home) is not None
 
 
 def outcome_notes(outcome: Outcome, verbose: bool) -> list[str]:

@@ -30,6 +30,7 @@ import sys
 from qmem_git.core.jsonc import loads
 from qmem_git.core.paths import expand_dir
 from qmem_git.envvalues import watch_seconds
+from qmem_git.fastpath import hub_set
 from qmem_git.store.qwensettings import qwen_layout
 
 TYPE_CHECKING = False
@@ -550,13 +551,6 @@ def schedule(hook: Hook, env: Mapping[str, str], awaiting: bool | None) -> None:
     watch = {"agent_pid": agent, "companion": mode == COMPANION, "others": others}
     watch["hub"] = hub_set(env, hook.home)
     start_worker(hook, env, steps, delay, watch)
-
-
-def hub_set(env: Mapping[str, str], home: str) -> bool:
-    """A hub is set on this machine (``qmem-git hub set``): stores sync through it."""
-    from qmem_git.hubconfig import hub_url
-
-    return hub_url(env, home) is not None
 
 
 def other_stores(hook: Hook, env: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -60,29 +60,26 @@ def _regex(pattern: str, anchors: tuple[str, ...], flags: int = 0) -> Matcher:
     none of them is not searched, and the regex is compiled when a text first has one: the
     rules' compiles cost every process that imports this module ~4 ms, and most texts (a
     memory, a prompt) hold no anchor at all."""
-    compiled: list[re.Pattern[str]] = []
     fold = bool(flags & re.IGNORECASE)
 
     def spans(text: str) -> Iterator[Span]:
         haystack = text.lower() if fold else text
         if not any(anchor in haystack for anchor in anchors):
             return
-        if not compiled:
-            compiled.append(re.compile(pattern, flags | re.ASCII))
-        for match in compiled[0].finditer(text):
+        for match in _pattern(pattern, flags | re.ASCII).finditer(text):
             yield match.span()
 
     return spans
 
 
-_PATTERNS: dict[str, re.Pattern[str]] = {}
+_PATTERNS: dict[tuple[str, int], re.Pattern[str]] = {}
 
 
 def _pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    """``re.compile``, on first use (see :func:`_regex`)."""
-    found = _PATTERNS.get(pattern)
+    """``re.compile``, on first use (see :func:`_regex`); a pattern and its flags are one key."""
+    found = _PATTERNS.get((pattern, flags))
     if found is None:
-        found = _PATTERNS[pattern] = re.compile(pattern, flags)
+        found = _PATTERNS[pattern, flags] = re.compile(pattern, flags)
     return found
 
 
