@@ -396,7 +396,7 @@ def _restore_claude(
     from qmem_git.integrations import originals
 
     cleaned = originals.original_switch(record, remove_hooks(current))
-    text, exact = originals.restored(record, previous, cleaned)
+    text, exact = originals.restored(record, previous)
     notes: tuple[str, ...] = ()
     if not exact:
         text = dumps(cleaned)

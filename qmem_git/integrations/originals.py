@@ -49,11 +49,10 @@ def keep_original(settings_path: str, previous: str | None, installed: str, mode
     atomic_write(record_path(settings_path), data.encode("utf-8"), mode=mode)
 
 
-def restored(
-    record: dict[str, Any], current_text: str | None, cleaned: dict[str, Any]
-) -> tuple[str | None, bool]:
+def restored(record: dict[str, Any], current_text: str | None) -> tuple[str | None, bool]:
     """What uninstall writes: (the original text, True) when the file holds what qmem-git
-    wrote (None: there was no file), else (None, False): ``cleaned`` is written instead."""
+    wrote (None: there was no file), else (None, False): the caller writes the file with
+    only qmem-git's parts taken out instead."""
     if current_text == record.get("installed"):
         return (record["text"] if record.get("existed") else None), True
     return None, False

@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 
+from qmem_git.core import paths
 from qmem_git.core.index import index_is_current
 from qmem_git.core.model import INDEX_NAME, MEMORY_TYPES
 from qmem_git.core.names import LEGACY_TOPIC_FILES
@@ -31,8 +32,6 @@ from qmem_git.ops.tierindex import expected_index
 from qmem_git.ops.validate import validate_paths
 from qmem_git.store.workdir import atomic_write
 
-QWEN_DIR_NAME = ".qwen"
-TEAM_DIR_NAME = "team-memory"  # Qwen Code's team tier: <git root>/.qwen/team-memory
 SCAN_LIMIT_BYTES = 16 * 1024 * 1024  # secrets/conflict hooks run on any text file
 BINARY_SNIFF_BYTES = 8000  # git's own heuristic: a NUL in the first 8000 bytes means binary
 
@@ -83,9 +82,8 @@ def find_memory_root(path: str) -> str | None:
 
 
 def is_team_root(directory: str) -> bool:
-    """Qwen Code's team tier: ``<project>/.qwen/team-memory``."""
-    parent, name = os.path.split(os.path.abspath(directory))
-    return name == TEAM_DIR_NAME and os.path.basename(parent) == QWEN_DIR_NAME
+    """Qwen Code's team tier: ``<project>/.qwen/team-memory`` (``core.paths.is_team_root``)."""
+    return paths.is_team_root(os.path.abspath(directory).replace(os.sep, "/"))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -17,6 +17,7 @@ from qmem_git.errors import UsageError
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from qmem_git.core.validate import Finding
     from qmem_git.ops.validate import Report
     from qmem_git.settings import Settings
     from qmem_git.store.asis import AsIsResult
@@ -113,10 +114,15 @@ def claude_report(report: Report, memory_root: str) -> Report:
     for finding in report.findings:
         if finding.rule in CLAUDE_INDEX_RULES:
             continue
-        if "'type'" in finding.message and _nested_type(memory_root, finding.path):
+        if _missing_type(finding) and _nested_type(memory_root, finding.path):
             continue
         kept.append(finding)
     return Report(tuple(kept), report.files_checked)
+
+
+def _missing_type(finding: Finding) -> bool:
+    """``core.validate``'s finding for a frontmatter without a top-level ``type``."""
+    return finding.rule == "frontmatter-field" and "'type'" in finding.message
 
 
 def _nested_type(memory_root: str, path: str) -> bool:

@@ -254,6 +254,11 @@ def test_companion_claudes_folder_is_the_one_qmem_git_names(companion_run: Claud
     assert run.result["claude"]["rc"] == 0, run.explain()
     requests = run.model_requests()
     assert requests and count(requests[0], run.where["memory_root"]) >= 1, run.explain()
+    # Claude's own instructions give its memories the shape qmem-git reads (docs/integrations.md)
+    assert count(requests[0], "metadata:\\n  type: user | feedback | project | reference") >= 1, (
+        run.explain()
+    )
+    assert count(requests[0], "`- [Title](file.md) \u2014 hook`") >= 1, run.explain()
     assert run.settings_path.read_bytes() == run.settings["installed"]
     assert "autoMemoryEnabled" not in json.loads(run.settings["installed"])
 
