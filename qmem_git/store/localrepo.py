@@ -97,7 +97,7 @@ class LocalRepository:
                 self._store = self._repo.object_store
             else:
                 objects = os.path.join(self.git_dir, "objects")
-                own: Any = self._own  # from_config asks only ``get``
+                own: Any = self._own  # from_config asks only get, get_boolean
                 self._store = DiskObjectStore.from_config(objects, own)
         return self._store
 
