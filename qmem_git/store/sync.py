@@ -724,12 +724,11 @@ def _copy_local_packs(
         return False
     if transport.branch != BRANCH:  # a hub's packs hold every store's objects: fetch one branch
         return False
-    from dulwich.repo import Repo
-
-    quarantine.open()
+    from qmem_git.store.localrepo import LocalRepository
     from qmem_git.store.packscan import check_loose
 
-    with Repo(transport.path) as source:
+    quarantine.open()
+    with LocalRepository(transport.path) as source:
         objects_dir = os.fspath(source.object_store.path)
         pack_dir = os.path.join(objects_dir, "pack")
         if os.path.exists(os.path.join(objects_dir, "info", "alternates")):
