@@ -2405,7 +2405,9 @@ def count_loose(objects_dir: str, enough: int) -> int:
     """How many loose objects ``objects_dir`` holds, counted up to ``enough`` at least."""
     count = 0
     for name in os.listdir(objects_dir):
-        if len(name) == 2 and count < enough:
+        if count >= enough:
+            break
+        if len(name) == 2:
             with contextlib.suppress(OSError):  # not a folder
                 count += len(os.listdir(os.path.join(objects_dir, name)))
     return count
