@@ -169,11 +169,6 @@ def describe_location(settings: Settings) -> dict[str, object]:
     }
 
 
-def describe_remotes(memory_root: str) -> list[str]:
-    """``name url (kind)`` per remote, credentials redacted."""
-    return _remotes_of(repository(memory_root))
-
-
 def _remotes_of(git_dir: str) -> list[str]:
     if not os.path.isdir(git_dir):
         return []

@@ -97,7 +97,7 @@ class LocalRepository:
                 self._store = self._repo.object_store
             else:
                 objects = os.path.join(self.git_dir, "objects")
-                own: Any = self._own  # from_config asks only ``get``
+                own: Any = self._own  # from_config asks only get, get_boolean
                 self._store = DiskObjectStore.from_config(objects, own)
         return self._store
 
@@ -153,7 +153,7 @@ def plain_bare_config(path: str) -> FileReader | None:
         os.path.isdir(os.path.join(path, "objects")) and os.path.isdir(os.path.join(path, "refs"))
     ):
         return None
-    config = _read_config(os.path.join(path, "config"))
+    config = _read_config(path)
     if config is None:
         return None
     if any(True for _ in config.items((b"extensions",))):
@@ -167,17 +167,13 @@ def plain_bare_config(path: str) -> FileReader | None:
     return config if version in (b"0", b"1") else None
 
 
-def _read_config(path: str) -> FileReader | None:
-    from qmem_git.store.plainconfig import read_plain
+def _read_config(git_dir: str) -> FileReader | None:
+    from qmem_git.errors import RepoCorrupt
+    from qmem_git.store.gitconfig import read_config_fast
 
     try:
-        plain = read_plain(path)
-        if plain is not None:
-            return plain
-        from dulwich.config import ConfigFile
-
-        return ConfigFile.from_path(path)
-    except (OSError, ValueError):
+        return read_config_fast(git_dir)
+    except (OSError, RepoCorrupt):
         return None  # missing or unreadable: dulwich's Repo says what is wrong
 
 

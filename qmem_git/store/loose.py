@@ -26,7 +26,7 @@ OBJECT_MODE = 0o444  # loose objects are read-only, as C git and dulwich write t
 
 def object_path(objects_dir: str, sha: str) -> str | None:
     """``objects/ab/cdef...`` for a valid hex id; None for anything else (never a path)."""
-    if not sha.isascii() or not valid_hexsha(sha):
+    if not valid_id(sha):
         return None
     return os.path.join(objects_dir, sha[:2], sha[2:])
 
@@ -118,18 +118,27 @@ def write_loose(objects_dir: str, obj: ShaFile) -> str:
     return sha
 
 
+def loose_ids(objects_dir: str) -> list[str]:
+    """The ids of the loose objects in ``objects_dir``: files named as one in its ``ab/``
+    folders (temporary files and anything else there are not)."""
+    found = []
+    for name in os.listdir(objects_dir):
+        folder = os.path.join(objects_dir, name)
+        if len(name) == 2 and os.path.isdir(folder):
+            found += [name + rest for rest in os.listdir(folder) if valid_id(name + rest)]
+    return found
+
+
+def valid_id(sha: str) -> bool:
+    return sha.isascii() and valid_hexsha(sha)
+
+
 def migrate_loose(source: str, objects_dir: str) -> None:
     """Move the loose objects of the objects folder ``source`` (a quarantine) into
     ``objects_dir``; one already there stays (the same content)."""
-    for name in os.listdir(source):
-        folder = os.path.join(source, name)
-        if len(name) != 2 or not os.path.isdir(folder):
-            continue
-        target = os.path.join(objects_dir, name)
+    for sha in loose_ids(source):
+        target = os.path.join(objects_dir, sha[:2], sha[2:])
         with contextlib.suppress(FileExistsError):
-            os.mkdir(target)
-        for rest in os.listdir(folder):
-            if object_path(objects_dir, name + rest) is not None and not os.path.exists(
-                os.path.join(target, rest)
-            ):
-                os.replace(os.path.join(folder, rest), os.path.join(target, rest))
+            os.mkdir(os.path.dirname(target))
+        if not os.path.exists(target):
+            os.replace(os.path.join(source, sha[:2], sha[2:]), target)

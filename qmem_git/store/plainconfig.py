@@ -84,9 +84,6 @@ class PlainConfig:
             return value == b"true"
         raise ValueError(f"not a valid boolean string: {value!r}")
 
-    def has_section(self, section: Sequence[bytes | str]) -> bool:
-        return _section(section) in self._values
-
     def sections(self) -> list[Section]:
         return list(self._order)
 

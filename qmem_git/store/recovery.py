@@ -465,9 +465,9 @@ def _render_files(
     files: Mapping[str, tuple[int, ...]], linked: Mapping[str, tuple[int, ...]]
 ) -> dict[str, tuple[int, ...]]:
     """rel -> (mtime_ns, size, ...) of the files MEMORY.md is built from, as Qwen Code lists
-    them: ``files`` (any size: Qwen reads what qmem-git holds back), what Qwen reaches through
-    symlinks (``linked``), not MEMORY.md. The copy is made in C, not by a comprehension over
-    10,000 files."""
+    them (``tests/qwen/test_index_differential.py``): ``files`` (any size: Qwen reads what
+    qmem-git holds back), what Qwen reaches through symlinks (``linked``), not MEMORY.md. The
+    copy is made in C, not by a comprehension over 10,000 files."""
     render = dict(files)
     render.update(linked)
     render.pop(INDEX_NAME, None)

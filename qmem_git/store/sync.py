@@ -656,7 +656,7 @@ class KnownObjects:
         self.store = store
         self.packs = list(store.packs)
         # none loose now (a clone): none to look for; one written meanwhile is checked again
-        self.loose = _has_loose_objects(os.fspath(store.path))
+        self.loose = count_loose(os.fspath(store.path), 1) > 0
 
     def __contains__(self, sha: ObjectID, /) -> bool:
         if any(sha in pack for pack in self.packs):
@@ -724,12 +724,11 @@ def _copy_local_packs(
         return False
     if transport.branch != BRANCH:  # a hub's packs hold every store's objects: fetch one branch
         return False
-    from dulwich.repo import Repo
-
-    quarantine.open()
+    from qmem_git.store.localrepo import LocalRepository
     from qmem_git.store.packscan import check_loose
 
-    with Repo(transport.path) as source:
+    quarantine.open()
+    with LocalRepository(transport.path) as source:
         objects_dir = os.fspath(source.object_store.path)
         pack_dir = os.path.join(objects_dir, "pack")
         if os.path.exists(os.path.join(objects_dir, "info", "alternates")):
@@ -756,16 +755,9 @@ def _copy_local_packs(
 
 def _loose_files(objects_dir: str) -> list[str]:
     """``ab/cdef...`` of every loose object in ``objects_dir``."""
-    from qmem_git.store.loose import object_path
+    from qmem_git.store.loose import loose_ids
 
-    found = []
-    for name in os.listdir(objects_dir):
-        folder = os.path.join(objects_dir, name)
-        if len(name) == 2 and os.path.isdir(folder):
-            for rest in os.listdir(folder):
-                if object_path(objects_dir, name + rest) is not None:
-                    found.append(os.path.join(name, rest))
-    return found
+    return [os.path.join(sha[:2], sha[2:]) for sha in loose_ids(objects_dir)]
 
 
 def _check_pack_sizes(paths: Iterator[str]) -> None:
@@ -2339,19 +2331,15 @@ def pack_loose(store: DiskObjectStore, objects_dir: str, prune: bool = True) -> 
 
     from dulwich.pack import write_pack
 
-    from qmem_git.store.loose import read_loose
+    from qmem_git.store.loose import loose_ids, read_loose
 
     paths: list[str] = []
     found: list[ShaFile] = []
-    for name in os.listdir(objects_dir):
-        folder = os.path.join(objects_dir, name)
-        if len(name) != 2 or not os.path.isdir(folder):
-            continue
-        for rest in os.listdir(folder):
-            obj = read_loose(objects_dir, name + rest, MAX_INCOMING_PACK_BYTES)
-            if obj is not None:  # else not an object, or damaged: the full store's to judge
-                found.append(obj)
-                paths.append(os.path.join(folder, rest))
+    for sha in loose_ids(objects_dir):
+        obj = read_loose(objects_dir, sha, MAX_INCOMING_PACK_BYTES)
+        if obj is not None:  # else damaged (or not a file): the full store's to judge
+            found.append(obj)
+            paths.append(os.path.join(objects_dir, sha[:2], sha[2:]))
     if not found:
         return 0
     pack_dir = os.path.join(objects_dir, "pack")
@@ -2417,17 +2405,12 @@ def count_loose(objects_dir: str, enough: int) -> int:
     """How many loose objects ``objects_dir`` holds, counted up to ``enough`` at least."""
     count = 0
     for name in os.listdir(objects_dir):
-        if len(name) == 2 and count < enough:
+        if count >= enough:
+            break
+        if len(name) == 2:
             with contextlib.suppress(OSError):  # not a folder
                 count += len(os.listdir(os.path.join(objects_dir, name)))
     return count
-
-
-def _has_loose_objects(objects_dir: str) -> bool:
-    for name in os.listdir(objects_dir):
-        if len(name) == 2 and os.listdir(os.path.join(objects_dir, name)):
-            return True
-    return False
 
 
 # --- clone ------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from qmem_git.core.collate import collation_key
 from qmem_git.core.index import encode_target
+from qmem_git.core.limits import MAX_FILE_BYTES
 from qmem_git.store.walk import agent_listing
 from qmem_git.store.workdir import render_index
 from qwen.conftest import Bridge
@@ -250,6 +251,26 @@ def test_an_agents_folder_gives_qwens_index_byte_for_byte(qwen: Bridge, tmp_path
     listed = (tmp_path / "c0" / "proj" / ".qwen" / "memory" / "MEMORY.md").read_text()
     assert "(Pinned/deploy.md)" in listed and "(notes/a/b/deep.md)" in listed
     assert "notes/MEMORY.md" not in listed and "not-memory" not in listed
+
+
+def test_a_file_over_the_size_limit_is_in_qwens_index_and_ours(
+    qwen: Bridge, tmp_path: Path
+) -> None:
+    """Qwen lists a memory of any size; qmem-git holds one over MAX_FILE_BYTES back from its
+    commits but lists it in MEMORY.md all the same (walk and writer's survey alike)."""
+    big = "---\nname: Big\ndescription: large\ntype: user\n---\n" + "x" * (300 * 1024)
+    small = "---\nname: Small\ndescription: small\ntype: user\n---\nb\n"
+    folder = [("user/big.md", big, BASE_NS), ("user/small.md", small, BASE_NS + 1)]
+    assert len(big.encode()) > MAX_FILE_BYTES
+    for render in (_walk_render, _writer_render):
+        problems = _compare(qwen, tmp_path / render.__name__, [folder, folder], render=render)
+        assert not problems, "\n".join(problems)
+    listed = tmp_path / "_walk_render" / "c0" / "proj" / ".qwen" / "memory" / "MEMORY.md"
+    assert "(user/big.md)" in listed.read_text()
+
+
+def _walk_render(root: str) -> bytes:
+    return render_index(root).text.encode("utf-8")
 
 
 # --- what else an agent leaves under the root: dot-folders and symlinks (issue 18) ---------
