@@ -90,7 +90,7 @@ def project_jobs(settings: Settings, project: str | None) -> list[Job]:
 def machine_jobs(settings: Settings) -> list[Job]:
     """Every store on this machine: Qwen's project stores under the base folder, the user
     tier, Claude's versioned folders; each with the project it recorded (None: unknown)."""
-    from qmem_git.core.claudepaths import STATE_SUFFIX
+    from qmem_git.core.claudepaths import STATE_SUFFIX, memory_base
     from qmem_git.core.paths import base_dir
 
     env, home, cwd = settings.env, settings.home, settings.cwd
@@ -100,7 +100,7 @@ def machine_jobs(settings: Settings) -> list[Job]:
     for root in _memory_folders(base):
         if os.path.isdir(repository(root)):
             jobs.append(_recorded_job("project", root, settings, "qwen"))
-    for root in _memory_folders(_claude_dir(settings)):
+    for root in _memory_folders(memory_base(settings.env, settings.home)):
         if os.path.isdir(root + STATE_SUFFIX) and os.path.isdir(repository(root)):
             jobs.append(_recorded_job("claude", root, settings, "claude"))
     return jobs
@@ -108,11 +108,6 @@ def machine_jobs(settings: Settings) -> list[Job]:
 
 def _memory_folders(base: str) -> list[str]:
     return sorted(glob.glob(os.path.join(glob.escape(base), "projects", "*", "memory")))
-
-
-def _claude_dir(settings: Settings) -> str:
-    value = settings.env.get("CLAUDE_CONFIG_DIR", "")
-    return os.path.expanduser(value) if value else os.path.join(settings.home, ".claude")
 
 
 def _recorded_job(kind: str, root: str, settings: Settings, agent: str) -> Job:
