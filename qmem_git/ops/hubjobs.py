@@ -250,9 +250,7 @@ def _new_store(
     if dry_run:
         verb = "would clone" if on_hub else "would publish"
         return entry._replace(summary=f"{verb} {branch} (no repository here yet)")
-    result = adopt_from_hub(settings, now, hub, branch, progress)
-    status = "cloned" if result.action == "cloned" else "synced"
-    return _done(entry, result)._replace(status=status)
+    return _done(entry, adopt_from_hub(settings, now, hub, branch, progress))
 
 
 def _claude_skip(settings: Settings, exists: bool) -> str:
