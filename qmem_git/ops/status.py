@@ -123,7 +123,6 @@ def _claude_status(settings: Settings) -> Status:
 
 # --------------------------------------------------------------------------- every store
 
-STORE_NAMES = ("project", "user", "team", "claude")
 TEAM_NOTE = "committed in the project's repository (qmem-git only reads it)"
 
 
