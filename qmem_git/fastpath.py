@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from qmem_git.modelconfig import ModelConfig
     from qmem_git.ops.runner import Outcome
     from qmem_git.ops.snapshot import SnapshotOutcome
-    from qmem_git.settings import Settings
     from qmem_git.store.writer import WriterStart
 
 _GLOBAL_VALUE = {"--project": "project", "--memory-dir": "memory_dir", "--tier": "tier"}
@@ -543,10 +542,12 @@ def fast_sync(opts: dict[str, object]) -> int | None:
     if getattr(sys.stderr, "isatty", lambda: True)() or opts.get("agent") == "claude":
         return None
     named = any(opts.get(key) is not None for key in ("tier", "agent", "memory_dir"))
-    if opts.get("remote") is None and not named and _hub_set():  # the project's stores: click
+    via_hub = opts.get("remote") is None and _hub_set()
+    if via_hub and not named:  # the project's stores: click
         return None
     try:
         from qmem_git.core.paths import refuse_team_write
+        from qmem_git.integrations.agents import has_remote
         from qmem_git.ops.sync import run_sync, sync_summary
         from qmem_git.settings import build_settings
 
@@ -558,7 +559,7 @@ def fast_sync(opts: dict[str, object]) -> int | None:
         refuse_team_write(settings.layout, "sync")
         if settings.agent == "claude":  # a Claude folder named by --memory-dir: click syncs it
             return None
-        if opts.get("remote") is None and _hub_set() and not _has_remote(settings):
+        if via_hub and not has_remote(settings.layout.memory_root):
             return None  # through the hub: click's path
         outcome = run_sync(
             settings,
@@ -578,19 +579,6 @@ def fast_sync(opts: dict[str, object]) -> int | None:
         sys.stderr.write(for_terminal(sys.stderr, "".join(f"{line}\n" for line in notes)))
     _emit(opts, sync_summary(outcome.result), outcome.as_dict())
     return 0
-
-
-def _has_remote(settings: Settings) -> bool:
-    """The store's repository config names a remote (``agents.has_remote``'s test)."""
-    import os
-
-    from qmem_git.core.paths import git_dir_of
-
-    try:
-        with open(os.path.join(git_dir_of(settings.layout.memory_root), "config")) as handle:
-            return '[remote "' in handle.read()
-    except OSError:
-        return False
 
 
 def _hub_set() -> bool:
