@@ -23,7 +23,7 @@ from qmem_git.ops.hub import (
     kind_of,
     sync_store_via_hub,
 )
-from qmem_git.ops.sync import Progress, _has_local_memories, sync_summary
+from qmem_git.ops.sync import Progress, has_local_memories, sync_summary
 from qmem_git.settings import Settings, build_settings
 from qmem_git.store import hubstore, remotes
 from qmem_git.store.relocate import repository
@@ -245,7 +245,7 @@ def _new_store(
     """A store with no repository here: adopt its branch when the hub has it; publish the
     memories already in the folder (Qwen wrote them) when it does not; else nothing."""
     on_hub = branch in hub_branches(settings, hub)
-    if not on_hub and not _has_local_memories(settings):
+    if not on_hub and not has_local_memories(settings):
         return entry._replace(summary=f"nothing here and no branch {branch} on the hub")
     if dry_run:
         verb = "would clone" if on_hub else "would publish"
