@@ -26,6 +26,7 @@ from qmem_git.settings import Settings, build_settings
 
 if TYPE_CHECKING:
     from qmem_git.integrations.hooksettings import InstallResult
+    from qmem_git.ops.hubjobs import Job
     from qmem_git.ops.models import Strategy
     from qmem_git.ops.runner import Outcome
     from qmem_git.ops.sync import SyncOutcome
@@ -1686,24 +1687,28 @@ def _sync_stores(opts: Options, hub: str | None, every: bool, flags: dict[str, b
     """The project's stores (or, ``every``, the machine's), each on its own; exit code: the
     first failing store's."""
     from qmem_git.ops.hub import NO_HUB_HINT
-    from qmem_git.ops.hubjobs import (
-        first_failure,
-        machine_jobs,
-        project_jobs,
-        render,
-        sync_jobs,
-    )
+    from qmem_git.ops.hubjobs import machine_jobs, project_jobs
 
     opts.check_folders()
     require(hub is not None or not every, "sync --all needs a hub", NO_HUB_HINT)
     base = build_settings(os.environ, project=opts.project, with_model=False)
     jobs = machine_jobs(base) if every else project_jobs(base, opts.project)
+    _sync_jobs(opts, jobs, hub, flags, name_store=True)
+
+
+def _sync_jobs(
+    opts: Options, jobs: list[Job], hub: str | None, flags: dict[str, bool], *, name_store: bool
+) -> None:
+    """Sync ``jobs``, one line each; exit with the first failing store's code (its error
+    prefixed with the store's name when ``name_store``)."""
+    from qmem_git.ops.hubjobs import first_failure, render, sync_jobs
+
     found = sync_jobs(jobs, hub, now(), progress=sync_progress(opts), classify=_failure, **flags)
     emit(opts, render(found), [entry.as_dict() for entry in found])
     code = first_failure(found)
     if code:
         failed = next(entry for entry in found if entry.status == "failed")
-        fail(f"{failed.store}: {failed.error}", code)
+        fail(f"{failed.store}: {failed.error}" if name_store else failed.error, code)
         exit_with(code)
 
 
@@ -1725,15 +1730,10 @@ def _sync_one_via_hub(opts: Options, settings: Settings, hub: str, flags: dict[s
 
 def _sync_new_store(opts: Options, settings: Settings, hub: str, flags: dict[str, bool]) -> None:
     from qmem_git.ops.hub import kind_of
-    from qmem_git.ops.hubjobs import Job, first_failure, render, sync_jobs
+    from qmem_git.ops.hubjobs import Job
 
     job = Job(kind_of(settings), settings, settings.layout.project_root or None)
-    found = sync_jobs([job], hub, now(), progress=sync_progress(opts), classify=_failure, **flags)
-    emit(opts, render(found), [entry.as_dict() for entry in found])
-    code = first_failure(found)
-    if code:
-        fail(found[0].error, code)
-        exit_with(code)
+    _sync_jobs(opts, [job], hub, flags, name_store=False)
 
 
 def _failure(exc: Exception) -> tuple[str, int]:

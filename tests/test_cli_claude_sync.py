@@ -253,12 +253,7 @@ def test_a_secret_in_claudes_folder_is_held_back_and_never_pushed(
     assert "cloud.md" in done.stderr and "secret" in done.stderr
     assert (a.folder / "cloud.md").read_bytes() == cloud.encode()  # left where Claude wrote it
     assert "cloud.md" not in remote_files(remote)
-    history = subprocess.run(
-        ["git", "--git-dir", str(remote), "log", "--all", "-p"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    history = git(remote, "log", "--all", "-p")
     assert key not in history and "- [Cloud](cloud.md)" in history  # the index did go
     b.ok("sync")
     assert "cloud.md" not in b.files()

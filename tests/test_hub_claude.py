@@ -12,8 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from servers import fsck_strict, init_bare
-from test_hub_e2e import SHOP_HTTPS, SHOP_SSH, Box, hub_branches, upstream  # noqa: F401
+from servers import fsck_strict
+from test_hub_e2e import hub_branches, two_machines, upstream  # noqa: F401
 
 CLAUDE_MEMORY = """---
 name: build-tool
@@ -31,18 +31,6 @@ def write_old(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
     past = time.time() - 30
     os.utime(path, (past, past))
-
-
-def two_machines(tmp_path: Path, project: Path) -> tuple[Path, tuple[Box, Path], tuple[Box, Path]]:
-    """A hub, and machines ``a`` and ``b`` using it, the project cloned at different paths
-    with its origin spelt differently: (hub, (a, project on a), (b, project on b))."""
-    hub = init_bare(tmp_path / "hub.git")
-    a, b = Box(tmp_path, "a"), Box(tmp_path, "b")
-    shop_a = a.clone(project, "shop", SHOP_SSH)
-    shop_b = b.clone(project, "elsewhere/shop", SHOP_HTTPS)
-    for box in (a, b):
-        box.ok(None, "hub", "set", str(hub))
-    return hub, (a, shop_a), (b, shop_b)
 
 
 def test_claudes_folder_follows_the_project_through_the_hub(

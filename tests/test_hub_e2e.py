@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clihelpers import Run, one_error_line
+from clihelpers import Run, git, one_error_line
 from servers import GitDaemon, HttpGitServer, fsck_strict, init_bare
 
 SHOP_SSH = "git@github.com:Alice/shop.git"
@@ -113,13 +113,21 @@ def upstream(tmp_path: Path) -> Path:
 
 
 def hub_branches(hub: Path) -> set[str]:
-    out = subprocess.run(
-        ["git", "--git-dir", str(hub), "for-each-ref", "--format=%(refname:short)", "refs/heads"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return set(out.split())
+    return set(git(hub, "for-each-ref", "--format=%(refname:short)", "refs/heads").split())
+
+
+def two_machines(
+    tmp_path: Path, project: Path, rel_a: str = "shop", rel_b: str = "elsewhere/shop"
+) -> tuple[Path, tuple[Box, Path], tuple[Box, Path]]:
+    """A hub, and machines ``a`` and ``b`` using it, the project cloned at ``rel_a`` and
+    ``rel_b`` with its origin spelt differently: (hub, (a, project on a), (b, project on b))."""
+    hub = init_bare(tmp_path / "hub.git")
+    a, b = Box(tmp_path, "a"), Box(tmp_path, "b")
+    shop_a = a.clone(project, rel_a, SHOP_SSH)
+    shop_b = b.clone(project, rel_b, SHOP_HTTPS)
+    for box in (a, b):
+        box.ok(None, "hub", "set", str(hub))
+    return hub, (a, shop_a), (b, shop_b)
 
 
 def test_hub_set_show_unset_keep_the_rest_of_the_config_file(tmp_path: Path) -> None:
@@ -159,12 +167,9 @@ def test_hub_set_show_unset_keep_the_rest_of_the_config_file(tmp_path: Path) -> 
 def test_two_machines_share_project_and_user_tier_through_one_hub(
     tmp_path: Path, upstream: Path
 ) -> None:
-    hub = init_bare(tmp_path / "hub.git")
-    a, b = Box(tmp_path, "a"), Box(tmp_path, "b")
-    shop_a = a.clone(upstream, "code/shop", SHOP_SSH)
-    shop_b = b.clone(upstream, "src/work/shop-checkout", SHOP_HTTPS)
-    for box in (a, b):
-        box.ok(None, "hub", "set", str(hub))
+    hub, (a, shop_a), (b, shop_b) = two_machines(
+        tmp_path, upstream, "code/shop", "src/work/shop-checkout"
+    )
     a.remember(shop_a, "The shop deploys with make release")
     a.ok(shop_a, "--tier", "user", "init")
     a.remember(shop_a, "The user prefers terse answers", "--tier", "user")
@@ -291,12 +296,7 @@ def test_a_stores_own_remote_wins_and_one_failure_does_not_stop_the_others(
 
 
 def test_two_machines_syncing_at_once_converge(tmp_path: Path, upstream: Path) -> None:
-    hub = init_bare(tmp_path / "hub.git")
-    a, b = Box(tmp_path, "a"), Box(tmp_path, "b")
-    shop_a = a.clone(upstream, "shop", SHOP_SSH)
-    shop_b = b.clone(upstream, "x/shop", SHOP_HTTPS)
-    for box in (a, b):
-        box.ok(None, "hub", "set", str(hub))
+    hub, (a, shop_a), (b, shop_b) = two_machines(tmp_path, upstream, "shop", "x/shop")
     a.remember(shop_a, "Fact one from machine a")
     a.ok(shop_a, "sync")
     b.ok(shop_b, "sync")
@@ -329,12 +329,7 @@ def test_two_machines_syncing_at_once_converge(tmp_path: Path, upstream: Path) -
 def test_sync_all_needs_the_recorded_project_and_syncs_every_store(
     tmp_path: Path, upstream: Path
 ) -> None:
-    hub = init_bare(tmp_path / "hub.git")
-    a, b = Box(tmp_path, "a"), Box(tmp_path, "b")
-    shop_a = a.clone(upstream, "shop", SHOP_SSH)
-    shop_b = b.clone(upstream, "shop", SHOP_HTTPS)
-    for box in (a, b):
-        box.ok(None, "hub", "set", str(hub))
+    hub, (a, shop_a), (b, shop_b) = two_machines(tmp_path, upstream, "shop", "shop")
     a.remember(shop_a, "The first fact about the shop")
     a.ok(shop_a, "sync")
     b.ok(shop_b, "sync")
@@ -493,9 +488,9 @@ def test_a_secret_committed_by_hand_never_reaches_the_hub_and_blocks_only_its_st
         f"---\nname: keys\ndescription: deploy keys\ntype: project\n---\n\n{key}\n",
         encoding="utf-8",
     )
-    git = ["git", f"--git-dir={root}.git", f"--work-tree={root}"]
-    subprocess.run([*git, "add", "project/keys.md"], check=True, env=a.env)
-    commit = [*git, "-c", "user.name=a", "-c", "user.email=a@x", "commit", "-q", "--no-verify"]
+    by_hand = ["git", f"--git-dir={root}.git", f"--work-tree={root}"]
+    subprocess.run([*by_hand, "add", "project/keys.md"], check=True, env=a.env)
+    commit = [*by_hand, "-c", "user.name=a", "-c", "user.email=a@x", "commit", "-q", "--no-verify"]
     subprocess.run([*commit, "-m", "keys"], check=True, env=a.env)
     result = a.run(shop, "--json", "sync")
     assert result.code == 1, (result.out, result.err)  # refused content: exit 1
@@ -504,11 +499,6 @@ def test_a_secret_committed_by_hand_never_reaches_the_hub_and_blocks_only_its_st
     assert entries["project"]["status"] == "failed"
     assert entries["user"]["status"] == "synced" and entries["user"]["result"]["pushed"]
     assert hub_branches(hub) == {"user"}  # the project's branch was never published
-    everything = subprocess.run(
-        ["git", "--git-dir", str(hub), "log", "--all", "-p"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    everything = git(hub, "log", "--all", "-p")
     assert key not in everything and "short answers" in everything
     fsck_strict(hub)

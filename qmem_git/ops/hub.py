@@ -60,14 +60,13 @@ def branch_for(kind: str, settings: Settings, project_root: str | None = None) -
         )
     url = hubstore.origin_url(project)
     identity = project_identity(url) if url else ""
-    return store_branch(kind, identity or None, _path_key(kind, settings, project))
+    return store_branch(kind, identity or None, _path_key(settings, project))
 
 
-def _path_key(kind: str, settings: Settings, project: str) -> str:
+def _path_key(settings: Settings, project: str) -> str:
     """The store's folder name (``<base>/projects/<key>/memory``), else the sanitised path."""
     root = settings.layout.memory_root
     parent = os.path.dirname(root)
-    del kind
     shaped = os.path.basename(root) == "memory"
     if shaped and os.path.basename(os.path.dirname(parent)) == "projects":
         return os.path.basename(parent)

@@ -23,7 +23,7 @@ from qmem_git.ops.hub import (
     kind_of,
     sync_store_via_hub,
 )
-from qmem_git.ops.sync import Progress, _has_local_memories, sync_summary
+from qmem_git.ops.sync import Progress, has_local_memories, sync_summary
 from qmem_git.settings import Settings, build_settings
 from qmem_git.store import hubstore, remotes
 from qmem_git.store.relocate import repository
@@ -90,7 +90,7 @@ def project_jobs(settings: Settings, project: str | None) -> list[Job]:
 def machine_jobs(settings: Settings) -> list[Job]:
     """Every store on this machine: Qwen's project stores under the base folder, the user
     tier, Claude's versioned folders; each with the project it recorded (None: unknown)."""
-    from qmem_git.core.claudepaths import STATE_SUFFIX
+    from qmem_git.core.claudepaths import STATE_SUFFIX, memory_base
     from qmem_git.core.paths import base_dir
 
     env, home, cwd = settings.env, settings.home, settings.cwd
@@ -100,7 +100,7 @@ def machine_jobs(settings: Settings) -> list[Job]:
     for root in _memory_folders(base):
         if os.path.isdir(repository(root)):
             jobs.append(_recorded_job("project", root, settings, "qwen"))
-    for root in _memory_folders(_claude_dir(settings)):
+    for root in _memory_folders(memory_base(settings.env, settings.home)):
         if os.path.isdir(root + STATE_SUFFIX) and os.path.isdir(repository(root)):
             jobs.append(_recorded_job("claude", root, settings, "claude"))
     return jobs
@@ -108,11 +108,6 @@ def machine_jobs(settings: Settings) -> list[Job]:
 
 def _memory_folders(base: str) -> list[str]:
     return sorted(glob.glob(os.path.join(glob.escape(base), "projects", "*", "memory")))
-
-
-def _claude_dir(settings: Settings) -> str:
-    value = settings.env.get("CLAUDE_CONFIG_DIR", "")
-    return os.path.expanduser(value) if value else os.path.join(settings.home, ".claude")
 
 
 def _recorded_job(kind: str, root: str, settings: Settings, agent: str) -> Job:
@@ -250,14 +245,12 @@ def _new_store(
     """A store with no repository here: adopt its branch when the hub has it; publish the
     memories already in the folder (Qwen wrote them) when it does not; else nothing."""
     on_hub = branch in hub_branches(settings, hub)
-    if not on_hub and not _has_local_memories(settings):
+    if not on_hub and not has_local_memories(settings):
         return entry._replace(summary=f"nothing here and no branch {branch} on the hub")
     if dry_run:
         verb = "would clone" if on_hub else "would publish"
         return entry._replace(summary=f"{verb} {branch} (no repository here yet)")
-    result = adopt_from_hub(settings, now, hub, branch, progress)
-    status = "cloned" if result.action == "cloned" else "synced"
-    return _done(entry, result)._replace(status=status)
+    return _done(entry, adopt_from_hub(settings, now, hub, branch, progress))
 
 
 def _claude_skip(settings: Settings, exists: bool) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from qmem_git.settings import Settings
+from qmem_git.store.hubstore import HUB_REMOTE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,9 +44,6 @@ class Status:
         found = [(a, b) for remote, a, b in self.tracking if remote == HUB_REMOTE]
         ahead, behind = found[0] if found else (0, 0)
         return {"branch": self.hub_branch, "ahead": ahead, "behind": behind}
-
-
-HUB_REMOTE = "hub"  # store.hubstore.HUB_REMOTE (not imported: status reads no dulwich early)
 
 
 def _hub_branch(memory_root: str) -> str | None:
@@ -123,7 +121,6 @@ def _claude_status(settings: Settings) -> Status:
 
 # --------------------------------------------------------------------------- every store
 
-STORE_NAMES = ("project", "user", "team", "claude")
 TEAM_NOTE = "committed in the project's repository (qmem-git only reads it)"
 
 

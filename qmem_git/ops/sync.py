@@ -254,7 +254,7 @@ def run_clone(
     """Create this project's memory from a remote; an existing store needs ``merge=True``."""
     layout = settings.layout
     check_store(layout)  # another project's folder is never cloned into
-    if _has_local_memories(settings) and not merge:
+    if has_local_memories(settings) and not merge:
         raise QmemError(
             f"{layout.memory_root} already holds memories",
             "use `qmem-git clone --merge URL` to merge them with the remote's",
@@ -315,7 +315,7 @@ def attach(
     """Adopt ``remote``'s history (its ``branch``, default main) when the store is empty, else
     commit what is here and sync. ``remote`` need not be in the store's config (the hub)."""
     root = settings.layout.memory_root
-    if not _has_local_memories(settings):
+    if not has_local_memories(settings):
         adopted = _adopt(settings, remote, now, progress, branch)
         if adopted.action == "cloned":
             return CloneOutcome(root, remote, "cloned", adopted)
@@ -363,7 +363,7 @@ def _ensure_remote(settings: Settings, name: str, url: str) -> Remote:
     return remotes.add_remote(git_dir, name, url)
 
 
-def _has_local_memories(settings: Settings) -> bool:
+def has_local_memories(settings: Settings) -> bool:
     """Memory documents in the work tree or in HEAD (an empty MEMORY.md does not count; in
     Claude Code's folder, MEMORY.md is Claude's own and counts unless empty)."""
     root = settings.layout.memory_root

@@ -92,18 +92,16 @@ def origin_url(project_root: str) -> str | None:
 
 
 def _project_git_dir(project_root: str) -> str | None:
-    current = os.path.abspath(project_root)
-    while True:
-        dot_git = os.path.join(current, ".git")
-        if os.path.isdir(dot_git):
-            return _common_dir(dot_git)
-        if os.path.isfile(dot_git):
-            target = _gitdir_of_file(dot_git)
-            return _common_dir(target) if target else None
-        parent = os.path.dirname(current)
-        if parent == current:
-            return None
-        current = parent
+    from qmem_git.store.claudesettings import git_root
+
+    root = git_root(os.path.abspath(project_root))
+    if root is None:
+        return None
+    dot_git = os.path.join(root, ".git")
+    if os.path.isdir(dot_git):
+        return _common_dir(dot_git)
+    target = _gitdir_of_file(dot_git)
+    return _common_dir(target) if target else None
 
 
 def _gitdir_of_file(dot_git: str) -> str | None:
