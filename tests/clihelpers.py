@@ -32,8 +32,16 @@ def qmem(
     cwd: Path | None = None,
 ) -> Run:
     """Run ``python -m qmem_git --memory-dir MEMORY ARGS`` as a real process."""
+    return qmem_in(cwd, "--memory-dir", str(memory), *args, env=env, stdin=stdin)
+
+
+def qmem_in(
+    cwd: Path | None, *args: str, env: dict[str, str] | None = None, stdin: str = ""
+) -> Run:
+    """Run ``python -m qmem_git ARGS`` as a real process in ``cwd`` (no ``--memory-dir``:
+    the folder, ``--tier`` and ``--agent`` decide the store)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "qmem_git", "--memory-dir", str(memory), *args],
+        [sys.executable, "-m", "qmem_git", *args],
         capture_output=True,
         text=True,
         input=stdin,

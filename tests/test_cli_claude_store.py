@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from clihelpers import Run, qmem_in
 from helpers_git import git_argv
 
 from qmem_git.core.claudepaths import claude_key
@@ -33,18 +34,8 @@ The zebra project builds with pnpm, never npm.
 CLAUDE_INDEX = "- [Build tool](build-tool.md) — pnpm, never npm\n"
 
 
-def run(
-    project: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "qmem_git", *args],
-        capture_output=True,
-        text=True,
-        cwd=project,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-        check=False,
-    )
+def run(project: Path, *args: str, env: dict[str, str] | None = None) -> Run:
+    return qmem_in(project, *args, env=env)
 
 
 @pytest.fixture
@@ -74,15 +65,15 @@ def git_in(folder: Path, *args: str) -> str:
 
 def test_where_names_claudes_folder_and_state_beside_it(project: Path) -> None:
     done = run(project, "--agent", "claude", "where", "--json")
-    assert done.returncode == 0, done.stderr
-    info = json.loads(done.stdout)
+    assert done.code == 0, done.err
+    info = json.loads(done.out)
     folder = claude_folder(project)
     assert info["memory_root"] == str(folder)
     assert info["repository"] == f"{folder}.git"
     assert info["state_dir"] == f"{folder}.qmem"
     assert info["mode"] == "claude"
     after = run(project, "where", "--agent", "claude", "--json")  # after the command's name too
-    assert json.loads(after.stdout)["memory_root"] == str(folder)
+    assert json.loads(after.out)["memory_root"] == str(folder)
 
 
 def test_init_and_snapshot_commit_claudes_files_as_they_are(project: Path) -> None:
@@ -90,7 +81,7 @@ def test_init_and_snapshot_commit_claudes_files_as_they_are(project: Path) -> No
     write_old(folder / "build-tool.md", CLAUDE_MEMORY)
     write_old(folder / "MEMORY.md", CLAUDE_INDEX)
     done = run(project, "--agent", "claude", "init")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.err
     assert (folder / "MEMORY.md").read_text("utf-8") == CLAUDE_INDEX  # never regenerated
     assert sorted(os.listdir(folder)) == ["MEMORY.md", "build-tool.md"]  # nothing of ours
     assert git_in(folder, "show", "HEAD:MEMORY.md") == CLAUDE_INDEX
@@ -100,15 +91,15 @@ def test_init_and_snapshot_commit_claudes_files_as_they_are(project: Path) -> No
     write_old(folder / "feedback-terse.md", CLAUDE_MEMORY.replace("project\n", "feedback\n", 1))
     write_old(folder / "MEMORY.md", CLAUDE_INDEX + "- [Terse](feedback-terse.md) — short\n")
     again = run(project, "--agent", "claude", "snapshot")
-    assert again.returncode == 0, again.stderr
-    assert "snapshot: update 2 memory files (Claude Code)" in again.stdout
+    assert again.code == 0, again.err
+    assert "snapshot: update 2 memory files (Claude Code)" in again.out
     assert git_in(folder, "show", "--name-status", "--format=", "HEAD").split() == [
         "M",
         "MEMORY.md",
         "A",
         "feedback-terse.md",
     ]
-    assert run(project, "--agent", "claude", "snapshot").stdout.strip() == "Nothing to change."
+    assert run(project, "--agent", "claude", "snapshot").out.strip() == "Nothing to change."
     subprocess.run([*git_argv(folder), "fsck", "--strict"], check=True)
 
 
@@ -118,8 +109,8 @@ def test_a_secret_stays_out_of_history(project: Path) -> None:
     key = "AKIA" + "IOSFODNN7" + "EXAMPLE"
     write_old(folder / "cloud.md", CLAUDE_MEMORY.replace("pnpm, never npm.", f"key {key}"))
     done = run(project, "--agent", "claude", "init")
-    assert done.returncode == 0, done.stderr
-    assert "cloud.md" in done.stderr and "secret" in done.stderr
+    assert done.code == 0, done.err
+    assert "cloud.md" in done.err and "secret" in done.err
     assert git_in(folder, "ls-files").split() == ["MEMORY.md"]
 
 
@@ -127,22 +118,22 @@ def test_recall_validate_and_status_read_claudes_memories(project: Path) -> None
     folder = claude_folder(project)
     write_old(folder / "build-tool.md", CLAUDE_MEMORY)
     write_old(folder / "MEMORY.md", CLAUDE_INDEX)
-    assert run(project, "--agent", "claude", "init").returncode == 0
+    assert run(project, "--agent", "claude", "init").code == 0
     recall = run(project, "--agent", "claude", "recall", "which build tool, pnpm?", "--json")
-    assert recall.returncode == 0, recall.stderr
-    assert json.loads(recall.stdout)["selected"] == ["build-tool.md"]
-    assert run(project, "recall", "which build tool, pnpm?").returncode == 1  # Qwen's store
+    assert recall.code == 0, recall.err
+    assert json.loads(recall.out)["selected"] == ["build-tool.md"]
+    assert run(project, "recall", "which build tool, pnpm?").code == 1  # Qwen's store
     validate = run(project, "--agent", "claude", "validate", "--json")
-    assert validate.returncode == 0, validate.stdout
-    assert json.loads(validate.stdout) == []
+    assert validate.code == 0, validate.out
+    assert json.loads(validate.out) == []
     status = run(project, "--agent", "claude", "status", "--json")
-    assert json.loads(status.stdout)["uncommitted"] == {}
+    assert json.loads(status.out)["uncommitted"] == {}
     doctor = run(project, "--agent", "claude", "doctor")
-    assert doctor.returncode == 0, doctor.stdout
-    assert "index" not in doctor.stdout and "validate: 2 files: 0 error(s)" in doctor.stdout
+    assert doctor.code == 0, doctor.out
+    assert "index" not in doctor.out and "validate: 2 files: 0 error(s)" in doctor.out
     write_old(folder / "MEMORY.md", CLAUDE_INDEX + "- [More](more.md) — more\n")
     status = run(project, "--agent", "claude", "status", "--json")
-    assert json.loads(status.stdout)["uncommitted"] == {"MEMORY.md": "M"}
+    assert json.loads(status.out)["uncommitted"] == {"MEMORY.md": "M"}
 
 
 @pytest.mark.parametrize(
@@ -163,14 +154,14 @@ def test_commands_that_would_write_into_claudes_folder_refuse(
     project: Path, args: tuple[str, ...]
 ) -> None:
     done = run(project, "--agent", "claude", *args)
-    assert done.returncode == 2
-    assert done.stderr.startswith("Error:") and "Claude owns" in done.stderr
+    assert done.code == 2
+    assert done.err.startswith("Error:") and "Claude owns" in done.err
     assert not claude_folder(project).exists()
 
 
 def test_a_bad_agent_is_a_usage_error(project: Path) -> None:
     done = run(project, "--agent", "gemini", "recall", "x")
-    assert done.returncode == 2 and "gemini" in done.stderr
+    assert done.code == 2 and "gemini" in done.err
 
 
 def test_claudes_folder_named_by_memory_dir_is_still_claudes(project: Path) -> None:
@@ -179,14 +170,14 @@ def test_claudes_folder_named_by_memory_dir_is_still_claudes(project: Path) -> N
     folder = claude_folder(project)
     write_old(folder / "build-tool.md", CLAUDE_MEMORY)
     write_old(folder / "MEMORY.md", CLAUDE_INDEX)
-    assert run(project, "--agent", "claude", "init").returncode == 0
+    assert run(project, "--agent", "claude", "init").code == 0
     named = ["--memory-dir", str(folder)]
-    where = json.loads(run(project, *named, "where", "--json").stdout)
+    where = json.loads(run(project, *named, "where", "--json").out)
     assert where["mode"] == "claude" and where["state_dir"] == f"{folder}.qmem"
     for args in (("remember", "x"), ("undo",), ("index",)):
         refused = run(project, *named, *args)
-        assert refused.returncode == 2 and "Claude owns" in refused.stderr, args
-    assert run(folder, "recall", "pnpm build tool").returncode == 0  # standing in it
+        assert refused.code == 2 and "Claude owns" in refused.err, args
+    assert run(folder, "recall", "pnpm build tool").code == 0  # standing in it
     write_old(folder / "MEMORY.md", CLAUDE_INDEX + "- [Hand](hand.md) — by hand\n")
     subprocess.run([*git_argv(folder), "add", "MEMORY.md"], check=True)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
@@ -204,14 +195,14 @@ def test_claudes_folder_named_by_memory_dir_is_still_claudes(project: Path) -> N
 def test_a_file_still_being_written_waits_for_the_next_snapshot(project: Path) -> None:
     folder = claude_folder(project)
     write_old(folder / "MEMORY.md", CLAUDE_INDEX)
-    assert run(project, "--agent", "claude", "init").returncode == 0
+    assert run(project, "--agent", "claude", "init").code == 0
     (folder / "build-tool.md").write_text(CLAUDE_MEMORY, "utf-8")  # just now
     fresh = run(project, "--agent", "claude", "snapshot", env={"QMEM_QUIET_SECONDS": "60"})
-    assert fresh.returncode == 0 and "build-tool.md" in fresh.stderr
+    assert fresh.code == 0 and "build-tool.md" in fresh.err
     assert git_in(folder, "ls-files").split() == ["MEMORY.md"]
     settled = run(project, "--agent", "claude", "snapshot", env={"QMEM_QUIET_SECONDS": "0"})
-    assert "add build-tool.md (Claude Code)" in settled.stdout, settled.stderr
+    assert "add build-tool.md (Claude Code)" in settled.out, settled.err
     (folder / "build-tool.md").unlink()
     gone = run(project, "--agent", "claude", "snapshot")
-    assert "delete build-tool.md (Claude Code)" in gone.stdout, gone.stderr
+    assert "delete build-tool.md (Claude Code)" in gone.out, gone.err
     assert git_in(folder, "ls-files").split() == ["MEMORY.md"]

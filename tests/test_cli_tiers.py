@@ -4,28 +4,19 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from clihelpers import Run, assert_clean_repo, git
+from clihelpers import Run, assert_clean_repo, git, qmem_in
 
 MEMORY = "---\nname: Terse answers\ndescription: the user wants short replies\ntype: user\n---\nx\n"
 
 
 def run(project: Path, *args: str, env: dict[str, str] | None = None) -> Run:
     """``python -m qmem_git ARGS`` in ``project`` (no ``--memory-dir``: the tier decides)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "qmem_git", *args],
-        capture_output=True,
-        text=True,
-        cwd=project,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-    )
-    return Run(proc.returncode, proc.stdout, proc.stderr)
+    return qmem_in(project, *args, env=env)
 
 
 def click_run(project: Path, *args: str) -> Run:
