@@ -1166,11 +1166,13 @@ def pack_records(
     if sizes is not None:
         for sha in ids:
             sizes.check(sha)
-    return len(ids), (WholeObject(*_listed(objects.raw(_hex(sha)))) for sha in ids)
+    return len(ids), _whole_objects(objects, ids)
 
 
-def _listed(found: tuple[int, bytes]) -> tuple[int, list[bytes]]:
-    return found[0], [found[1]]
+def _whole_objects(objects: Objects, ids: list[ObjectID]) -> Iterator[WholeObject]:
+    for sha in ids:
+        kind, data = objects.raw(_hex(sha))
+        yield WholeObject(kind, [data])
 
 
 def unpacked(records: Iterable[WholeObject]) -> Iterator[UnpackedObject]:
