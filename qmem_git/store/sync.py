@@ -1099,6 +1099,7 @@ class RemoteTip:
         self.tree = tree
         self.known: set[ObjectID] = {_oid(tree)} if tree is not None else set()
         self._found: dict[str, tuple[int, str] | None] = {}
+        self._read: set[str] = set()  # trees whose entries are in ``known``
 
     def get(self, path: str) -> tuple[int, str] | None:
         """What the tip holds at ``path`` (a folder as ``TREE_MODE``); None: nothing."""
@@ -1119,7 +1120,9 @@ class RemoteTip:
 
     def _entry(self, tree: str, name: str) -> tuple[int, str] | None:
         entries = self.objects.entries(tree)
-        self.known.update(ObjectID(sha) for _, _, sha in entries.values())
+        if tree not in self._read:
+            self._read.add(tree)
+            self.known.update(ObjectID(sha) for _, _, sha in entries.values())
         entry = entries.get(name.encode("utf-8", "surrogateescape"))
         if entry is None:
             return None
