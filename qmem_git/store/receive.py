@@ -17,18 +17,19 @@ import errno
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from qmem_git.store.localrepo import LocalRepository
 
 if TYPE_CHECKING:
     from subprocess import Popen
 
-    from dulwich.client import DetermineWantsFunc, GeneratePackDataFunc
+    from dulwich.client import DetermineWantsFunc
     from dulwich.object_store import GraphWalker, PackBasedObjectStore
     from dulwich.objects import ObjectID
-    from dulwich.pack import UnpackedObject
     from dulwich.refs import Ref
+
+    from qmem_git.store.sync import WholeObject, WholeObjects
 
 # what C git clears before it runs receive-pack for a local push (``local_repo_env``)
 _LOCAL_REPO_ENV = frozenset(
@@ -54,6 +55,7 @@ _LOCAL_REPO_ENV = frozenset(
     }
 )
 _HOOK_MESSAGE_LIMIT = 300
+ZERO_SHA = cast("ObjectID", b"0" * 40)  # dulwich.protocol's: a ref created or deleted
 
 
 class RefsResult(NamedTuple):
@@ -108,11 +110,13 @@ class LocalClient:
         self,
         path: str | bytes,
         update_refs: Callable[[dict[Ref, ObjectID]], dict[Ref, ObjectID]],
-        generate_pack_data: GeneratePackDataFunc,
+        whole_objects: WholeObjects,
         progress: Callable[[bytes], None] | None = None,
     ) -> SendResult:
+        """Push: ``whole_objects(have, want)`` gives the objects the target lacks (as
+        ``sync.pack_records`` reads them)."""
         receiver = LocalReceiver(os.fsdecode(path), self.env, self.timeout, progress)
-        return receiver.receive(update_refs, generate_pack_data)
+        return receiver.receive(update_refs, whole_objects)
 
 
 def local_client(env: Mapping[str, str], timeout: float) -> LocalClient:
@@ -152,11 +156,11 @@ def _write_pack(
 ) -> None:
     from dulwich.pack import write_pack_data
 
-    from qmem_git.store.sync import pack_records
+    from qmem_git.store.sync import pack_records, unpacked
 
     count, records = pack_records(store, wants, haves, foreign=True)
     write_pack_data(
-        lambda data: write(bytes(data)), records, store.object_format, num_records=count
+        lambda data: write(bytes(data)), unpacked(records), store.object_format, num_records=count
     )
 
 
@@ -194,10 +198,8 @@ class LocalReceiver:
     def receive(
         self,
         update_refs: Callable[[dict[Ref, ObjectID]], dict[Ref, ObjectID]],
-        generate_pack_data: GeneratePackDataFunc,
+        whole_objects: WholeObjects,
     ) -> SendResult:
-        from dulwich.protocol import ZERO_SHA
-
         with LocalRepository(self.path) as target:
             old_refs = target.get_refs()
             new_refs = update_refs(dict(old_refs))
@@ -211,7 +213,7 @@ class LocalReceiver:
             return SendResult(refs, {})
         have = {sha for sha in old_refs.values() if sha != ZERO_SHA}
         want = {sha for _, _, sha in updates if sha != ZERO_SHA and sha not in have}
-        declined = self._receive_objects(have, want, generate_pack_data, updates)
+        declined = self._receive_objects(have, want, whole_objects, updates)
         if declined is not None:
             return SendResult(refs, {ref: declined for ref, _, _ in updates})
         status: dict[bytes, str | None] = {}
@@ -235,7 +237,7 @@ class LocalReceiver:
         self,
         have: set[ObjectID],
         want: set[ObjectID],
-        generate_pack_data: GeneratePackDataFunc,
+        whole_objects: WholeObjects,
         updates: list[tuple[Ref, ObjectID, ObjectID]],
     ) -> str | None:
         """Objects in, behind a quarantine when ``pre-receive`` is there to see them first
@@ -243,7 +245,7 @@ class LocalReceiver:
         delays the same moves: a push that fails afterwards (``update`` hook, the ref moved)
         leaves its objects unreferenced in both ways, as C git's does."""
         _remove_stale_incoming(self.objects_dir)
-        count, records = generate_pack_data(have, want, ofs_delta=True) if want else (0, None)
+        count, records = whole_objects(have, want) if want else (0, None)
         loose = count < self._unpack_limit()
         if self.hook_path("pre-receive") is None:
             if records is not None:
@@ -275,7 +277,7 @@ class LocalReceiver:
             shutil.rmtree(quarantine, ignore_errors=True)
 
     def _store_objects(
-        self, objects_dir: str, count: int, records: Iterator[UnpackedObject], loose: bool
+        self, objects_dir: str, count: int, records: Iterator[WholeObject], loose: bool
     ) -> None:
         """The pushed objects into ``objects_dir``: loose, or as one pack."""
         if loose:
@@ -283,16 +285,16 @@ class LocalReceiver:
 
             fsync = self._config_flag(b"fsyncObjectFiles", b"core")  # as dulwich's own writes
             for record in records:
-                if record.obj_type_num is None or record.delta_base is not None:
-                    raise ValueError("a push sends whole objects")  # sync.pack_records does
                 write_loose_raw(objects_dir, record.obj_type_num, record.decomp_chunks, fsync)
             return
         from dulwich.object_store import DiskObjectStore
 
+        from qmem_git.store.sync import unpacked
+
         others = [self.objects_dir] if objects_dir != self.objects_dir else []
         store = DiskObjectStore(objects_dir, alternates=others)
         try:
-            store.add_pack_data(count, records)
+            store.add_pack_data(count, unpacked(records))
         finally:
             store.close()
 
@@ -321,8 +323,6 @@ class LocalReceiver:
             pack_loose(target.object_store, self.objects_dir, prune=False)
 
     def _denied(self, ref: Ref, old: ObjectID, new: ObjectID) -> str | None:
-        from dulwich.protocol import ZERO_SHA
-
         if new == ZERO_SHA:
             return "deletion prohibited" if self._config_flag(b"denyDeletes") else None
         if old == ZERO_SHA or not self._config_flag(b"denyNonFastForwards"):
@@ -475,7 +475,6 @@ def _move_ref(
     """Compare-and-swap ``ref`` from ``old`` to ``new`` (zero id: absent); why it failed.
     ``message``: the reflog line's (None: no reflog line)."""
     from dulwich.file import FileLocked
-    from dulwich.protocol import ZERO_SHA
 
     try:
         if new == ZERO_SHA:

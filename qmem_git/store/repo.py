@@ -435,7 +435,7 @@ class Repository:
             )
         self.objects_dir = os.path.join(self.git_dir, "objects")
         self.refs = DiskRefsContainer(self.git_dir)
-        self._loose_limit = loose_limit or DEFAULT_LOOSE_OBJECT_SIZE_LIMIT
+        self.loose_limit = loose_limit or DEFAULT_LOOSE_OBJECT_SIZE_LIMIT
         self._store: DiskObjectStore | None = None
         self._trees: dict[str, Tree] = {}
         self._dirty_dirs: set[str] = set()
@@ -449,7 +449,7 @@ class Repository:
             self._store = DiskObjectStore(
                 self.objects_dir,
                 fsync_object_files=True,
-                loose_object_size_limit=self._loose_limit,
+                loose_object_size_limit=self.loose_limit,
                 delta_base_cache_limit=DELTA_BASE_CACHE_BYTES,
             )
         return self._store
@@ -474,7 +474,7 @@ class Repository:
         ChecksumMismatch, ObjectFormatException, ValueError, ... (it varies by damage and by
         loose/packed), so everything but KeyError is reported as damage.
         """
-        obj = loose.read_loose(self.objects_dir, sha, self._loose_limit)
+        obj = loose.read_loose(self.objects_dir, sha, self.loose_limit)
         try:
             if obj is None:
                 obj = self.objects[_object_id(sha)]
@@ -494,7 +494,7 @@ class Repository:
         except UnicodeEncodeError:  # half a character: never in history
             return False
         sha = blob_id(data)
-        return loose.read_loose(self.objects_dir, sha, self._loose_limit) is not None or (
+        return loose.read_loose(self.objects_dir, sha, self.loose_limit) is not None or (
             _object_id(sha) in self.objects  # packed; or damaged, which dulwich reports
         )
 

@@ -66,10 +66,28 @@ def test_read_checks_the_id(root: Path) -> None:
         repo.read_blob(one)
 
 
+def test_raw_reads_give_what_c_git_stored(root: Path) -> None:
+    """``read_raw`` (zlib and hashlib alone) gives each type as ``git cat-file`` does."""
+    (root / "a.md").write_text("raw\n")
+    git(root, "add", "a.md")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "one")
+    for name, type_num in (("HEAD", 1), ("HEAD^{tree}", 2), ("HEAD:a.md", 3)):
+        sha = git(root, "rev-parse", name).strip()
+        kind = git(root, "cat-file", "-t", sha).strip()
+        content = subprocess.run(
+            [*git_argv(root), "cat-file", kind, sha], capture_output=True, check=True
+        ).stdout
+        assert loose.read_raw(objects(root), sha, 1 << 20) == (type_num, content)
+        assert loose.has_loose(objects(root), sha)
+    assert not loose.has_loose(objects(root), "0" * 40)
+    assert not loose.has_loose(objects(root), "../" * 13 + "a")
+
+
 @pytest.mark.parametrize("sha", ["", "zz" * 20, "../" * 13 + "a", "a" * 39, "\u00e9" * 40])
 def test_not_an_object_id_is_never_a_path(root: Path, sha: str) -> None:
     assert loose.object_path(objects(root), sha) is None
     assert loose.read_loose(objects(root), sha, 1 << 20) is None
+    assert loose.read_raw(objects(root), sha, 1 << 20) is None
 
 
 def test_missing_truncated_and_oversized_objects_are_left_to_the_full_store(root: Path) -> None:

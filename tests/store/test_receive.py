@@ -23,6 +23,7 @@ from qmem_git.errors import RemoteError
 from qmem_git.store import remotes
 from qmem_git.store.remotes import Credentials
 from qmem_git.store.repo import Repository
+from qmem_git.store.sync import RepoObjects, pack_records
 
 ZERO = "0" * 40
 
@@ -167,14 +168,15 @@ def _send(machine: Machine, remote: Path, target: str) -> dict[bytes, str | None
         str(remote), credentials=Credentials(), env=dict(os.environ), timeout=10, for_push=True
     )
     repo = Repository(str(machine.root))
+    here = RepoObjects(repo)
     try:
         result = transport.client.send_pack(
             transport.path,
             lambda refs: {**refs, b"refs/heads/main": target.encode()},  # type: ignore[dict-item]
-            repo.objects.generate_pack_data,
+            lambda have, want: pack_records(here, want, [sha for sha in have if sha in here]),
         )
     finally:
-        repo.objects.close()
+        repo.close()
     return dict(result.ref_status or {})
 
 

@@ -1072,6 +1072,46 @@ def test_an_error_holding_a_bound_method_is_described_without_it() -> None:
     assert "objects/info/packs" in error.message and error.exit_code == 5
 
 
+def test_a_push_reads_only_the_trees_on_the_way_to_what_changed(
+    remote: Path, pair: tuple[Machine, Machine]
+) -> None:
+    """The outgoing check and the objects sent follow what changed: a folder the new commit
+    did not touch is not read (on a 10,000-file store, its whole listing was read on every
+    push), and only the new commit's new objects are sent."""
+    from qmem_git.store.sync import OutgoingCheck, RepoObjects, objects_to_send
+
+    a, _ = pair
+    a.remember("I am a data engineer who mostly writes Go")  # a second folder: user/
+    a.sync()
+    a.remember("Use pnpm workspaces for the monorepo build")
+    pushed = git_in(remote, "rev-parse", "main").strip()
+    folders = git_in(a.root, "ls-tree", "HEAD").split("\n")
+    unchanged = {line.split()[2] for line in folders if " tree " in line} & {
+        line.split()[2]
+        for line in git_in(a.root, "ls-tree", pushed).split("\n")
+        if " tree " in line
+    }
+    assert unchanged, "a folder the new commit leaves as it was"
+    repo = Repository(str(a.root))
+    try:
+        objects = Objects(RepoObjects(repo))
+        read: list[str] = []
+        raw = objects.raw
+
+        def counted(sha: str) -> tuple[int, bytes]:
+            read.append(sha)
+            return raw(sha)
+
+        objects.raw = counted  # type: ignore[method-assign]
+        OutgoingCheck(objects, pushed).check(a.head())
+        sent = {sha.decode() for sha in objects_to_send(objects, [a.head()], [pushed])}
+        assert not unchanged & set(read)
+        new = git_in(a.root, "rev-list", "--objects", f"{pushed}..HEAD").split("\n")
+        assert sent == {line.split()[0] for line in new if line}  # what C git would send
+    finally:
+        repo.close()
+
+
 def test_a_remote_too_deep_to_read_says_so() -> None:
     error = remotes.remote_error(RecursionError("maximum"), "/srv/mem.git", "fetching from")
     assert "nested too deeply" in error.message and error.exit_code == 5
