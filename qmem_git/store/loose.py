@@ -59,8 +59,10 @@ def read_raw(objects_dir: str, sha: str, max_size: int) -> tuple[int, bytes] | N
     try:
         with open(path, "rb") as handle:
             # zlib adds under 0.1% to what it cannot shrink: a longer file is too big anyway
-            compressed = handle.read(max_size + max_size // 1000 + 4096)
-            data = zlib.decompressobj().decompress(compressed, max_size + 1)
+            # (and read(n) would set aside n bytes before reading: the size is asked first)
+            if os.fstat(handle.fileno()).st_size > max_size + max_size // 1000 + 4096:
+                return None
+            data = zlib.decompressobj().decompress(handle.read(), max_size + 1)
     except (OSError, zlib.error):
         return None
     kind, _, rest = data.partition(b" ")
