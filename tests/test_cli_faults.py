@@ -331,6 +331,10 @@ def test_a_5000_deep_tree_from_a_remote_is_refused_with_a_reason(
 # --------------------------------------------------------------------------- Ctrl-C
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupted(args: list[str], after: float, cwd: Path | None = None) -> tuple[int, str]:
     # the console script, as people run it: it leaves through os._exit once done, so a
     # signal that lands after the work cannot hit the interpreter's teardown
@@ -341,6 +345,8 @@ def _interrupted(args: list[str], after: float, cwd: Path | None = None) -> tupl
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
+        # as from a terminal: a suite started in the background inherits SIGINT ignored
+        preexec_fn=_default_sigint,
     )
     time.sleep(after)
     proc.send_signal(signal.SIGINT)
