@@ -202,7 +202,8 @@ def read_index(git_dir: str, path: str | None = None, *, verify: bool = True) ->
 
     ``path``: another index file of the repository (``GIT_INDEX_FILE``, as ``git commit -a``
     gives its hook); the head record never applies to it. ``verify=False``: the SHA-1 trailer
-    is left for the caller to check (:func:`holds_checksum`).
+    is left for the caller to check (a writer's forked survey: its parent reads the index
+    again, and checks it).
     """
     own = os.path.join(git_dir, "index")
     try:
@@ -224,27 +225,6 @@ def file_stamp(st: os.stat_result) -> tuple[int, int, int, int]:
     """(mtime_ns, size, ino, ctime_ns): what changes when the index file is replaced or
     rewritten (git and qmem-git replace it by rename: a new inode, a new ctime)."""
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-
-
-def index_stamp(git_dir: str) -> tuple[int, int, int, int] | None:
-    """:func:`file_stamp` of ``<git_dir>/index`` now; None when it cannot be stat'ed."""
-    try:
-        return file_stamp(os.stat(os.path.join(git_dir, "index")))
-    except OSError:
-        return None
-
-
-def holds_checksum(git_dir: str, checksum: bytes) -> bool:
-    """Whether ``<git_dir>/index`` now ends with ``checksum`` and its content matches it
-    (an index without a hash, ``index.skipHash``, only by its trailer)."""
-    try:
-        with open(os.path.join(git_dir, "index"), "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return False
-    if len(data) < _HEADER.size + 20 or data[-20:] != checksum:
-        return False
-    return checksum == _NO_HASH or _sha1(data[:-20]) == checksum
 
 
 def read_head_record(git_dir: str, checksum: bytes) -> str | None:

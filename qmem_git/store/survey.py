@@ -7,10 +7,11 @@ data, our leftover temp files, the git index and the files whose stat disagrees 
 A command that still has its imports ahead of it (the ``remember`` fast path: dulwich alone is
 ~30 ms) can :func:`start` the survey in a forked child right after taking the lock, so the two
 run on separate cores; the child writes its answer (``marshal``) into memory shared with the
-parent and exits. The answer holds the index the child parsed (its raw entries: ~2 ms to load
-instead of ~10 ms to parse again at 10,000 entries), and the parent uses it only when the
-index file's stat is still the one the child read it with and its content matches its SHA-1
-trailer (checked by the parent, which imports hashlib anyway). This module imports
+parent and exits. The parent, which has time to spare before the child is done, parses
+the index itself meanwhile (its SHA-1 checked: hashlib is no import of the child's), and uses
+the child's comparison only when the child read the same index file (the same stat and
+trailer); handing the index's 10,000 raw entries over instead cost the child ~3 ms and the
+parent ~2 ms after the wait, on the command's critical path. This module imports
 nothing heavy (the index reader loads in the child), so forking costs the parent ~2 ms. Where
 ``fork`` is missing, or the process already runs threads (forking them is unsafe), the survey
 runs in process, and the result is the same either way.
@@ -242,8 +243,9 @@ class Pending:
         if self.pid is None or self._shared is None:
             return survey(self.root)
         try:
+            index = _parent_index(self.root)  # while the child still scans
             if self._answered():
-                return _decode(_read_answer(self._shared), self.root)
+                return _decode(_read_answer(self._shared), self.root, index)
         except (EOFError, ValueError, TypeError, KeyError, MemoryError):  # not whole, or stale
             pass
         finally:
@@ -283,7 +285,7 @@ class Pending:
             self._shared = None
 
 
-_MAGIC = b"qmem-survey-9\n"
+_MAGIC = b"qmem-survey-10\n"
 _exiting: list[int] = []  # children that answered and are exiting: reaped without waiting
 _LENGTH = 8  # the answer's size, little-endian, ahead of the answer itself
 
@@ -319,17 +321,17 @@ def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
 
 
 def _shared_size(root: str) -> int:
-    """Room for the child's answer: the index's entries (~1.4 bytes per byte of the index as
-    marshalled), every file with its stamp (~0.6 bytes per byte of the index, whose entries
-    hold the same), every indexed path again (all changed or gone), and 4 MiB for files the
-    index lacks; its pages cost memory only once written. Reserving no more than that keeps a
+    """Room for the child's answer: every file with its stamp (~0.6 bytes per byte of the
+    index, whose entries hold the same), every indexed path again (all changed or gone), and
+    4 MiB for files the index lacks; its pages cost memory only once written. Reserving no
+    more than that keeps a
     process with little address space (``ulimit -v``) working; a bigger answer makes the child
     give up, and the survey runs in process."""
     try:
         index_bytes = os.stat(os.path.join(repository(root), "index")).st_size
     except OSError:
         index_bytes = 0
-    return 4 * index_bytes + (4 << 20)
+    return 2 * index_bytes + (4 << 20)
 
 
 def _child(root: str, shared: mmap.mmap, close_fds: tuple[int, ...], said: int) -> None:
@@ -384,13 +386,10 @@ def _threads_running() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-# (index trailer, index file stamp, index version, index entries, files -> stamp, dirty,
-# gone, temp files, links, cut, linked)
+# (index trailer, index file stamp, files -> stamp, dirty, gone, temp files, links, cut, linked)
 _Wire = tuple[
     bytes,
     "Stamp",
-    int,
-    "dict[str, bytes]",
     "dict[str, Stamp]",
     "set[str]",
     "set[str]",
@@ -402,8 +401,9 @@ _Wire = tuple[
 
 
 def _encoded(root: str) -> bytes:
-    """The child's survey, with the trailer of the index it compared with; ValueError when
-    there is no index file to compare with (the parent surveys: rare, and slow anyway)."""
+    """The child's survey, with the trailer and stamp of the index it compared with;
+    ValueError when there is no index file to compare with (the parent surveys: rare, and
+    slow anyway)."""
     from qmem_git.store import gitindex
 
     seen = _scan(root)
@@ -415,22 +415,30 @@ def _encoded(root: str) -> bytes:
         *(seen.files, dirty, gone, seen.temp_files, seen.links),
         *(_cut(seen), seen.linked),
     )
-    wire: _Wire = (index.checksum, index.stamp, index.version, index.entries, *found)
+    wire: _Wire = (index.checksum, index.stamp, *found)
     return _MAGIC + marshal.dumps(wire)
 
 
-def _decode(data: bytes, root: str) -> Survey:
-    """The child's answer as a :class:`Survey`, with the index the child parsed.
-    ValueError when the index file changed since (or cannot be stat'ed now)."""
-    if not data.startswith(_MAGIC):
-        raise ValueError("not a survey")
+def _parent_index(root: str) -> GitIndex | None:
+    """The index as the parent reads it (its SHA-1 checked), None when it cannot."""
     from qmem_git.store import gitindex
 
+    try:
+        return gitindex.read_index(repository(root))
+    except (gitindex.IndexUnreadable, OSError):
+        return None
+
+
+def _decode(data: bytes, root: str, index: GitIndex | None = None) -> Survey:
+    """The child's answer as a :class:`Survey` with ``index``, the parent's own parse of the
+    index file (read now when not given). ValueError when that is not the file the child
+    compared with (rewritten since, or damaged: the child left the SHA-1 check to us)."""
+    if not data.startswith(_MAGIC):
+        raise ValueError("not a survey")
     wire: _Wire = marshal.loads(data[len(_MAGIC) :])
-    checksum, stamp, version, entries, files, dirty, gone, temp_files, links, cut, linked = wire
-    git_dir = repository(root)
-    if gitindex.index_stamp(git_dir) != stamp or not gitindex.holds_checksum(git_dir, checksum):
+    checksum, stamp, files, dirty, gone, temp_files, links, cut, linked = wire
+    if index is None:
+        index = _parent_index(root)
+    if index is None or index.checksum != checksum or index.stamp != stamp:
         raise ValueError("the index changed since the survey, or is damaged")
-    head = gitindex.read_head_record(git_dir, checksum)
-    index = gitindex.GitIndex(version, entries, head, stamp[0], checksum, stamp)
     return Survey(files, temp_files, index, dirty, links, gone, cut, linked)

@@ -164,18 +164,30 @@ def test_the_shared_room_follows_the_index_size(repo: GitRepo) -> None:
     """Room for the answer, not a fixed 64 MiB a small ``ulimit -v`` cannot spare."""
     index_bytes = (gitdir(repo.root) / "index").stat().st_size
     whole = survey._encoded(repo.path)
-    assert len(whole) + 8 <= survey._shared_size(repo.path) <= 4 * index_bytes + (4 << 20)
+    assert len(whole) + 8 <= survey._shared_size(repo.path) <= 2 * index_bytes + (4 << 20)
 
 
-def test_the_child_hands_over_the_index_it_parsed(repo: GitRepo) -> None:
-    """The parent takes the child's parsed index (no second parse) while the index file is
-    the one the child read."""
+def test_the_parent_reads_the_index_the_child_compared_with(repo: GitRepo) -> None:
+    """The child hands over its comparison, not the index: the parent parses the same file
+    itself (while the child scans) and gets the index a fresh read gives."""
     whole = survey._encoded(repo.path)
     result = survey._decode(whole, repo.path)
     fresh = gitindex.read_index(str(gitdir(repo.root)))
     assert result.index is not None and result.index.entries == fresh.entries
     assert (result.index.version, result.index.head) == (fresh.version, fresh.head)
     assert (result.index.mtime_ns, result.index.stamp) == (fresh.mtime_ns, fresh.stamp)
+
+
+def test_an_index_read_before_the_child_answers_must_be_the_one_it_read(repo: GitRepo) -> None:
+    """The parent's early parse is used only when the child compared with that same file."""
+    before = gitindex.read_index(str(gitdir(repo.root)))
+    repo.write("user/m0.md", memory_text("user", "m0", "staged before the child looked"))
+    repo.git("add", "user/m0.md")
+    whole = survey._encoded(repo.path)
+    with pytest.raises(ValueError, match="changed since"):
+        survey._decode(whole, repo.path, before)
+    after = gitindex.read_index(str(gitdir(repo.root)))
+    assert survey._decode(whole, repo.path, after).index is after
 
 
 def test_a_damaged_index_the_child_parsed_is_refused_by_the_parent(repo: GitRepo) -> None:
