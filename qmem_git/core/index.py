@@ -71,6 +71,14 @@ def qwen_order(items: list[_T], key: Callable[[_T], tuple[float, str]]) -> list[
     return ordered
 
 
+def warm_up() -> None:
+    """Compile and import now what ordering and rendering MEMORY.md need on first use: for a
+    writer that would otherwise sit idle while its survey child scans (``store.writer``)."""
+    _field_patterns()
+    utf16_key("")
+    from qmem_git.core import collate  # noqa: F401 - imported for later use
+
+
 def _head(entry: tuple[float, bytes, object]) -> tuple[float, bytes]:
     return entry[0], entry[1]
 
