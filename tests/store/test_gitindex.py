@@ -138,3 +138,45 @@ def test_conflict_stages_are_kept_until_a_path_is_resolved(tmp_path: Path) -> No
     assert repo.git("ls-files", "-u") == ""  # nothing unmerged left
     assert "user/a.md" in repo.git("ls-files", "-s", "user/a.md")
     repo.git("write-tree")  # C git accepts the index (it refuses stage 0 beside stages)
+
+
+def whole_sort_render(index: gitindex.GitIndex) -> bytes:
+    """The index bytes as the writer made them before it joined its pieces: every entry
+    sorted by its path bytes and stage, hashed piece by piece (the reference)."""
+    import hashlib
+
+    def key(item: tuple[str, bytes]) -> tuple[bytes, str]:
+        path, _, stage = item[0].partition("\0")
+        return path.encode("utf-8", "surrogateescape"), stage
+
+    raws = [raw for _, raw in sorted(index.entries.items(), key=key)]
+    digest = hashlib.sha1()
+    head = gitindex._HEADER.pack(gitindex.SIGNATURE, index.version, len(raws))
+    for piece in (head, *raws):
+        digest.update(piece)
+    return b"".join((head, *raws)) + digest.digest()
+
+
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_the_written_index_is_the_whole_sort_byte_for_byte(repo: GitRepo, rounds: int) -> None:
+    """Entries added among the ordered rest, over several writes of one index object (a
+    writer's recovery, then its commit), give the bytes of a whole sort; C git reads them."""
+    git_dir = str(gitdir(repo.root))
+    index = gitindex.read_index(git_dir)
+    st = (repo.root / "project" / "a.md").stat()
+    sha = repo.git("rev-parse", "HEAD:project/a.md").strip()
+    for number in range(rounds):
+        same_ops((index,), repo)
+        index.set(f"user/shared-prefix-{number:02d}b.md", st, sha)  # new, mid-order
+        index.set(f"0-new-{number}.md", st, sha)  # new, first
+        index.remove(f"user/shared-prefix-1{number}.md")
+        expected = whole_sort_render(index)
+        assert gitindex.render_index(index) == expected
+        gitindex.write_index(git_dir, index)
+        assert (Path(git_dir) / "index").read_bytes() == expected
+        assert gitindex.read_index(git_dir).entries == index.entries
+    listed = [line.split("\t")[1] for line in repo.git("ls-files", "-s").splitlines()]
+    assert listed == sorted(listed, key=lambda p: p.encode())  # C git's order, no complaint
+    assert "0-new-0.md" in listed and "user/shared-prefix-10.md" not in listed
+    repo.git("ls-files", "--debug")
+    repo.git("write-tree")  # C git builds a tree from it (it refuses an unordered index)
