@@ -356,8 +356,9 @@ def test_a_safe_path_is_its_own_target(path: str) -> None:
     from qmem_git.core.index import encode_target
 
     expected = "".join(
-        char if char.isascii() and (char.isalnum() or char in "._~-/") else
-        "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "replace"))
+        char
+        if char.isascii() and (char.isalnum() or char in "._~-/")
+        else "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "replace"))
         for char in path[:120]
     )
     assert encode_target(path) == expected
