@@ -7,11 +7,12 @@ data, our leftover temp files, the git index and the files whose stat disagrees 
 A command that still has its imports ahead of it (the ``remember`` fast path: dulwich alone is
 ~30 ms) can :func:`start` the survey in a forked child right after taking the lock, so the two
 run on separate cores; the child writes its answer (``marshal``) into memory shared with the
-parent and exits. The parent, which has time to spare before the child is done, parses
-the index itself meanwhile (its SHA-1 checked: hashlib is no import of the child's), and uses
-the child's comparison only when the child read the same index file (the same stat and
-trailer); handing the index's 10,000 raw entries over instead cost the child ~3 ms and the
-parent ~2 ms after the wait, on the command's critical path. This module imports
+parent and exits. The parent reads the index file itself meanwhile and checks its SHA-1
+(hashlib is no import of the child's); it uses the child's comparison only when the child
+read the same file (the same stat and trailer), and takes from the child the offsets of the
+file's entries, not the entries: the parent's index is the file's bytes, searched and
+written back by splicing (``gitindex.Spliced``). Handing the 10,000 raw entries over cost
+the child ~3 ms and the parent ~2 ms after the wait; parsing them again, ~8 ms. This module imports
 nothing heavy (the index reader loads in the child), so forking costs the parent ~2 ms. Where
 ``fork`` is missing, or the process already runs threads (forking them is unsafe), the survey
 runs in process, and the result is the same either way.
@@ -243,9 +244,9 @@ class Pending:
         if self.pid is None or self._shared is None:
             return survey(self.root)
         try:
-            index = _parent_index(self.root)  # while the child still scans
+            read = _parent_index(self.root)  # while the child still scans
             if self._answered():
-                return _decode(_read_answer(self._shared), self.root, index)
+                return _decode(_read_answer(self._shared), self.root, read)
         except (EOFError, ValueError, TypeError, KeyError, MemoryError):  # not whole, or stale
             pass
         finally:
@@ -285,7 +286,7 @@ class Pending:
             self._shared = None
 
 
-_MAGIC = b"qmem-survey-10\n"
+_MAGIC = b"qmem-survey-11\n"
 _exiting: list[int] = []  # children that answered and are exiting: reaped without waiting
 _LENGTH = 8  # the answer's size, little-endian, ahead of the answer itself
 
@@ -386,10 +387,12 @@ def _threads_running() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-# (index trailer, index file stamp, files -> stamp, dirty, gone, temp files, links, cut, linked)
+# (index trailer, index file stamp, its entries' offsets, files -> stamp, dirty, gone, temp
+# files, links, cut, linked)
 _Wire = tuple[
     bytes,
     "Stamp",
+    "list[int]",
     "dict[str, Stamp]",
     "set[str]",
     "set[str]",
@@ -398,47 +401,57 @@ _Wire = tuple[
     "int | None",
     "dict[str, Stamp]",
 ]
+_IndexFile = tuple[bytes, "Stamp"]  # the index file's bytes and stamp, as the parent read it
 
 
 def _encoded(root: str) -> bytes:
-    """The child's survey, with the trailer and stamp of the index it compared with;
-    ValueError when there is no index file to compare with (the parent surveys: rare, and
-    slow anyway)."""
+    """The child's survey, with the trailer, stamp and entry offsets of the index it compared
+    with; ValueError when there is no index file to compare with (the parent surveys: rare,
+    and slow anyway)."""
     from qmem_git.store import gitindex
 
     seen = _scan(root)
-    index = gitindex.read_index(repository(root), verify=False)  # the parent checks the hash:
-    if not index.checksum or index.stamp is None:  # it has hashlib (~4 ms to import) by then
+    offsets: list[int] = []
+    index = gitindex.read_index(repository(root), verify=False, offsets=offsets)  # the parent
+    if not index.checksum or index.stamp is None:  # checks the hash: it has hashlib by then
         raise ValueError("no index to compare with")
     dirty, gone = compared(index, seen.files)
     found = (
         *(seen.files, dirty, gone, seen.temp_files, seen.links),
         *(_cut(seen), seen.linked),
     )
-    wire: _Wire = (index.checksum, index.stamp, *found)
+    wire: _Wire = (index.checksum, index.stamp, offsets, *found)
     return _MAGIC + marshal.dumps(wire)
 
 
-def _parent_index(root: str) -> GitIndex | None:
-    """The index as the parent reads it (its SHA-1 checked), None when it cannot."""
+def _parent_index(root: str) -> _IndexFile | None:
+    """The index file as the parent reads it while the child scans (its SHA-1 checked: ~1 ms,
+    where a parse of its 10,000 entries is ~8), None when it cannot."""
     from qmem_git.store import gitindex
 
     try:
-        return gitindex.read_index(repository(root))
-    except (gitindex.IndexUnreadable, OSError):
+        with open(os.path.join(repository(root), "index"), "rb") as handle:
+            data = handle.read()
+            st = os.fstat(handle.fileno())
+    except OSError:
         return None
+    return (data, gitindex.file_stamp(st)) if gitindex.checksum_holds(data) else None
 
 
-def _decode(data: bytes, root: str, index: GitIndex | None = None) -> Survey:
-    """The child's answer as a :class:`Survey` with ``index``, the parent's own parse of the
-    index file (read now when not given). ValueError when that is not the file the child
-    compared with (rewritten since, or damaged: the child left the SHA-1 check to us)."""
+def _decode(data: bytes, root: str, read: _IndexFile | None = None) -> Survey:
+    """The child's answer as a :class:`Survey`, its index the file the parent ``read`` (read
+    now when not given), spliced with the child's offsets (``gitindex.Spliced``). ValueError
+    when that is not the file the child compared with (rewritten since, or damaged: the child
+    left the SHA-1 check to us)."""
     if not data.startswith(_MAGIC):
         raise ValueError("not a survey")
+    from qmem_git.store import gitindex
+
     wire: _Wire = marshal.loads(data[len(_MAGIC) :])
-    checksum, stamp, files, dirty, gone, temp_files, links, cut, linked = wire
-    if index is None:
-        index = _parent_index(root)
-    if index is None or index.checksum != checksum or index.stamp != stamp:
+    checksum, stamp, offsets, files, dirty, gone, temp_files, links, cut, linked = wire
+    if read is None:
+        read = _parent_index(root)
+    if read is None or read[1] != stamp or read[0][-20:] != checksum:
         raise ValueError("the index changed since the survey, or is damaged")
+    index = gitindex.spliced_index(repository(root), read[0], stamp, offsets)
     return Survey(files, temp_files, index, dirty, links, gone, cut, linked)

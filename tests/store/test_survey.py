@@ -168,26 +168,32 @@ def test_the_shared_room_follows_the_index_size(repo: GitRepo) -> None:
 
 
 def test_the_parent_reads_the_index_the_child_compared_with(repo: GitRepo) -> None:
-    """The child hands over its comparison, not the index: the parent parses the same file
-    itself (while the child scans) and gets the index a fresh read gives."""
+    """The child hands over its comparison and the offsets of the index's entries, not the
+    entries: the parent's index is the file it read itself, and reads as a fresh parse."""
     whole = survey._encoded(repo.path)
     result = survey._decode(whole, repo.path)
     fresh = gitindex.read_index(str(gitdir(repo.root)))
-    assert result.index is not None and result.index.entries == fresh.entries
+    assert result.index is not None and result.index.count() == fresh.count()
+    for path in fresh.paths():
+        found, expected = result.index.get(path), fresh.get(path)
+        assert found is not None and expected is not None and found.sha == expected.sha
+    assert gitindex.render_index(result.index) == gitindex.render_index(fresh)
     assert (result.index.version, result.index.head) == (fresh.version, fresh.head)
     assert (result.index.mtime_ns, result.index.stamp) == (fresh.mtime_ns, fresh.stamp)
+    assert result.index.entries == fresh.entries
 
 
 def test_an_index_read_before_the_child_answers_must_be_the_one_it_read(repo: GitRepo) -> None:
-    """The parent's early parse is used only when the child compared with that same file."""
-    before = gitindex.read_index(str(gitdir(repo.root)))
+    """The parent's early read is used only when the child compared with that same file."""
+    before = survey._parent_index(repo.path)
     repo.write("user/m0.md", memory_text("user", "m0", "staged before the child looked"))
     repo.git("add", "user/m0.md")
     whole = survey._encoded(repo.path)
     with pytest.raises(ValueError, match="changed since"):
         survey._decode(whole, repo.path, before)
-    after = gitindex.read_index(str(gitdir(repo.root)))
-    assert survey._decode(whole, repo.path, after).index is after
+    after = survey._parent_index(repo.path)
+    index = survey._decode(whole, repo.path, after).index
+    assert index is not None and index.get("user/m0.md") is not None
 
 
 def test_a_damaged_index_the_child_parsed_is_refused_by_the_parent(repo: GitRepo) -> None:
