@@ -162,7 +162,7 @@ def test_the_forked_writers_spliced_index_repairs_a_crash(
     """A writer killed between its commit and its index write leaves the old index (and, when
     killed in the write, ``index.lock``); the next writer, whose index is the file's bytes
     spliced (the forked survey's way), leaves an index in git's order that C git reads clean."""
-    from qmem_git.store import gitindex, survey
+    from qmem_git.store import gitindex
 
     git_dir = Path(layout.git_dir)
     saved = {name: (git_dir / name).read_bytes() for name in ("index", gitindex.HEAD_RECORD)}
