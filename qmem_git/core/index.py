@@ -71,6 +71,14 @@ def qwen_order(items: list[_T], key: Callable[[_T], tuple[float, str]]) -> list[
     return ordered
 
 
+def warm_up() -> None:
+    """Compile and import now what ordering and rendering MEMORY.md need on first use: for a
+    writer that would otherwise sit idle while its survey child scans (``store.writer``)."""
+    _field_patterns()
+    utf16_key("")
+    from qmem_git.core import collate  # noqa: F401 - imported for later use
+
+
 def _head(entry: tuple[float, bytes, object]) -> tuple[float, bytes]:
     return entry[0], entry[1]
 
@@ -124,12 +132,32 @@ def to_js(text: str) -> str:
 def from_js(text: str) -> str:
     """A JavaScript string as Node writes it to UTF-8: pairs joined, a lone surrogate (a
     character cut in half) becomes U+FFFD."""
-    if not any("\ud800" <= char <= "\udfff" for char in text):
+    if text.isascii() or not any("\ud800" <= char <= "\udfff" for char in text):
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
+def _plain(value: str) -> bool:
+    """A field the cleaner leaves as it is: printable ASCII (no control, zero-width or bidi
+    character; its only whitespace the space), no backtick, no ``](``, no run of spaces, no
+    space at either end, short enough. Most fields are; they skip the five regexes."""
+    return (
+        len(value) <= MAX_FIELD_UNITS
+        and value.isascii()
+        and value.isprintable()
+        and "`" not in value
+        and "](" not in value
+        and "  " not in value
+        and value[:1] != " "
+        and value[-1:] != " "
+    )
+
+
 def _sanitize_js(value: str) -> str:
+    return value if _plain(value) else _clean_js(value)
+
+
+def _clean_js(value: str) -> str:
     field = _FIELD[0] if _FIELD else _field_patterns()
     text = field.hidden.sub("", field.control.sub(" ", value))
     text = text.replace("`", "'").replace("](", "] (")
@@ -151,6 +179,8 @@ def sanitize_field(value: str) -> str:
 def encode_target(relative_path: str) -> str:
     """The link target: the path's first 120 characters, each outside ``A-Z a-z 0-9 . _ ~ -``
     and ``/`` percent-encoded as UTF-8 (Qwen's encodeIndexPathTarget)."""
+    if _PATH_SAFE.issuperset(relative_path):
+        return relative_path[:MAX_FIELD_UNITS]
     out = []
     for char in relative_path[:MAX_FIELD_UNITS]:
         if char in _PATH_SAFE:

@@ -20,6 +20,10 @@ import struct
 from qmem_git.core.limits import INDEX_RECORD_NAME
 from qmem_git.store.cachefile import write_cache
 
+TYPE_CHECKING = False  # typing and collections.abc are no imports of the survey child
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 # Light imports only (no typing, hashlib until a checksum is due): a writer's forked survey
 # imports this module after the fork, on the critical path of `remember`.
 
@@ -76,7 +80,9 @@ class GitIndex:
     """Raw entries keyed by path (stage-0 paths bare; conflict stages get ``\\0<stage>``).
 
     ``entries`` is in git's order except for the paths in ``added`` (new since it was read).
-    ``head``: the commit this index matches, when we wrote it for that commit.
+    ``head``: the commit this index matches, when we wrote it for that commit. ``spliced``:
+    the file's bytes and its entries' offsets instead of ``entries`` (see :class:`Spliced`),
+    which are then built only when asked for.
     """
 
     def __init__(
@@ -87,9 +93,11 @@ class GitIndex:
         mtime_ns: int = 0,
         checksum: bytes = b"",
         stamp: tuple[int, int, int, int] | None = None,
+        spliced: Spliced | None = None,
     ) -> None:
         self.version = version
-        self.entries: dict[str, bytes] = {} if entries is None else entries
+        self._entries: dict[str, bytes] = {} if entries is None else entries
+        self._spliced = spliced
         self.head = head
         self.mtime_ns = mtime_ns
         self.checksum = checksum
@@ -97,18 +105,32 @@ class GitIndex:
         self.changed = False
         self.added: set[str] = set()
 
+    @property
+    def entries(self) -> dict[str, bytes]:
+        if self._spliced is not None:
+            self._entries, self.added = self._spliced.entries()
+            self._spliced = None
+        return self._entries
+
+    @entries.setter
+    def entries(self, entries: dict[str, bytes]) -> None:
+        self._entries, self._spliced = entries, None
+
+    def _raw(self, key: str) -> bytes | None:
+        return self._entries.get(key) if self._spliced is None else self._spliced.raw(key)
+
     def get(self, path: str) -> IndexEntry | None:
-        raw = self.entries.get(path)
+        raw = self._raw(path)
         return None if raw is None else _decode(path, raw)
 
     def skips_worktree(self, path: str) -> bool:
         """True when ``path`` is marked skip-worktree (sparse checkout): its absence from the
         work tree is not a deletion."""
-        raw = self.entries.get(path)
+        raw = self._raw(path)
         return raw is not None and bool(_extended_flags(raw) & _SKIP_WORKTREE)
 
     def paths(self) -> list[str]:
-        """Stage-0 paths in index order."""
+        """Stage-0 paths (in index order but for those added since it was read)."""
         return [key for key in self.entries if "\0" not in key]
 
     def stat_dirty(self, files: dict[str, tuple[int, int, int, int]]) -> set[str]:
@@ -158,51 +180,148 @@ class GitIndex:
             raw = raw[:8] + bytes(8) + raw[16:]  # mtime seconds and nanoseconds
         self._drop_stages(path)
         self.changed = True
-        if path not in self.entries:
+        if self._spliced is not None:
+            self._spliced.edits[path] = raw
+            return
+        if path not in self._entries:
             self.added.add(path)
-        self.entries[path] = raw
+        self._entries[path] = raw
 
     def remove(self, path: str) -> None:
         """Forget ``path``, its conflict stages too (``git rm``)."""
         self._drop_stages(path)
-        if self.entries.pop(path, None) is not None:
-            self.changed = True
+        self._drop(path)
 
     def _drop_stages(self, path: str) -> None:
         if "\0" in path:  # a stage's own key
             return
         for stage in (1, 2, 3):
-            if self.entries.pop(f"{path}\0{stage}", None) is not None:
-                self.changed = True
+            self._drop(f"{path}\0{stage}")
+
+    def _drop(self, key: str) -> None:
+        if self._spliced is None:
+            self.changed = self._entries.pop(key, None) is not None or self.changed
+        elif self._spliced.raw(key) is not None:
+            self._spliced.edits[key] = None
+            self.changed = True
 
     def laid_out(self) -> list[bytes]:
-        """The raw entries in git's order (path bytes, then stage)."""
-        self.sort()
-        return list(self.entries.values())
+        """The raw entries in git's order (path bytes, then stage): the paths added since the
+        index was read are put in place among the rest, which are in that order already (no
+        dict of 10,000 entries built again, no key encoded but the few a search compares)."""
+        if self._spliced is not None:
+            return self._spliced.pieces()
+        entries = self._entries
+        added = self.added & entries.keys()
+        if not added:
+            return list(entries.values())
+        keys = [key for key in entries if key not in added]
+        for key in added:
+            bisect.insort(keys, key, key=_order_key)
+        return [entries[key] for key in keys]
 
     def count(self) -> int:
         """How many entries the index holds."""
-        return len(self.entries)
-
-    def sort(self) -> None:
-        """Put the paths added since the last sort in place: inserted into the ordered rest,
-        as a full sort would encode all 10,000 keys again."""
-        entries = self.entries
-        if not self.added:
-            return
-        keys = [key for key in entries if key not in self.added]
-        for key in self.added & entries.keys():
-            bisect.insort(keys, key, key=_order_key)
-        self.entries = {key: entries[key] for key in keys}
-        self.added.clear()
+        return len(self._entries) if self._spliced is None else self._spliced.count()
 
 
-def read_index(git_dir: str, path: str | None = None, *, verify: bool = True) -> GitIndex:
+class Spliced:
+    """An index file's bytes (read and checked) with the offsets of its version 2/3 entries,
+    found by a parse made elsewhere (a writer's survey child), and the entries changed since
+    (key -> raw entry, None = removed).
+
+    A writer looks up a few paths and changes a few entries of 10,000: a lookup is a binary
+    search over the entries' names (git keeps them sorted by name bytes, then stage), and the
+    file is written back by copying the unchanged runs of bytes around the changed entries,
+    which are the bytes a whole parse, sort and render give (~8 ms of parsing saved).
+    """
+
+    def __init__(self, data: bytes, offsets: Sequence[int]) -> None:
+        self.data = data
+        self.offsets = offsets  # one per entry, then the end of the last
+        self.edits: dict[str, bytes | None] = {}
+
+    def _key_at(self, position: int) -> tuple[bytes, int]:
+        data, offset = self.data, self.offsets[position]
+        flags = (data[offset + 60] << 8) | data[offset + 61]
+        start = offset + _ENTRY.size + (2 if flags & _EXTENDED else 0)
+        length = flags & _NAME_MASK
+        if length == _NAME_MASK:
+            length = data.index(b"\0", start) - start
+        return data[start : start + length], (flags & _STAGE_MASK) >> 12
+
+    def find(self, key: str) -> tuple[int, bool]:
+        """(position of ``key``'s entry or of the first entry after it, whether it is there)."""
+        target = _sort_key(key)
+        low, high = 0, len(self.offsets) - 1
+        while low < high:
+            middle = (low + high) // 2
+            if self._key_at(middle) < target:
+                low = middle + 1
+            else:
+                high = middle
+        return low, low < len(self.offsets) - 1 and self._key_at(low) == target
+
+    def raw(self, key: str) -> bytes | None:
+        if key in self.edits:
+            return self.edits[key]
+        position, found = self.find(key)
+        return self.data[self.offsets[position] : self.offsets[position + 1]] if found else None
+
+    def count(self) -> int:
+        total = len(self.offsets) - 1
+        for key, raw in self.edits.items():
+            total += (raw is not None) - self.find(key)[1]
+        return total
+
+    def pieces(self) -> list[bytes]:
+        """The entries in git's order, as runs of the file's bytes and the changed entries."""
+        data, offsets, at = self.data, self.offsets, 0
+        pieces: list[bytes] = []
+        for key in sorted(self.edits, key=_sort_key):
+            position, found = self.find(key)
+            pieces.append(data[offsets[at] : offsets[position]])
+            raw = self.edits[key]
+            if raw is not None:
+                pieces.append(raw)
+            at = position + 1 if found else position
+        pieces.append(data[offsets[at] : offsets[-1]])
+        return pieces
+
+    def entries(self) -> tuple[dict[str, bytes], set[str]]:
+        """(the entries as :class:`GitIndex` keeps them, the keys added by ``edits``)."""
+        entries: dict[str, bytes] = {}
+        for position in range(len(self.offsets) - 1):
+            name, stage = self._key_at(position)
+            key = name.decode("utf-8", "surrogateescape")
+            key = f"{key}\0{stage}" if stage else key
+            entries[key] = self.data[self.offsets[position] : self.offsets[position + 1]]
+        added = set()
+        for key, raw in self.edits.items():
+            if raw is None:
+                entries.pop(key, None)
+            else:
+                if key not in entries:
+                    added.add(key)
+                entries[key] = raw
+        return entries, added
+
+
+def _sort_key(key: str) -> tuple[bytes, int]:
+    """git's order of a :class:`GitIndex` key: path bytes, then stage."""
+    path, _, stage = key.partition("\0")
+    return path.encode("utf-8", "surrogateescape"), int(stage) if stage else 0
+
+
+def read_index(
+    git_dir: str, path: str | None = None, *, verify: bool = True, offsets: list[int] | None = None
+) -> GitIndex:
     """Parse ``<git_dir>/index`` (missing = empty) and attach the head record if it applies.
 
     ``path``: another index file of the repository (``GIT_INDEX_FILE``, as ``git commit -a``
     gives its hook); the head record never applies to it. ``verify=False``: the SHA-1 trailer
-    is left for the caller to check (:func:`holds_checksum`).
+    is left for the caller to check (a writer's forked survey: its parent reads the index
+    again, and checks it). ``offsets``: see :func:`parse_index`.
     """
     own = os.path.join(git_dir, "index")
     try:
@@ -213,38 +332,42 @@ def read_index(git_dir: str, path: str | None = None, *, verify: bool = True) ->
         return GitIndex(head=None if path else read_head_record(git_dir, b""))
     except IsADirectoryError as exc:
         raise IndexUnreadable(f"{path or own} is a folder") from exc
-    index = parse_index(data, st.st_mtime_ns, verify=verify)
+    index = parse_index(data, st.st_mtime_ns, verify=verify, offsets=offsets)
     index.stamp = file_stamp(st)
     if not path or os.path.realpath(path) == os.path.realpath(own):
         index.head = read_head_record(git_dir, index.checksum)
     return index
 
 
+def spliced_index(
+    git_dir: str, data: bytes, stamp: tuple[int, int, int, int], offsets: list[int]
+) -> GitIndex:
+    """The index whose bytes ``data`` (SHA-1 checked) a parse elsewhere found ``offsets`` in
+    (:func:`parse_index`), as a :class:`Spliced` index; parsed here when there are none (a
+    version 4 index)."""
+    checksum = data[-20:]
+    if offsets:
+        version = _HEADER.unpack_from(data)[1]
+        index = GitIndex(version, None, None, stamp[0], checksum, stamp, Spliced(data, offsets))
+    else:
+        index = parse_index(data, stamp[0], verify=False)
+        index.stamp = stamp
+    index.head = read_head_record(git_dir, checksum)
+    return index
+
+
+def checksum_holds(data: bytes) -> bool:
+    """Whether the index file bytes ``data`` match their SHA-1 trailer (an index without a
+    hash, ``index.skipHash``, by its trailer alone)."""
+    if len(data) < _HEADER.size + 20:
+        return False
+    return data[-20:] == _NO_HASH or _sha1(data[:-20]) == data[-20:]
+
+
 def file_stamp(st: os.stat_result) -> tuple[int, int, int, int]:
     """(mtime_ns, size, ino, ctime_ns): what changes when the index file is replaced or
     rewritten (git and qmem-git replace it by rename: a new inode, a new ctime)."""
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-
-
-def index_stamp(git_dir: str) -> tuple[int, int, int, int] | None:
-    """:func:`file_stamp` of ``<git_dir>/index`` now; None when it cannot be stat'ed."""
-    try:
-        return file_stamp(os.stat(os.path.join(git_dir, "index")))
-    except OSError:
-        return None
-
-
-def holds_checksum(git_dir: str, checksum: bytes) -> bool:
-    """Whether ``<git_dir>/index`` now ends with ``checksum`` and its content matches it
-    (an index without a hash, ``index.skipHash``, only by its trailer)."""
-    try:
-        with open(os.path.join(git_dir, "index"), "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return False
-    if len(data) < _HEADER.size + 20 or data[-20:] != checksum:
-        return False
-    return checksum == _NO_HASH or _sha1(data[:-20]) == checksum
 
 
 def read_head_record(git_dir: str, checksum: bytes) -> str | None:
@@ -271,9 +394,12 @@ def _head_record(git_dir: str) -> tuple[str | None, str]:
     return (None if head in ("-", "") else head), recorded
 
 
-def parse_index(data: bytes, mtime_ns: int = 0, *, verify: bool = True) -> GitIndex:
+def parse_index(
+    data: bytes, mtime_ns: int = 0, *, verify: bool = True, offsets: list[int] | None = None
+) -> GitIndex:
     """Entries as raw slices; raises IndexUnreadable when damaged or unsupported (``verify``:
-    the content must match its SHA-1 trailer)."""
+    the content must match its SHA-1 trailer). ``offsets`` gets the offset of every entry,
+    then of the end of the last, of a version 2 or 3 index (for :class:`Spliced`)."""
     if len(data) < _HEADER.size + 20:
         raise IndexUnreadable("index file is truncated")
     signature, version, count = _HEADER.unpack_from(data)
@@ -286,14 +412,15 @@ def parse_index(data: bytes, mtime_ns: int = 0, *, verify: bool = True) -> GitIn
     if version == 4:  # kept as version 2/3 entries, and written back that way
         end, index.version = _read_entries_v4(data, count, index)
     else:
-        end = _read_entries(data, count, index)
+        end = _read_entries(data, count, index, offsets)
     _check_extensions(data, end)
     return index
 
 
-def _read_entries(data: bytes, count: int, index: GitIndex) -> int:
+def _read_entries(data: bytes, count: int, index: GitIndex, offsets: list[int] | None) -> int:
     offset = _HEADER.size
     entries = index.entries
+    mark = ([] if offsets is None else offsets).append
     end = len(data) - 20
     fixed = _ENTRY.size
     for _ in range(count):  # the hot loop of every writer's recovery: one pass, no struct call
@@ -309,7 +436,9 @@ def _read_entries(data: bytes, count: int, index: GitIndex) -> int:
         if flags & _STAGE_MASK:
             name = f"{name}\0{(flags & _STAGE_MASK) >> 12}"
         entries[name] = data[offset : offset + size]
+        mark(offset)
         offset += size
+    mark(offset)
     return offset
 
 
@@ -373,37 +502,27 @@ def _check_extensions(data: bytes, offset: int) -> None:
 
 
 def render_index(index: GitIndex) -> bytes:
-    """The index file bytes: header, entries, SHA-1 trailer."""
-    return b"".join(_rendered(index))
-
-
-def _rendered(index: GitIndex) -> list[bytes]:
-    """:func:`render_index` in pieces: header, entries, the SHA-1 trailer last."""
-    import hashlib
-
-    pieces = [_HEADER.pack(SIGNATURE, index.version, index.count()), *index.laid_out()]
-    digest = hashlib.sha1()
-    for piece in pieces:
-        digest.update(piece)
-    pieces.append(digest.digest())
-    return pieces
+    """The index file bytes: header, entries, SHA-1 trailer; joined and hashed in one piece
+    (~2 ms less at 10,000 entries than hashing and writing them one by one)."""
+    body = b"".join([_HEADER.pack(SIGNATURE, index.version, index.count()), *index.laid_out()])
+    return body + _sha1(body)
 
 
 def write_index(git_dir: str, index: GitIndex) -> None:
     """Write via ``index.lock`` + rename (git's protocol): C git never sees half a file."""
     path = os.path.join(git_dir, "index")
     lock = path + ".lock"
-    pieces = _rendered(index)
+    data = render_index(index)
     fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.writelines(pieces)
+            handle.write(data)
         os.replace(lock, path)
     except BaseException:
         _unlink_quietly(lock)
         raise
     index.changed = False
-    index.checksum = bytes(pieces[-1])
+    index.checksum = data[-20:]
     _write_head_record(git_dir, index.head, index.checksum)
 
 

@@ -7,10 +7,14 @@ data, our leftover temp files, the git index and the files whose stat disagrees 
 A command that still has its imports ahead of it (the ``remember`` fast path: dulwich alone is
 ~30 ms) can :func:`start` the survey in a forked child right after taking the lock, so the two
 run on separate cores; the child writes its answer (``marshal``) into memory shared with the
-parent and exits. The answer holds the index the child parsed (its raw entries: ~2 ms to load
-instead of ~10 ms to parse again at 10,000 entries), and the parent uses it only when the
-index file's stat is still the one the child read it with and its content matches its SHA-1
-trailer (checked by the parent, which imports hashlib anyway). This module imports
+parent and exits. It answers in two parts: what it found on disk as soon as its scan is done
+(the parent decodes those 10,000 stamps, ~4 ms, while the child compares), then its comparison
+with the index. The parent reads the index file itself meanwhile and checks its SHA-1
+(hashlib is no import of the child's); it uses the child's comparison only when the child
+read the same file (the same stat and trailer), and takes from the child the offsets of the
+file's entries, not the entries: the parent's index is the file's bytes, searched and
+written back by splicing (``gitindex.Spliced``). Handing the 10,000 raw entries over cost
+the child ~3 ms and the parent ~2 ms after the wait; parsing them again, ~8 ms. This module imports
 nothing heavy (the index reader loads in the child), so forking costs the parent ~2 ms. Where
 ``fork`` is missing, or the process already runs threads (forking them is unsafe), the survey
 runs in process, and the result is the same either way.
@@ -217,8 +221,9 @@ class Pending:
     The child writes its answer into ``shared``, an anonymous shared mapping made before the
     fork (its pages cost memory only once written): a pipe would stall the child on its 64 KiB
     buffer until the parent, still busy importing, starts to read. Only a child that says its
-    answer is whole, by one byte on the ``ready`` pipe written after it, is believed; the
-    parent goes on at once, without waiting for the child's exit (~5 ms of unmapping).
+    answer is whole, by one byte on the ``ready`` pipe written after it (and one after its
+    first part), is believed; the parent goes on at once, without waiting for the child's exit
+    (~5 ms of unmapping).
     """
 
     def __init__(
@@ -238,30 +243,40 @@ class Pending:
         return self.pid is not None
 
     def result(self) -> Survey:
-        """The child's survey; a fresh one in process if the child failed for any reason."""
+        """The child's survey; a fresh one in process if the child failed for any reason.
+
+        The child answers in two parts (see :func:`_child`): what it found on disk, as soon as
+        its scan is done, then its comparison with the index. The first is decoded here while
+        the child still compares, when it is there by then."""
         if self.pid is None or self._shared is None:
             return survey(self.root)
         try:
-            if self._answered():
-                return _decode(_read_answer(self._shared), self.root)
+            read = _parent_index(self.root)  # while the child still scans
+            word, found = self._word(), None
+            if word == _FOUND:
+                found = _found(self._shared)
+                word = self._word()
+            if word == _WHOLE:
+                return _decode(self._shared, self.root, read, found)
         except (EOFError, ValueError, TypeError, KeyError, MemoryError):  # not whole, or stale
             pass
         finally:
             self.close()
         return survey(self.root)
 
-    def _answered(self) -> bool:
-        """Wait for the child's word that its answer is whole (False: it died or gave up)."""
+    def _word(self) -> bytes:
+        """The child's next word on the pipe (b"" when it died or gave up); its exit is no
+        longer worth waiting for once it says its answer is whole."""
         if self._ready is None:
-            return False
+            return b""
         try:
             word = os.read(self._ready, 1)
         except OSError:
             word = b""
-        if word and self.pid is not None:
-            _exiting.append(self.pid)  # reaped later: its exit is no longer worth waiting for
+        if word == _WHOLE and self.pid is not None:
+            _exiting.append(self.pid)  # reaped later
             self.pid = None
-        return bool(word)
+        return word
 
     def close(self) -> None:
         """Stop a child whose answer is no longer wanted, reap it, free the shared pages."""
@@ -283,9 +298,10 @@ class Pending:
             self._shared = None
 
 
-_MAGIC = b"qmem-survey-9\n"
+_MAGIC = b"qmem-survey-12\n"
 _exiting: list[int] = []  # children that answered and are exiting: reaped without waiting
-_LENGTH = 8  # the answer's size, little-endian, ahead of the answer itself
+_LENGTH = 8  # each part's size, little-endian, ahead of the part itself
+_FOUND, _WHOLE = b"1", b"!"  # the child's words: its first part is written; both are
 
 
 def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
@@ -319,42 +335,56 @@ def start(root: str, parent_only: tuple[int, ...] = ()) -> Pending:
 
 
 def _shared_size(root: str) -> int:
-    """Room for the child's answer: the index's entries (~1.4 bytes per byte of the index as
-    marshalled), every file with its stamp (~0.6 bytes per byte of the index, whose entries
-    hold the same), every indexed path again (all changed or gone), and 4 MiB for files the
-    index lacks; its pages cost memory only once written. Reserving no more than that keeps a
+    """Room for the child's answer: every file with its stamp (~0.6 bytes per byte of the
+    index, whose entries hold the same), every indexed path again (all changed or gone), and
+    4 MiB for files the index lacks; its pages cost memory only once written. Reserving no
+    more than that keeps a
     process with little address space (``ulimit -v``) working; a bigger answer makes the child
     give up, and the survey runs in process."""
     try:
         index_bytes = os.stat(os.path.join(repository(root), "index")).st_size
     except OSError:
         index_bytes = 0
-    return 4 * index_bytes + (4 << 20)
+    return 2 * index_bytes + (4 << 20)
 
 
 def _child(root: str, shared: mmap.mmap, close_fds: tuple[int, ...], said: int) -> None:
-    """Survey, answer, say so on ``said``; exit without running the parent's cleanup (atexit,
-    buffered stdio)."""
+    """Survey and answer in two parts, each followed by its word on ``said`` (what was found on
+    disk, as soon as the scan is done; then the comparison with the index); exit without
+    running the parent's cleanup (atexit, buffered stdio)."""
     code = 1
     try:
         gc.disable()  # a collection would touch (and so copy) every page the parent shares
         for fd in close_fds:
             os.close(fd)
-        data = _encoded(root)
-        if _LENGTH + len(data) <= len(shared):
-            shared[_LENGTH : _LENGTH + len(data)] = data
-            shared[:_LENGTH] = len(data).to_bytes(_LENGTH, "little")
-            os.write(said, b"!")
-            code = 0
+        seen = _scan(root)
+        end = _put(shared, 0, _found_part(seen))
+        os.write(said, _FOUND)
+        _put(shared, end, _compared_part(root, seen))
+        os.write(said, _WHOLE)
+        code = 0
     finally:
         os._exit(code)
 
 
-def _read_answer(shared: mmap.mmap) -> bytes:
-    size = int.from_bytes(shared[:_LENGTH], "little")
-    if _LENGTH + size > len(shared):
+def _put(shared: mmap.mmap, at: int, part: bytes) -> int:
+    """Write ``part`` (length first) at ``at``; where the next one goes. ValueError when the
+    room is too small (the parent then surveys itself)."""
+    end = at + _LENGTH + len(part)
+    if end > len(shared):
+        raise ValueError("no room for the survey")
+    shared[at + _LENGTH : end] = part
+    shared[at : at + _LENGTH] = len(part).to_bytes(_LENGTH, "little")
+    return end
+
+
+def _part(data: bytes | mmap.mmap, at: int) -> tuple[bytes, int]:
+    """The part written at ``at`` and where the next one starts."""
+    size = int.from_bytes(data[at : at + _LENGTH], "little")
+    end = at + _LENGTH + size
+    if size == 0 or end > len(data):
         raise ValueError("not a survey")
-    return shared[_LENGTH : _LENGTH + size]
+    return data[at + _LENGTH : end], end
 
 
 def _reap_exited() -> None:
@@ -384,53 +414,81 @@ def _threads_running() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-# (index trailer, index file stamp, index version, index entries, files -> stamp, dirty,
-# gone, temp files, links, cut, linked)
-_Wire = tuple[
-    bytes,
-    "Stamp",
-    int,
-    "dict[str, bytes]",
-    "dict[str, Stamp]",
-    "set[str]",
-    "set[str]",
-    "list[str]",
-    "list[str]",
-    "int | None",
-    "dict[str, Stamp]",
-]
+# (files -> stamp, temp files, links, cut, linked): what the child found on disk
+_Found = tuple["dict[str, Stamp]", "list[str]", "list[str]", "int | None", "dict[str, Stamp]"]
+# (index trailer, index file stamp, its entries' offsets, dirty, gone): its comparison
+_Compared = tuple[bytes, "Stamp", "list[int]", "set[str]", "set[str]"]
+_IndexFile = tuple[bytes, "Stamp"]  # the index file's bytes and stamp, as the parent read it
 
 
-def _encoded(root: str) -> bytes:
-    """The child's survey, with the trailer of the index it compared with; ValueError when
+def _found_part(seen: _Scan) -> bytes:
+    found: _Found = (seen.files, seen.temp_files, seen.links, _cut(seen), seen.linked)
+    return _MAGIC + marshal.dumps(found)
+
+
+def _compared_part(root: str, seen: _Scan) -> bytes:
+    """The comparison with the index, its trailer, stamp and entry offsets; ValueError when
     there is no index file to compare with (the parent surveys: rare, and slow anyway)."""
     from qmem_git.store import gitindex
 
-    seen = _scan(root)
-    index = gitindex.read_index(repository(root), verify=False)  # the parent checks the hash:
-    if not index.checksum or index.stamp is None:  # it has hashlib (~4 ms to import) by then
+    offsets: list[int] = []
+    index = gitindex.read_index(repository(root), verify=False, offsets=offsets)  # the parent
+    if not index.checksum or index.stamp is None:  # checks the hash: it has hashlib by then
         raise ValueError("no index to compare with")
     dirty, gone = compared(index, seen.files)
-    found = (
-        *(seen.files, dirty, gone, seen.temp_files, seen.links),
-        *(_cut(seen), seen.linked),
-    )
-    wire: _Wire = (index.checksum, index.stamp, index.version, index.entries, *found)
-    return _MAGIC + marshal.dumps(wire)
+    part: _Compared = (index.checksum, index.stamp, offsets, dirty, gone)
+    return marshal.dumps(part)
 
 
-def _decode(data: bytes, root: str) -> Survey:
-    """The child's answer as a :class:`Survey`, with the index the child parsed.
-    ValueError when the index file changed since (or cannot be stat'ed now)."""
-    if not data.startswith(_MAGIC):
+def _encoded(root: str) -> bytes:
+    """The child's whole answer, as it leaves it in the shared memory (both parts)."""
+    seen = _scan(root)
+    first = _found_part(seen)
+    second = _compared_part(root, seen)
+    framed = (len(part).to_bytes(_LENGTH, "little") + part for part in (first, second))
+    return b"".join(framed)
+
+
+def _found(data: bytes | mmap.mmap) -> _Found:
+    """The first part of the answer: what the child found on disk."""
+    part, _ = _part(data, 0)
+    if not part.startswith(_MAGIC):
         raise ValueError("not a survey")
+    found: _Found = marshal.loads(memoryview(part)[len(_MAGIC) :])
+    return found
+
+
+def _parent_index(root: str) -> _IndexFile | None:
+    """The index file as the parent reads it while the child scans (its SHA-1 checked: ~1 ms,
+    where a parse of its 10,000 entries is ~8), None when it cannot."""
     from qmem_git.store import gitindex
 
-    wire: _Wire = marshal.loads(data[len(_MAGIC) :])
-    checksum, stamp, version, entries, files, dirty, gone, temp_files, links, cut, linked = wire
-    git_dir = repository(root)
-    if gitindex.index_stamp(git_dir) != stamp or not gitindex.holds_checksum(git_dir, checksum):
+    try:
+        with open(os.path.join(repository(root), "index"), "rb") as handle:
+            data = handle.read()
+            st = os.fstat(handle.fileno())
+    except OSError:
+        return None
+    return (data, gitindex.file_stamp(st)) if gitindex.checksum_holds(data) else None
+
+
+def _decode(
+    data: bytes | mmap.mmap, root: str, read: _IndexFile | None = None, found: _Found | None = None
+) -> Survey:
+    """The child's whole answer as a :class:`Survey` (``found``: its first part, decoded
+    already), its index the file the parent ``read`` (read now when not given), spliced with
+    the child's offsets (``gitindex.Spliced``). ValueError when that is not the file the child
+    compared with (rewritten since, or damaged: the child left the SHA-1 check to us)."""
+    from qmem_git.store import gitindex
+
+    files, temp_files, links, cut, linked = _found(data) if found is None else found
+    _, end = _part(data, 0)
+    part, _ = _part(data, end)
+    compared: _Compared = marshal.loads(part)
+    checksum, stamp, offsets, dirty, gone = compared
+    if read is None:
+        read = _parent_index(root)
+    if read is None or read[1] != stamp or read[0][-20:] != checksum:
         raise ValueError("the index changed since the survey, or is damaged")
-    head = gitindex.read_head_record(git_dir, checksum)
-    index = gitindex.GitIndex(version, entries, head, stamp[0], checksum, stamp)
+    index = gitindex.spliced_index(repository(root), read[0], stamp, offsets)
     return Survey(files, temp_files, index, dirty, links, gone, cut, linked)

@@ -118,6 +118,10 @@ def _write(
     from qmem_git.store.workdir import shared_scan
 
     who = identity() if callable(identity) else identity  # while the survey runs
+    if started.pending is not None and started.pending.forked:
+        from qmem_git.core.index import warm_up
+
+        warm_up()  # the parent would wait for the child anyway
     report, state = recovery.recover_for_write(
         layout,
         identity=who,

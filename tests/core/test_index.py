@@ -336,3 +336,29 @@ def test_ties_order_by_locale_compare_then_utf16_path() -> None:
     ]
     ordered = [d.relative_path for d in order_documents(docs)]
     assert ordered == ["user/new.md", "feedback/a.md", "user/a.md", "user/B.md", "user/é.md"]
+
+
+_FIELD_CHARS = st.sampled_from([" ", "  ", "`", "](", "a", "Z", "~", "\t", "\x7f", "é", "\u200b"])
+
+
+@given(st.lists(_FIELD_CHARS, max_size=70).map("".join))
+def test_a_field_the_cleaner_leaves_alone_skips_it(value: str) -> None:
+    """The fast path (no regex) is taken only for fields the regexes would not change."""
+    from qmem_git.core.index import _clean_js, _plain
+
+    if _plain(value):
+        assert _clean_js(value) == value
+    assert _plain("plain words, (and) [brackets] ~ ok") and not _plain(" lead")
+
+
+@given(st.text(alphabet=st.sampled_from("aZ09._~-/ %é😀"), max_size=140))
+def test_a_safe_path_is_its_own_target(path: str) -> None:
+    from qmem_git.core.index import encode_target
+
+    expected = "".join(
+        char
+        if char.isascii() and (char.isalnum() or char in "._~-/")
+        else "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "replace"))
+        for char in path[:120]
+    )
+    assert encode_target(path) == expected

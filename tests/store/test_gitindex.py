@@ -138,3 +138,120 @@ def test_conflict_stages_are_kept_until_a_path_is_resolved(tmp_path: Path) -> No
     assert repo.git("ls-files", "-u") == ""  # nothing unmerged left
     assert "user/a.md" in repo.git("ls-files", "-s", "user/a.md")
     repo.git("write-tree")  # C git accepts the index (it refuses stage 0 beside stages)
+
+
+def whole_sort_render(index: gitindex.GitIndex) -> bytes:
+    """The index bytes as the writer made them before it joined its pieces: every entry
+    sorted by its path bytes and stage, hashed piece by piece (the reference)."""
+    import hashlib
+
+    def key(item: tuple[str, bytes]) -> tuple[bytes, str]:
+        path, _, stage = item[0].partition("\0")
+        return path.encode("utf-8", "surrogateescape"), stage
+
+    raws = [raw for _, raw in sorted(index.entries.items(), key=key)]
+    digest = hashlib.sha1()
+    head = gitindex._HEADER.pack(gitindex.SIGNATURE, index.version, len(raws))
+    for piece in (head, *raws):
+        digest.update(piece)
+    return b"".join((head, *raws)) + digest.digest()
+
+
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_the_written_index_is_the_whole_sort_byte_for_byte(repo: GitRepo, rounds: int) -> None:
+    """Entries added among the ordered rest, over several writes of one index object (a
+    writer's recovery, then its commit), give the bytes of a whole sort; C git reads them."""
+    git_dir = str(gitdir(repo.root))
+    index = gitindex.read_index(git_dir)
+    st = (repo.root / "project" / "a.md").stat()
+    sha = repo.git("rev-parse", "HEAD:project/a.md").strip()
+    for number in range(rounds):
+        same_ops((index,), repo)
+        index.set(f"user/shared-prefix-{number:02d}b.md", st, sha)  # new, mid-order
+        index.set(f"0-new-{number}.md", st, sha)  # new, first
+        index.remove(f"user/shared-prefix-1{number}.md")
+        expected = whole_sort_render(index)
+        assert gitindex.render_index(index) == expected
+        gitindex.write_index(git_dir, index)
+        assert (Path(git_dir) / "index").read_bytes() == expected
+        assert gitindex.read_index(git_dir).entries == index.entries
+    listed = [line.split("\t")[1] for line in repo.git("ls-files", "-s").splitlines()]
+    assert listed == sorted(listed, key=lambda p: p.encode())  # C git's order, no complaint
+    assert "0-new-0.md" in listed and "user/shared-prefix-10.md" not in listed
+    repo.git("ls-files", "--debug")
+    repo.git("write-tree")  # C git builds a tree from it (it refuses an unordered index)
+
+
+def spliced_and_parsed(git_dir: str) -> tuple[gitindex.GitIndex, gitindex.GitIndex]:
+    """The index as a writer's survey gives it (the file's bytes and a parse's offsets), and
+    as a plain parse gives it."""
+    data = (Path(git_dir) / "index").read_bytes()
+    offsets: list[int] = []
+    parsed = gitindex.read_index(git_dir, offsets=offsets)
+    assert parsed.stamp is not None and gitindex.checksum_holds(data)
+    return gitindex.spliced_index(git_dir, data, parsed.stamp, offsets), parsed
+
+
+def conflicted(tmp_path: Path) -> GitRepo:
+    """A merge left ``user/a.md`` in stages 1-3 between stage-0 paths."""
+    repo = GitRepo(tmp_path / "conflicted")
+    repo.write("user/a.md", "base\n")
+    repo.write("user/0.md", "zero\n")
+    repo.git("add", "-A")
+    repo.git("commit", "-qm", "base")
+    repo.git("checkout", "-qb", "other")
+    repo.write("user/a.md", "other\n")
+    repo.git("commit", "-qam", "other")
+    repo.git("checkout", "-q", "main")
+    repo.write("user/a.md", "main\n")
+    repo.write("user/b.md", "b\n")
+    repo.git("add", "-A")
+    repo.git("commit", "-qm", "main")
+    subprocess.run([*git_argv(repo.root), "merge", "-q", "other"], capture_output=True)
+    return repo
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("which", ["long names, version 3", "conflict stages"])
+def test_a_spliced_index_reads_and_writes_as_a_parsed_one(
+    repo: GitRepo, tmp_path: Path, seed: int, which: str
+) -> None:
+    """The same random changes to the spliced index (binary search, runs of the file's bytes)
+    and to a parsed one give the same lookups, count, entries and bytes; C git reads them."""
+    import random
+
+    if which == "conflict stages":
+        repo = conflicted(tmp_path)
+    else:
+        repo.git("update-index", "--skip-worktree", "user/shared-prefix-03.md")  # version 3
+    git_dir = str(gitdir(repo.root))
+    spliced, parsed = spliced_and_parsed(git_dir)
+    keys = list(parsed.entries)
+    pick = random.Random(seed)
+    names = [*keys, "0.md", "user/a.md", "user/a0.md", "user/shared-prefix-05a.md", "zz.md"]
+    st = (repo.root / "user").stat()
+    for _ in range(pick.randint(0, 8)):
+        key, settled, sha = pick.choice(names), pick.random() < 0.8, f"{pick.getrandbits(160):040x}"
+        setting = pick.random() < 0.6 and "\0" not in key
+        for index in (spliced, parsed):
+            if setting:
+                index.set(key, st, sha, settled=settled)
+            else:
+                index.remove(key)
+    for key in names:
+        found, expected = spliced.get(key), parsed.get(key)
+        assert (found is None) == (expected is None)
+        assert spliced.skips_worktree(key) == parsed.skips_worktree(key)
+        if found is not None and expected is not None:
+            assert (found.sha, found.mode, found.mtime_ns, found.size) == (
+                expected.sha,
+                expected.mode,
+                expected.mtime_ns,
+                expected.size,
+            )
+    assert spliced.count() == parsed.count() and spliced.changed == parsed.changed
+    assert gitindex.render_index(spliced) == gitindex.render_index(parsed)
+    gitindex.write_index(git_dir, spliced)
+    assert spliced.entries == parsed.entries  # built on demand, from the same changes
+    repo.git("ls-files", "-s", "--debug")
+    assert int(repo.git("ls-files", "-s").count("\n")) == parsed.count()

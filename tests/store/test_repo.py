@@ -614,3 +614,21 @@ def test_a_recover_delete_stays_inside_the_memory_folder(bad: str) -> None:
     with pytest.raises(UnsafePath):
         repo.check_memory_path(bad, writing=False)
     assert repo.check_memory_path("user/notes-link", writing=False) == "user/notes-link"
+
+
+def test_tied_times_come_out_in_qwens_collation_order_without_a_second_sort(
+    tmp_path: Path,
+) -> None:
+    """Documents are taken in scan order (ties broken by ``localeCompare``) and are not
+    sorted again: the order equals ``order_documents`` of all of them."""
+    mtime = 1_775_000_000_000_000_000
+    names = ["B", "a", "É", "e", "_x", "Z10", "z2", "ä", "A", "b-1", "b_1"]
+    for number, name in enumerate(names):
+        path = tmp_path / ("user" if number % 2 else "project") / f"{name}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(doc(name))
+        os.utime(path, ns=(mtime, mtime))
+    root = str(tmp_path)
+    every = [d for f in workdir.iter_memory_files(root) if (d := workdir.load_document(f))]
+    assert workdir.scan_documents(root) == list(order_documents(every))
+    assert workdir.scan_documents(root, limit=4) == list(order_documents(every, 4))

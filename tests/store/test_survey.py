@@ -97,14 +97,19 @@ def test_no_fork_while_threads_run(repo: GitRepo) -> None:
         worker.join()
 
 
-def fake_child(root: str, shared: mmap.mmap, answer: bytes | None, code: int) -> survey.Pending:
-    """A forked child that leaves ``answer`` (raw, length word included), says it is whole
-    when ``code`` is 0, and exits ``code``; ``code`` -9 means it is killed instead."""
+def fake_child(
+    root: str, shared: mmap.mmap, answer: bytes | None, code: int, first: bytes = b""
+) -> survey.Pending:
+    """A forked child that leaves ``answer`` (raw, length words included), says ``first``
+    (the word for its first part), says it is whole when ``code`` is 0, and exits ``code``;
+    ``code`` -9 means it is killed instead."""
     ready, said = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         if answer is not None:
             shared[: len(answer)] = answer
+        if first:
+            os.write(said, first)
         if code == -9:
             os.kill(os.getpid(), signal.SIGKILL)
         if code == 0:
@@ -127,11 +132,11 @@ def test_a_child_without_a_whole_answer_means_surveying_here(repo: GitRepo, case
     whole = survey._encoded(repo.path)
     answer, code = {
         "nothing": (None, 0),
-        "failed": (framed(whole), 1),
-        "killed": (framed(whole), -9),
+        "failed": (whole, 1),
+        "killed": (whole, -9),
         "not ours": (framed(b"garbage"), 0),
-        "cut short": (framed(whole[:-7]), 0),
-        "too long": (framed(whole, 1 << 40), 0),
+        "cut short": (whole[:-7], 0),
+        "too long": (framed(whole[8:], 1 << 40), 0),
     }[case]
     shared = mmap.mmap(-1, 1 << 20)
     pending = fake_child(repo.path, shared, answer, code)
@@ -144,7 +149,7 @@ def test_a_whole_answer_is_used_as_it_is(repo: GitRepo) -> None:
     """The parent decodes what the child left (not a scan of its own made later)."""
     whole = survey._encoded(repo.path)
     shared = mmap.mmap(-1, 1 << 20)
-    pending = fake_child(repo.path, shared, framed(whole), 0)
+    pending = fake_child(repo.path, shared, whole, 0)
     repo.write("user/m0.md", memory_text("user", "m0", "changed after the child looked"))
     result = pending.result()
     assert "user/m0.md" not in result.dirty  # the child's view, from before the edit
@@ -164,18 +169,36 @@ def test_the_shared_room_follows_the_index_size(repo: GitRepo) -> None:
     """Room for the answer, not a fixed 64 MiB a small ``ulimit -v`` cannot spare."""
     index_bytes = (gitdir(repo.root) / "index").stat().st_size
     whole = survey._encoded(repo.path)
-    assert len(whole) + 8 <= survey._shared_size(repo.path) <= 4 * index_bytes + (4 << 20)
+    assert len(whole) + 8 <= survey._shared_size(repo.path) <= 2 * index_bytes + (4 << 20)
 
 
-def test_the_child_hands_over_the_index_it_parsed(repo: GitRepo) -> None:
-    """The parent takes the child's parsed index (no second parse) while the index file is
-    the one the child read."""
+def test_the_parent_reads_the_index_the_child_compared_with(repo: GitRepo) -> None:
+    """The child hands over its comparison and the offsets of the index's entries, not the
+    entries: the parent's index is the file it read itself, and reads as a fresh parse."""
     whole = survey._encoded(repo.path)
     result = survey._decode(whole, repo.path)
     fresh = gitindex.read_index(str(gitdir(repo.root)))
-    assert result.index is not None and result.index.entries == fresh.entries
+    assert result.index is not None and result.index.count() == fresh.count()
+    for path in fresh.paths():
+        found, expected = result.index.get(path), fresh.get(path)
+        assert found is not None and expected is not None and found.sha == expected.sha
+    assert gitindex.render_index(result.index) == gitindex.render_index(fresh)
     assert (result.index.version, result.index.head) == (fresh.version, fresh.head)
     assert (result.index.mtime_ns, result.index.stamp) == (fresh.mtime_ns, fresh.stamp)
+    assert result.index.entries == fresh.entries
+
+
+def test_an_index_read_before_the_child_answers_must_be_the_one_it_read(repo: GitRepo) -> None:
+    """The parent's early read is used only when the child compared with that same file."""
+    before = survey._parent_index(repo.path)
+    repo.write("user/m0.md", memory_text("user", "m0", "staged before the child looked"))
+    repo.git("add", "user/m0.md")
+    whole = survey._encoded(repo.path)
+    with pytest.raises(ValueError, match="changed since"):
+        survey._decode(whole, repo.path, before)
+    after = survey._parent_index(repo.path)
+    index = survey._decode(whole, repo.path, after).index
+    assert index is not None and index.get("user/m0.md") is not None
 
 
 def test_a_damaged_index_the_child_parsed_is_refused_by_the_parent(repo: GitRepo) -> None:
@@ -190,7 +213,7 @@ def test_a_damaged_index_the_child_parsed_is_refused_by_the_parent(repo: GitRepo
     with pytest.raises(ValueError, match="damaged"):
         survey._decode(whole, repo.path)
     shared = mmap.mmap(-1, 1 << 20)
-    result = fake_child(repo.path, shared, framed(whole), 0).result()
+    result = fake_child(repo.path, shared, whole, 0).result()
     assert result.index is None and summary(result) == summary(survey.survey(repo.path))
 
 
@@ -210,7 +233,7 @@ def test_an_index_rewritten_since_the_child_read_it_means_surveying_here(repo: G
     is stale, so the answer is dropped and the survey made here."""
     whole = survey._encoded(repo.path)
     shared = mmap.mmap(-1, 1 << 20)
-    pending = fake_child(repo.path, shared, framed(whole), 0)
+    pending = fake_child(repo.path, shared, whole, 0)
     repo.write("user/m0.md", memory_text("user", "m0", "staged after the child looked"))
     repo.git("add", "user/m0.md")
     with pytest.raises(ValueError, match="changed since"):
@@ -368,3 +391,22 @@ def test_the_survey_finds_the_cut_of_the_files_memory_md_is_built_from(
     (repo.root / "user" / "m0.md").unlink()
     (repo.root / "user" / "huge.md").unlink()
     assert all(result.cut is None for result in both(repo))  # no more files than the count
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_the_first_part_is_taken_only_with_the_second(repo: GitRepo, whole: bool) -> None:
+    """The child says when what it found on disk is written (the parent decodes it while the
+    child compares), then when its comparison is: a child that dies between the two words
+    means surveying here."""
+    answer = survey._encoded(repo.path)
+    shared = mmap.mmap(-1, 1 << 20)
+    pending = fake_child(repo.path, shared, answer, 0 if whole else 1, first=b"1")
+    expected = survey._decode(answer, repo.path) if whole else None
+    repo.write("user/m0.md", memory_text("user", "m0", "changed after the child looked"))
+    result = pending.result()
+    if expected is not None:  # the child's view, from before the edit
+        assert "user/m0.md" not in result.dirty and summary(result) == summary(expected)
+    else:
+        assert summary(result) == summary(survey.survey(repo.path))
+        assert "user/m0.md" in result.dirty
+    assert not pending.forked and shared.closed

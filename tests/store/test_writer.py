@@ -153,3 +153,48 @@ def test_a_failure_before_the_plan_writes_nothing_and_frees_the_lock(layout: Lay
     assert Path(layout.git_dir, "refs", "heads", "main").read_text() == before
     assert not os.path.exists(os.path.join(layout.git_dir, TENURE))
     assert run_writer(layout, lambda: add("y"), identity=IDENTITY, host="h", now=LATER).applied
+
+
+@pytest.mark.parametrize("crash", ["after the ref, before the index", "while writing the index"])
+def test_the_forked_writers_spliced_index_repairs_a_crash(
+    layout: Layout, monkeypatch: pytest.MonkeyPatch, crash: str
+) -> None:
+    """A writer killed between its commit and its index write leaves the old index (and, when
+    killed in the write, ``index.lock``); the next writer, whose index is the file's bytes
+    spliced (the forked survey's way), leaves an index in git's order that C git reads clean."""
+    from qmem_git.store import gitindex
+
+    git_dir = Path(layout.git_dir)
+    saved = {name: (git_dir / name).read_bytes() for name in ("index", gitindex.HEAD_RECORD)}
+    apply_changeset(layout, add("killed"), identity=IDENTITY, host="h", now=LATER)
+    for name, data in saved.items():  # the writer died before the index was updated
+        (git_dir / name).write_bytes(data)
+    if crash == "while writing the index":
+        (git_dir / "index.lock").write_bytes(saved["index"][:100])
+        old = (NOW - timedelta(minutes=1)).timestamp()
+        os.utime(git_dir / "index.lock", (old, old))  # left by a writer killed a while ago
+    spliced: list[int] = []
+    real = gitindex.spliced_index
+
+    def counted(*args: object) -> gitindex.GitIndex:
+        spliced.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gitindex, "spliced_index", counted)
+    with WriterStart(layout, 10) as started:
+        assert started.pending is not None and started.pending.forked == hasattr(os, "fork")
+        result = run_writer(
+            layout, lambda: add("next"), identity=IDENTITY, host="h", now=LATER, started=started
+        )
+    assert result.applied.commit and result.recovery.commit is None
+    assert spliced == ([1] if hasattr(os, "fork") else [])
+    assert not (git_dir / "index.lock").exists()
+    assert_clean(layout.memory_root)
+    data = (git_dir / "index").read_bytes()
+    index = gitindex.parse_index(data)
+    by_git_order = sorted(index.entries, key=lambda key: key.encode("utf-8", "surrogateescape"))
+    assert list(index.entries) == by_git_order
+    listed = subprocess.run(
+        [*git_argv(layout.memory_root), "ls-files"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert {"user/killed.md", "user/next.md", "MEMORY.md"} <= set(listed)
