@@ -28,6 +28,7 @@ _MARKS = [0x301, 0x300, 0x306, 0x302, 0x30C, 0x30A, 0x308, 0x30B, 0x303, 0x307, 
 _MARKS += [0x327, 0x328, 0x304]
 _MARK_RANK = {chr(mark): rank + 1 for rank, mark in enumerate(_MARKS)}
 _STROKE = len(_MARKS) + 1  # the stroke of ø, đ, ł: after the marks above
+_L, _MIDDLE_DOT = (_RANK["l"], 0), (_RANK["\u00b7"], 0)
 _LIGATURE = 0x10000  # the secondary mark inside æ, œ, ß: after every accent
 # letters ICU sorts as a base letter with a stroke-like accent, or as two letters
 _LATIN_EXTRA = {"ø": "o", "ð": "d", "đ": "d", "ħ": "h", "ł": "l"}
@@ -54,12 +55,21 @@ def collation_key(text: str) -> tuple[tuple[Weight, ...], tuple[int, ...], tuple
         if None not in primary:  # not a control character
             tertiary = tuple(map(_ASCII_TERTIARY.__getitem__, text))
             return primary, (0,) * len(text), tertiary  # type: ignore[return-value]
-    elements = [element for char in text for element in _elements(char)]
+    elements = _contract_middle_dots([element for char in text for element in _elements(char)])
     return (
         tuple(element[0] for element in elements if element[0]),
         tuple(element[1] for element in elements),
         tuple(element[2] for element in elements),
     )
+
+
+def _contract_middle_dots(elements: list[Element]) -> list[Element]:
+    """CLDR's Catalan contraction: a middle dot right after l or L (``l·``, or ``ŀ``, which
+    decomposes to it) is an accent of the l, after the stroke of ``ł``, not punctuation."""
+    for at in range(1, len(elements)):
+        if elements[at][0] == _MIDDLE_DOT and elements[at - 1][0] == _L:
+            elements[at] = ((), _STROKE + 1, elements[at][2])
+    return elements
 
 
 def _elements(char: str) -> list[Element]:
