@@ -113,19 +113,7 @@ def test_entries_set_and_removed_are_what_c_git_reads(repo: GitRepo) -> None:
 
 
 def test_conflict_stages_are_kept_until_a_path_is_resolved(tmp_path: Path) -> None:
-    repo = GitRepo(tmp_path / "memory")
-    repo.write("user/a.md", "base\n")
-    repo.git("add", "-A")
-    repo.git("commit", "-qm", "base")
-    repo.git("checkout", "-qb", "other")
-    repo.write("user/a.md", "other\n")
-    repo.git("commit", "-qam", "other")
-    repo.git("checkout", "-q", "main")
-    repo.write("user/a.md", "main\n")
-    repo.write("user/b.md", "b\n")
-    repo.git("add", "-A")
-    repo.git("commit", "-qm", "main")
-    subprocess.run([*git_argv(repo.root), "merge", "-q", "other"], capture_output=True)
+    repo = conflicted(tmp_path)
     index = gitindex.read_index(str(gitdir(repo.root)))
     assert {"user/a.md\x001", "user/a.md\x002", "user/a.md\x003"} <= index.entries.keys()
     assert index.get("user/a.md") is None
