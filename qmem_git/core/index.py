@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple, TypeVar
 
 from qmem_git.core.frontmatter import JS_SPACE
-from qmem_git.core.model import MAX_SCANNED_DOCUMENTS, Document
+from qmem_git.core.model import Document
 
 _T = TypeVar("_T")
 
@@ -39,16 +39,9 @@ def index_is_current(text: str | None, expected: IndexResult) -> bool:
 
 
 def scan_order_key(doc: Document) -> tuple[float, str, str]:
-    """Newest first, then basename and relative path: the coarse order; :func:`order_documents`
+    """Newest first, then basename and relative path: the coarse order; :func:`qwen_order`
     breaks mtime ties as Qwen Code does."""
     return (-doc.mtime_ms, doc.filename, doc.relative_path)
-
-
-def order_documents(docs: Iterable[Document], limit: int = MAX_SCANNED_DOCUMENTS) -> list[Document]:
-    """Qwen Code 0.24.4's scan order: newest mtime first, ties by the basename's
-    ``localeCompare`` (ICU collation), then by relative path in UTF-16 code unit order."""
-    ordered = qwen_order(list(docs), lambda doc: (doc.mtime_ms, doc.relative_path))
-    return ordered[:limit]
 
 
 def qwen_order(items: list[_T], key: Callable[[_T], tuple[float, str]]) -> list[_T]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from docorder import order_documents
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,7 +16,6 @@ from qmem_git.core.index import (
     build_index,
     index_is_current,
     index_line,
-    order_documents,
     sanitize_field,
     scan_order_key,
 )

@@ -10,10 +10,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from docorder import order_documents
 from helpers_git import git_argv, gitdir, init_memory_git
 
 from qmem_git.core.changes import ChangeSet
-from qmem_git.core.index import order_documents
 from qmem_git.core.paths import Layout
 from qmem_git.errors import InvalidMemoryFile, RepoLocked, UnsafePath
 from qmem_git.store import gitindex, repo, workdir
