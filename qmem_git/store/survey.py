@@ -440,15 +440,6 @@ def _compared_part(root: str, seen: _Scan) -> bytes:
     return marshal.dumps(part)
 
 
-def _encoded(root: str) -> bytes:
-    """The child's whole answer, as it leaves it in the shared memory (both parts)."""
-    seen = _scan(root)
-    first = _found_part(seen)
-    second = _compared_part(root, seen)
-    framed = (len(part).to_bytes(_LENGTH, "little") + part for part in (first, second))
-    return b"".join(framed)
-
-
 def _found(data: bytes | mmap.mmap) -> _Found:
     """The first part of the answer: what the child found on disk."""
     part, _ = _part(data, 0)

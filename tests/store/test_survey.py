@@ -18,6 +18,14 @@ from qmem_git.store import gitindex, survey
 from qmem_git.store.survey import TEMP_MARKER, Survey
 
 
+def encoded(root: str) -> bytes:
+    """The child's whole answer as it leaves it in the shared memory: both parts, each after
+    its length."""
+    seen = survey._scan(root)
+    parts = (survey._found_part(seen), survey._compared_part(root, seen))
+    return b"".join(len(part).to_bytes(survey._LENGTH, "little") + part for part in parts)
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> GitRepo:
     """Three committed memories and MEMORY.md, all older than the index (not racily clean)."""
@@ -129,7 +137,7 @@ def framed(data: bytes, size: int | None = None) -> bytes:
 def test_a_child_without_a_whole_answer_means_surveying_here(repo: GitRepo, case: str) -> None:
     """Only a child that says its answer is whole (a byte on the pipe, written after it) is
     believed; else the survey is made here."""
-    whole = survey._encoded(repo.path)
+    whole = encoded(repo.path)
     answer, code = {
         "nothing": (None, 0),
         "failed": (whole, 1),
@@ -147,7 +155,7 @@ def test_a_child_without_a_whole_answer_means_surveying_here(repo: GitRepo, case
 
 def test_a_whole_answer_is_used_as_it_is(repo: GitRepo) -> None:
     """The parent decodes what the child left (not a scan of its own made later)."""
-    whole = survey._encoded(repo.path)
+    whole = encoded(repo.path)
     shared = mmap.mmap(-1, 1 << 20)
     pending = fake_child(repo.path, shared, whole, 0)
     repo.write("user/m0.md", memory_text("user", "m0", "changed after the child looked"))
@@ -168,14 +176,14 @@ def test_an_answer_too_big_to_share_means_surveying_here(
 def test_the_shared_room_follows_the_index_size(repo: GitRepo) -> None:
     """Room for the answer, not a fixed 64 MiB a small ``ulimit -v`` cannot spare."""
     index_bytes = (gitdir(repo.root) / "index").stat().st_size
-    whole = survey._encoded(repo.path)
+    whole = encoded(repo.path)
     assert len(whole) + 8 <= survey._shared_size(repo.path) <= 2 * index_bytes + (4 << 20)
 
 
 def test_the_parent_reads_the_index_the_child_compared_with(repo: GitRepo) -> None:
     """The child hands over its comparison and the offsets of the index's entries, not the
     entries: the parent's index is the file it read itself, and reads as a fresh parse."""
-    whole = survey._encoded(repo.path)
+    whole = encoded(repo.path)
     result = survey._decode(whole, repo.path)
     fresh = gitindex.read_index(str(gitdir(repo.root)))
     assert result.index is not None and result.index.count() == fresh.count()
@@ -193,7 +201,7 @@ def test_an_index_read_before_the_child_answers_must_be_the_one_it_read(repo: Gi
     before = survey._parent_index(repo.path)
     repo.write("user/m0.md", memory_text("user", "m0", "staged before the child looked"))
     repo.git("add", "user/m0.md")
-    whole = survey._encoded(repo.path)
+    whole = encoded(repo.path)
     with pytest.raises(ValueError, match="changed since"):
         survey._decode(whole, repo.path, before)
     after = survey._parent_index(repo.path)
@@ -209,7 +217,7 @@ def test_a_damaged_index_the_child_parsed_is_refused_by_the_parent(repo: GitRepo
     data = bytearray(path.read_bytes())
     data[20] ^= 0xFF  # a byte of the first entry's mtime: parseable, but not what was hashed
     path.write_bytes(bytes(data))
-    whole = survey._encoded(repo.path)
+    whole = encoded(repo.path)
     with pytest.raises(ValueError, match="damaged"):
         survey._decode(whole, repo.path)
     shared = mmap.mmap(-1, 1 << 20)
@@ -221,7 +229,9 @@ def test_the_child_does_not_import_hashlib(repo: GitRepo) -> None:
     code = (
         "import sys\n"
         "from qmem_git.store import survey\n"
-        f"survey._encoded({repo.path!r})\n"
+        f"seen = survey._scan({repo.path!r})\n"
+        "survey._found_part(seen)\n"
+        f"survey._compared_part({repo.path!r}, seen)\n"
         "print('hashlib' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -231,7 +241,7 @@ def test_the_child_does_not_import_hashlib(repo: GitRepo) -> None:
 def test_an_index_rewritten_since_the_child_read_it_means_surveying_here(repo: GitRepo) -> None:
     """A person's ``git add`` between the child's look and the parent's: the child's index
     is stale, so the answer is dropped and the survey made here."""
-    whole = survey._encoded(repo.path)
+    whole = encoded(repo.path)
     shared = mmap.mmap(-1, 1 << 20)
     pending = fake_child(repo.path, shared, whole, 0)
     repo.write("user/m0.md", memory_text("user", "m0", "staged after the child looked"))
@@ -398,7 +408,7 @@ def test_the_first_part_is_taken_only_with_the_second(repo: GitRepo, whole: bool
     """The child says when what it found on disk is written (the parent decodes it while the
     child compares), then when its comparison is: a child that dies between the two words
     means surveying here."""
-    answer = survey._encoded(repo.path)
+    answer = encoded(repo.path)
     shared = mmap.mmap(-1, 1 << 20)
     pending = fake_child(repo.path, shared, answer, 0 if whole else 1, first=b"1")
     expected = survey._decode(answer, repo.path) if whole else None
